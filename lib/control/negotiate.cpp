@@ -1,0 +1,70 @@
+#include "control/negotiate.hpp"
+
+namespace ds4tp::control {
+
+namespace {
+
+uint32_t cap_of(int transport) {
+  switch (transport) {
+    case DS4TP_TRANSPORT_TCP: return wire::kCapTcp;
+    case DS4TP_TRANSPORT_SHM: return wire::kCapShm;
+    case DS4TP_TRANSPORT_RDMA: return wire::kCapRdma;
+    default: return 0;
+  }
+}
+
+const char *name(int t) { return ds4tp_transport_name(t); }
+
+}  // namespace
+
+int negotiate_transport(const wire::Hello &mine, const wire::Hello &peer, int &chosen,
+                        Error &err) {
+  // Judge from the leader's point of view so both ranks word errors alike.
+  const wire::Hello &lead = mine.role == DS4TP_ROLE_LEADER ? mine : peer;
+  const wire::Hello &work = mine.role == DS4TP_ROLE_LEADER ? peer : mine;
+  int want_l = lead.transport_request, want_w = work.transport_request;
+  if (want_l != DS4TP_TRANSPORT_AUTO && want_w != DS4TP_TRANSPORT_AUTO &&
+      want_l != want_w)
+    return err.set(DS4TP_EUNSUPPORTED,
+                   "transport conflict: the leader asks for {} but the worker for {}",
+                   name(want_l), name(want_w));
+  int want = want_l != DS4TP_TRANSPORT_AUTO ? want_l : want_w;
+  bool same_host = lead.host_id == work.host_id;
+  auto both = [&](int t) {
+    uint32_t c = cap_of(t);
+    return (lead.caps & c) && (work.caps & c) && (t != DS4TP_TRANSPORT_SHM || same_host);
+  };
+  if (want != DS4TP_TRANSPORT_AUTO) {
+    if (both(want)) {
+      chosen = want;
+      return DS4TP_OK;
+    }
+    uint32_t c = cap_of(want);
+    const char *who = !(lead.caps & c) && !(work.caps & c) ? "neither rank offers it"
+                      : !(lead.caps & c)                   ? "the leader does not offer it"
+                      : !(work.caps & c)                   ? "the worker does not offer it"
+                                                           : "the ranks are on different hosts";
+    return err.set(DS4TP_EUNSUPPORTED, "transport {} was requested but {}", name(want),
+                   who);
+  }
+  for (int t : {DS4TP_TRANSPORT_RDMA, DS4TP_TRANSPORT_SHM, DS4TP_TRANSPORT_TCP}) {
+    if (both(t)) {
+      chosen = t;
+      return DS4TP_OK;
+    }
+  }
+  return err.set(DS4TP_EUNSUPPORTED, "the ranks share no transport (leader offers 0x{:x}, "
+                 "worker 0x{:x})", lead.caps, work.caps);
+}
+
+int judge_hello(const wire::Hello &mine, const wire::Hello &peer, int &chosen,
+                Error &err) {
+  if (peer.role == mine.role)
+    return err.set(DS4TP_EPROTO, "both ranks claim the {} role",
+                   mine.role == DS4TP_ROLE_LEADER ? "leader" : "worker");
+  int rc = wire::compare_identity(mine.id, peer.id, err);
+  if (rc != DS4TP_OK) return rc;
+  return negotiate_transport(mine, peer, chosen, err);
+}
+
+}  // namespace ds4tp::control

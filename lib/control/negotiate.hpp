@@ -1,0 +1,22 @@
+// Transport negotiation and hello judgement. Pure: both ranks run the same
+// functions on the same two hellos and reach the same verdict.
+#pragma once
+
+#include "common/error.hpp"
+#include "wire/hello.hpp"
+
+namespace ds4tp::control {
+
+// Chooses the transport both ranks will use, or fails with EUNSUPPORTED
+// naming which rank lacks what. An explicit request on either side wins
+// over AUTO; two different explicit requests fail. AUTO prefers rdma, then
+// shm (same host only), then tcp.
+int negotiate_transport(const wire::Hello &mine, const wire::Hello &peer,
+                        int &chosen, Error &err);
+
+// Role, identity and transport checks on a peer's decoded hello whose
+// preamble version already matched. On success `chosen` is the transport.
+int judge_hello(const wire::Hello &mine, const wire::Hello &peer, int &chosen,
+                Error &err);
+
+}  // namespace ds4tp::control

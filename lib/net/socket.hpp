@@ -1,0 +1,72 @@
+// Socket helpers shared by bring-up, the control channel and the TCP
+// transport: an owning fd, tuning, and deadline-bounded I/O on
+// non-blocking sockets. No allocation on the success path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/error.hpp"
+
+namespace ds4tp::net {
+
+// Owns a file descriptor; closes it on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd &) = delete;
+  Fd &operator=(const Fd &) = delete;
+  Fd(Fd &&o) noexcept : fd_(o.release()) {}
+  Fd &operator=(Fd &&o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  ~Fd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// TCP_NODELAY, SO_NOSIGPIPE-equivalents, large buffers, non-blocking.
+void tune_data_socket(int fd);
+void tune_control_socket(int fd);
+void set_nonblocking(int fd);
+
+// How a wait behaves: spin (busy-poll) this long after the last progress
+// before blocking in poll(); fail after `idle_ns` without progress.
+struct Wait {
+  uint64_t spin_ns = 0;
+  uint64_t idle_ns = 0;
+};
+
+// Writes/reads exactly `len` bytes before `deadline_ns` (CLOCK_MONOTONIC).
+// Return DS4TP_OK, ETIMEDOUT, EPEERCLOSED (EOF, reset, broken pipe) or EIO;
+// `what` names the operation in the message.
+int write_all(int fd, const void *buf, size_t len, uint64_t deadline_ns,
+              const char *what, Error &err);
+int read_exact(int fd, void *buf, size_t len, uint64_t deadline_ns,
+               const char *what, Error &err);
+
+// True when the peer has closed or reset `fd` (non-blocking peek).
+bool peer_gone(int fd);
+
+// Pauses the CPU briefly inside a spin loop.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace ds4tp::net

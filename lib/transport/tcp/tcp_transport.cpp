@@ -1,0 +1,186 @@
+#include "transport/tcp/tcp_transport.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "common/clock.hpp"
+#include "wire/gate_header.hpp"
+
+namespace ds4tp {
+namespace {
+
+using wire::GateHeader;
+using wire::GateKind;
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(net::Fd fd, const DataConfig &cfg) : fd_(std::move(fd)), cfg_(cfg) {}
+
+  const char *name() const override { return "tcp"; }
+
+  int attach(uint8_t *base, const slab::Layout &layout, Error &) override {
+    base_ = base;
+    layout_ = layout;
+    return DS4TP_OK;
+  }
+  void detach() override { base_ = nullptr; }
+
+  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq,
+           Error &err) override {
+    GateHeader h{uint16_t(GateKind::Row), layer, gate, seq, layout_.vec_bytes};
+    return exchange(h, base_ + layout_.out_vec(slot), base_ + layout_.in_vec(slot),
+                    layout_.vec_bytes, cfg_.gate_timeout_ns, err);
+  }
+
+  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) override {
+    // Rows are vec_stride apart; when stride == vec_bytes they are one run.
+    // Otherwise send the padded run: padding bytes are never read as data.
+    uint64_t bytes = uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes;
+    GateHeader h{uint16_t(GateKind::Batch), index, rows, seq, bytes};
+    return exchange(h, base_ + layout_.batch_out_gate(index),
+                    base_ + layout_.batch_in_gate(index), bytes, cfg_.gate_timeout_ns,
+                    err);
+  }
+
+  int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in,
+               uint64_t bytes, Error &err) override {
+    GateHeader h{uint16_t(GateKind::Big), layer, 0, seq, bytes};
+    return exchange(h, static_cast<const uint8_t *>(out), static_cast<uint8_t *>(in),
+                    bytes, cfg_.big_gate_timeout_ns, err);
+  }
+
+ private:
+  // Full-duplex exchange of header+payload. `meet_ns` bounds the wait for
+  // the peer's first bytes; after that the gate timeout applies to every
+  // stretch without progress.
+  int exchange(const GateHeader &mine, const uint8_t *out, uint8_t *in, uint64_t bytes,
+               uint64_t meet_ns, Error &err) {
+    uint8_t shdr[wire::kGateHeaderBytes];
+    uint8_t rhdr[wire::kGateHeaderBytes];
+    wire::encode_gate_header(mine, shdr);
+
+    const int fd = fd_.get();
+    const uint64_t total = wire::kGateHeaderBytes + bytes;
+    uint64_t sent = 0, got = 0;
+    bool header_checked = false;
+    uint64_t t = now_ns();
+    uint64_t last = t;
+    uint64_t deadline = t + meet_ns;
+
+    while (sent < total || got < total) {
+      bool progress = false;
+      if (sent < total) {
+        iovec iov[2];
+        int n = 0;
+        if (sent < wire::kGateHeaderBytes) {
+          iov[n++] = {shdr + sent, wire::kGateHeaderBytes - size_t(sent)};
+          if (bytes) iov[n++] = {const_cast<uint8_t *>(out), size_t(bytes)};
+        } else {
+          uint64_t off = sent - wire::kGateHeaderBytes;
+          iov[n++] = {const_cast<uint8_t *>(out) + off, size_t(bytes - off)};
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = size_t(n);
+        ssize_t r = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r > 0) {
+          sent += uint64_t(r);
+          progress = true;
+        } else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          return io_fail(mine, errno, sent, got, total, err);
+        }
+      }
+      if (got < total) {
+        iovec iov[2];
+        int n = 0;
+        if (got < wire::kGateHeaderBytes) {
+          iov[n++] = {rhdr + got, wire::kGateHeaderBytes - size_t(got)};
+          if (bytes) iov[n++] = {in, size_t(bytes)};
+        } else {
+          uint64_t off = got - wire::kGateHeaderBytes;
+          iov[n++] = {in + off, size_t(bytes - off)};
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = size_t(n);
+        ssize_t r = ::recvmsg(fd, &msg, MSG_DONTWAIT);
+        if (r > 0) {
+          got += uint64_t(r);
+          progress = true;
+          if (!header_checked && got >= wire::kGateHeaderBytes) {
+            GateHeader peer;
+            int rc = wire::decode_gate_header(rhdr, sizeof rhdr, peer, err);
+            if (rc == DS4TP_OK) rc = wire::check_gate_header(mine, peer, err);
+            if (rc != DS4TP_OK) return rc;
+            header_checked = true;
+          }
+        } else if (r == 0) {
+          return err.set(DS4TP_EPEERCLOSED,
+                         "peer closed the data connection during {} (layer {}, {} {}, "
+                         "seq {}; received {} of {} bytes)",
+                         wire::gate_kind_name(mine.kind), mine.layer,
+                         mine.kind == uint16_t(GateKind::Batch) ? "rows" : "gate",
+                         mine.aux, mine.seq, got, total);
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          return io_fail(mine, errno, sent, got, total, err);
+        }
+      }
+      if (progress) {
+        last = now_ns();
+        // Once the peer has shown up, the in-gate timeout applies.
+        deadline = last + (got > 0 ? cfg_.gate_timeout_ns : meet_ns);
+        continue;
+      }
+      t = now_ns();
+      if (t >= deadline) return timeout(mine, got == 0 ? meet_ns : cfg_.gate_timeout_ns,
+                                        sent, got, total, err);
+      if (t - last < cfg_.spin_ns) {
+        net::cpu_relax();
+        continue;
+      }
+      pollfd p{fd, short((got < total ? POLLIN : 0) | (sent < total ? POLLOUT : 0)), 0};
+      int r = ::poll(&p, 1, ms_left(deadline));
+      if (r < 0 && errno != EINTR) return io_fail(mine, errno, sent, got, total, err);
+    }
+    return DS4TP_OK;
+  }
+
+  int io_fail(const GateHeader &m, int e, uint64_t sent, uint64_t got, uint64_t total,
+              Error &err) {
+    int code = (e == EPIPE || e == ECONNRESET || e == ENOTCONN) ? DS4TP_EPEERCLOSED
+                                                                 : DS4TP_EIO;
+    return err.set(code,
+                   "data connection failed during {} (layer {}, seq {}): {} (sent {} "
+                   "and received {} of {} bytes)",
+                   wire::gate_kind_name(m.kind), m.layer, m.seq, std::strerror(e),
+                   sent, got, total);
+  }
+
+  int timeout(const GateHeader &m, uint64_t limit_ns, uint64_t sent, uint64_t got,
+              uint64_t total, Error &err) {
+    return err.set(DS4TP_ETIMEDOUT,
+                   "{} (layer {}, {} {}, seq {}) timed out: no progress from the peer "
+                   "for {} ms (sent {} and received {} of {} bytes); the peer is "
+                   "stalled or not at this gate",
+                   wire::gate_kind_name(m.kind), m.layer,
+                   m.kind == uint16_t(GateKind::Batch) ? "rows" : "gate", m.aux, m.seq,
+                   limit_ns / 1000000, sent, got, total);
+  }
+
+  net::Fd fd_;
+  DataConfig cfg_;
+  uint8_t *base_ = nullptr;
+  slab::Layout layout_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_tcp_transport(net::Fd fd, const DataConfig &cfg) {
+  return std::make_unique<TcpTransport>(std::move(fd), cfg);
+}
+
+}  // namespace ds4tp

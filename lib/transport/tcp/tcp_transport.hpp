@@ -1,0 +1,16 @@
+// TCP data plane: one dedicated socket, every payload preceded by a gate
+// header, both directions driven at once on a non-blocking socket so two
+// ranks writing large payloads simultaneously can never deadlock.
+#pragma once
+
+#include <memory>
+
+#include "net/socket.hpp"
+#include "transport/transport.hpp"
+
+namespace ds4tp {
+
+// Takes ownership of the connected data socket `fd`.
+std::unique_ptr<Transport> make_tcp_transport(net::Fd fd, const DataConfig &cfg);
+
+}  // namespace ds4tp

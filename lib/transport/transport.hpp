@@ -1,0 +1,46 @@
+// The data-plane interface every transport implements (tcp/, shm/, rdma/).
+//
+// Ownership: the pair owns the transport; the transport borrows the slab
+// (base + layout) between attach() and detach(). Threading: all gate calls
+// come from one thread at a time (the engine's gate thread); attach and
+// detach are never concurrent with a gate. Every call blocks until done or
+// until its deadline, and never allocates, logs or locks on success.
+#pragma once
+
+#include <cstdint>
+
+#include "common/error.hpp"
+#include "slab/layout.hpp"
+
+namespace ds4tp {
+
+// Deadlines and wait policy a transport applies.
+struct DataConfig {
+  uint64_t gate_timeout_ns = 0;      // without progress, inside a gate
+  uint64_t big_gate_timeout_ns = 0;  // waiting for the peer to reach a big gate
+  uint64_t spin_ns = 0;              // busy-poll before blocking
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char *name() const = 0;
+
+  // Starts using the slab at `base` laid out as `layout`.
+  virtual int attach(uint8_t *base, const slab::Layout &layout, Error &err) = 0;
+  // Stops using the slab; no gate may follow until the next attach.
+  virtual void detach() = 0;
+
+  // Row gate: out[slot] to the peer's in[slot]; returns once the peer's
+  // partial for the same (layer, gate, seq) landed in in[slot].
+  virtual int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq,
+                   Error &err) = 0;
+  // Batch gate: `rows` vectors of batch gate `index`.
+  virtual int batch_gate(uint32_t index, uint32_t rows, uint64_t seq,
+                         Error &err) = 0;
+  // Big gate: `bytes` from `out` to the peer, the peer's into `in`.
+  virtual int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in,
+                       uint64_t bytes, Error &err) = 0;
+};
+
+}  // namespace ds4tp

@@ -1,0 +1,198 @@
+#include "wire/hello.hpp"
+
+#include <cstring>
+
+#include "wire/codec.hpp"
+
+namespace ds4tp::wire {
+
+size_t encode_preamble(const Preamble &p, uint8_t out[kPreambleBytes]) {
+  Writer w(out, kPreambleBytes);
+  w.u32(p.magic);
+  w.u16(p.version);
+  w.u16(p.kind);
+  w.u32(p.body_bytes);
+  return w.size();
+}
+
+namespace {
+
+std::vector<uint8_t> with_preamble(Kind kind, const uint8_t *body, size_t n) {
+  std::vector<uint8_t> out(kPreambleBytes + n);
+  Preamble p;
+  p.kind = uint16_t(kind);
+  p.body_bytes = uint32_t(n);
+  encode_preamble(p, out.data());
+  if (n) std::memcpy(out.data() + kPreambleBytes, body, n);
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_hello(const Hello &h) {
+  const Identity &id = h.id;
+  std::vector<uint8_t> body(kHelloFixedBytes + id.blob.size());
+  Writer w(body.data(), body.size());
+  w.u8(h.role);
+  w.u8(h.transport_request);
+  w.u16(0);  // reserved
+  w.u32(h.caps);
+  w.bytes(h.host_id.data(), h.host_id.size());
+  w.u64(h.cookie);
+  w.u64(id.model_bytes);
+  w.u32(id.model_id);
+  w.u32(id.n_layer);
+  w.u32(id.n_embd);
+  w.u32(id.n_vocab);
+  w.u32(id.quant_bits);
+  w.u32(id.ctx_size);
+  w.u32(id.gate_slot_start);
+  w.u32(id.gate_slot_step);
+  w.u32(id.gates_per_token);
+  w.u32(kMaskWords);
+  for (uint64_t m : id.gate_slot_mask) w.u64(m);
+  w.u64(id.features);
+  w.u32(uint32_t(id.blob.size()));
+  w.bytes(id.blob.data(), id.blob.size());
+  return with_preamble(Kind::Control, body.data(), w.size());
+}
+
+std::vector<uint8_t> encode_data(uint64_t cookie) {
+  uint8_t body[8];
+  put_u64(body, cookie);
+  return with_preamble(Kind::Data, body, sizeof body);
+}
+
+std::vector<uint8_t> encode_data_ack() {
+  return with_preamble(Kind::DataAck, nullptr, 0);
+}
+
+int decode_preamble(const uint8_t *buf, size_t len, size_t max_body,
+                    Preamble &out, Error &err) {
+  if (len < kPreambleBytes)
+    return err.set(DS4TP_EPROTO, "preamble truncated: {} of {} bytes", len,
+                   kPreambleBytes);
+  Reader r(buf, len);
+  out.magic = r.u32();
+  out.version = r.u16();
+  out.kind = r.u16();
+  out.body_bytes = r.u32();
+  if (out.magic == kMagicSwapped)
+    return err.set(DS4TP_EPROTO,
+                   "bad magic 0x{:08x}: the peer uses the other byte order",
+                   out.magic);
+  if (out.magic != kMagic)
+    return err.set(DS4TP_EPROTO,
+                   "bad magic 0x{:08x} (want 0x{:08x}): not a ds4tp peer",
+                   out.magic, kMagic);
+  if (out.kind < uint16_t(Kind::Control) || out.kind > uint16_t(Kind::DataAck))
+    return err.set(DS4TP_EPROTO, "unknown connection kind {}", out.kind);
+  if (out.body_bytes > max_body)
+    return err.set(DS4TP_EPROTO, "preamble body of {} bytes exceeds the {} byte limit",
+                   out.body_bytes, max_body);
+  return DS4TP_OK;
+}
+
+int decode_hello_body(const uint8_t *buf, size_t len, Hello &out, Error &err) {
+  if (len < kHelloFixedBytes)
+    return err.set(DS4TP_EPROTO, "hello truncated: {} bytes, need at least {}",
+                   len, kHelloFixedBytes);
+  Reader r(buf, len);
+  Hello h;
+  h.role = r.u8();
+  h.transport_request = r.u8();
+  (void)r.u16();  // reserved, ignored for forward compatibility
+  h.caps = r.u32();
+  const uint8_t *host = r.bytes(h.host_id.size());
+  if (host) std::memcpy(h.host_id.data(), host, h.host_id.size());
+  h.cookie = r.u64();
+  Identity &id = h.id;
+  id.model_bytes = r.u64();
+  id.model_id = r.u32();
+  id.n_layer = r.u32();
+  id.n_embd = r.u32();
+  id.n_vocab = r.u32();
+  id.quant_bits = r.u32();
+  id.ctx_size = r.u32();
+  id.gate_slot_start = r.u32();
+  id.gate_slot_step = r.u32();
+  id.gates_per_token = r.u32();
+  uint32_t words = r.u32();
+  if (words != kMaskWords)
+    return err.set(DS4TP_EPROTO, "hello gate mask has {} words, want {}", words,
+                   kMaskWords);
+  for (uint64_t &m : id.gate_slot_mask) m = r.u64();
+  id.features = r.u64();
+  uint32_t blob = r.u32();
+  if (!r.ok())
+    return err.set(DS4TP_EPROTO, "hello truncated at byte {}", r.consumed());
+  if (blob > kBlobMax)
+    return err.set(DS4TP_EPROTO, "hello engine blob of {} bytes exceeds {}",
+                   blob, kBlobMax);
+  if (r.remaining() != blob)
+    return err.set(DS4TP_EPROTO,
+                   "hello length {} does not match its engine blob of {} bytes",
+                   len, blob);
+  const uint8_t *b = r.bytes(blob);
+  id.blob.assign(b, b + blob);
+  if (h.role != DS4TP_ROLE_LEADER && h.role != DS4TP_ROLE_WORKER)
+    return err.set(DS4TP_EPROTO, "hello role {} is neither leader (1) nor worker (2)",
+                   h.role);
+  if (h.transport_request > DS4TP_TRANSPORT_RDMA)
+    return err.set(DS4TP_EPROTO, "hello transport request {} unknown",
+                   h.transport_request);
+  out = std::move(h);
+  return DS4TP_OK;
+}
+
+int decode_data_body(const uint8_t *buf, size_t len, uint64_t &cookie,
+                     Error &err) {
+  if (len != 8)
+    return err.set(DS4TP_EPROTO, "data preamble body is {} bytes, want 8", len);
+  cookie = get_u64(buf);
+  return DS4TP_OK;
+}
+
+int compare_identity(const Identity &a, const Identity &b, Error &err) {
+  auto diff = [&](const char *field, uint64_t x, uint64_t y) {
+    return err.set(DS4TP_EIDENTITY,
+                   "engine identity mismatch: {} is {} here but {} on the peer",
+                   field, x, y);
+  };
+#define DS4TP_CMP_(f) \
+  if (a.f != b.f) return diff(#f, a.f, b.f);
+  DS4TP_CMP_(model_bytes)
+  DS4TP_CMP_(model_id)
+  DS4TP_CMP_(n_layer)
+  DS4TP_CMP_(n_embd)
+  DS4TP_CMP_(n_vocab)
+  DS4TP_CMP_(quant_bits)
+  DS4TP_CMP_(gate_slot_start)
+  DS4TP_CMP_(gate_slot_step)
+  DS4TP_CMP_(gates_per_token)
+#undef DS4TP_CMP_
+  for (uint32_t i = 0; i < kMaskWords; i++) {
+    if (a.gate_slot_mask[i] != b.gate_slot_mask[i])
+      return err.set(DS4TP_EIDENTITY,
+                     "engine identity mismatch: gate_slot_mask[{}] is 0x{:016x} "
+                     "here but 0x{:016x} on the peer",
+                     i, a.gate_slot_mask[i], b.gate_slot_mask[i]);
+  }
+  if (a.features != b.features)
+    return err.set(DS4TP_EIDENTITY,
+                   "engine identity mismatch: features are 0x{:x} here but 0x{:x} "
+                   "on the peer (differing bits 0x{:x})",
+                   a.features, b.features, a.features ^ b.features);
+  if (a.blob != b.blob) {
+    size_t n = a.blob.size() < b.blob.size() ? a.blob.size() : b.blob.size();
+    size_t at = 0;
+    while (at < n && a.blob[at] == b.blob[at]) at++;
+    return err.set(DS4TP_EIDENTITY,
+                   "engine identity mismatch: engine_blob differs ({} bytes here, "
+                   "{} on the peer, first difference at byte {})",
+                   a.blob.size(), b.blob.size(), at);
+  }
+  return DS4TP_OK;
+}
+
+}  // namespace ds4tp::wire
