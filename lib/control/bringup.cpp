@@ -83,6 +83,7 @@ struct Bringup::Impl {
   uv_timer_t deadline{};
   uv_timer_t retry{};
   bool timers_open = false;
+  int listen_fd = -1;  // leader: bound by listen(), handed to uv in run()
 
   // One run's state.
   wire::Hello mine;
@@ -128,6 +129,7 @@ struct Bringup::Impl {
   void worker_retry(const std::string &why);
   void worker_connected(Conn *c);
   void dial_data();
+  int start_loop(Error &e);
 };
 
 // One bring-up connection with exact framing: the read buffer is sized to
@@ -150,7 +152,6 @@ struct Conn {
   std::string name = "?";
   int pending_verdict = DS4TP_OK;  // leader: fatal verdict to apply after writing
   Error verdict_err;
-  uint8_t scratch[64];
 };
 
 namespace {
@@ -162,10 +163,6 @@ void on_close(uv_handle_t *h) {
 
 void on_alloc(uv_handle_t *h, size_t, uv_buf_t *out) {
   Conn *c = static_cast<Conn *>(h->data);
-  if (c->complete) {
-    *out = uv_buf_init(reinterpret_cast<char *>(c->scratch), sizeof c->scratch);
-    return;
-  }
   *out = uv_buf_init(reinterpret_cast<char *>(c->buf.data() + c->have),
                      unsigned(c->need - c->have));
 }
@@ -194,17 +191,6 @@ void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *) {
     }
     return;
   }
-  if (c->complete) {
-    // Bytes after a complete message while bring-up is still running.
-    if (impl->cfg.role == DS4TP_ROLE_LEADER && c == impl->control) {
-      impl->log.warn("worker {} sent unexpected bytes before its data connection; "
-                     "dropping it",
-                     c->name);
-      impl->control = nullptr;
-      impl->close_conn(c);
-    }
-    return;
-  }
   c->have += size_t(n);
   if (c->have < c->need) return;
   if (!c->have_preamble) {
@@ -223,7 +209,10 @@ void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *) {
     c->need += c->pre.body_bytes;
     if (c->have < c->need) return;
   }
+  // Stop at the message boundary: anything after it belongs to the next
+  // protocol phase (gates, frames) and must stay in the socket.
   c->complete = true;
+  uv_read_stop(reinterpret_cast<uv_stream_t *>(&c->tcp));
   uv_timer_stop(&c->timer);
   impl->on_message(c);
 }
@@ -231,7 +220,12 @@ void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *) {
 void on_hello_timeout(uv_timer_t *t) {
   Conn *c = static_cast<Conn *>(t->data);
   Bringup::Impl *impl = c->impl;
-  if (impl->cfg.role == DS4TP_ROLE_LEADER) {
+  if (impl->cfg.role == DS4TP_ROLE_LEADER && c == impl->control) {
+    impl->log.warn("worker {} opened no data connection within {} ms; waiting for a "
+                   "worker again",
+                   c->name, impl->cfg.hello_timeout_ms);
+    impl->close_conn(c);
+  } else if (impl->cfg.role == DS4TP_ROLE_LEADER) {
     impl->drop(c, fmt::format("no valid hello within {} ms", impl->cfg.hello_timeout_ms));
   } else if (!c->is_data) {
     impl->worker_retry(fmt::format("the leader did not answer the hello within {} ms",
@@ -327,6 +321,8 @@ void on_write_done(uv_write_t *req, int status) {
     return;
   }
   if (impl->cfg.role == DS4TP_ROLE_LEADER && c == impl->data) impl->finish(DS4TP_OK);
+  if (impl->cfg.role == DS4TP_ROLE_LEADER && c == impl->control)
+    uv_timer_start(&c->timer, on_hello_timeout, uint64_t(impl->cfg.hello_timeout_ms), 0);
 }
 
 void write_bytes(Conn *c, const std::vector<uint8_t> &bytes) {
@@ -545,18 +541,11 @@ Bringup::Bringup(const BringupConfig &cfg, const Logger &log)
     : impl_(std::make_unique<Impl>()) {
   impl_->cfg = cfg;
   impl_->log = log;
-  impl_->loop_ok = uv_loop_init(&impl_->loop) == 0;
-  if (impl_->loop_ok) {
-    uv_timer_init(&impl_->loop, &impl_->deadline);
-    uv_timer_init(&impl_->loop, &impl_->retry);
-    impl_->deadline.data = impl_.get();
-    impl_->retry.data = impl_.get();
-    impl_->timers_open = true;
-  }
 }
 
 Bringup::~Bringup() {
   Impl *m = impl_.get();
+  if (m->listen_fd >= 0) ::close(m->listen_fd);
   if (!m->loop_ok) return;
   for (Conn *c : std::list<Conn *>(m->conns)) m->close_conn(c);
   if (m->server_open) uv_close(reinterpret_cast<uv_handle_t *>(&m->server), nullptr);
@@ -568,9 +557,11 @@ Bringup::~Bringup() {
   uv_loop_close(&m->loop);
 }
 
+// The listener is a plain socket until run(): no event loop exists before
+// then, so an engine may fork between ds4tp_new and ds4tp_connect (an epoll
+// instance shared across fork would let the child disarm the parent).
 int Bringup::listen(Error &err) {
   Impl *m = impl_.get();
-  if (!m->loop_ok) return err.set(DS4TP_EIO, "cannot create the event loop");
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -583,33 +574,54 @@ int Bringup::listen(Error &err) {
     return err.set(DS4TP_EINVAL, "cannot resolve listen address {}: {}", m->cfg.host,
                    gai_strerror(rc));
   std::string last = "no address";
-  bool bound = false;
-  for (addrinfo *a = res; a && !bound; a = a->ai_next) {
-    uv_tcp_init(&m->loop, &m->server);
-    m->server.data = m;
-    m->server_open = true;
-    rc = uv_tcp_bind(&m->server, a->ai_addr, 0);
-    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t *>(&m->server), 16, on_connection);
-    if (rc == 0) {
-      bound = true;
-      break;
+  for (addrinfo *a = res; a && m->listen_fd < 0; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+      last = std::strerror(errno);
+      continue;
     }
-    last = uv_strerror(rc);
-    uv_close(reinterpret_cast<uv_handle_t *>(&m->server), nullptr);
-    m->server_open = false;
-    uv_run(&m->loop, UV_RUN_NOWAIT);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 16) != 0) {
+      last = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    m->listen_fd = fd;
   }
   freeaddrinfo(res);
-  if (!bound)
-    return err.set(DS4TP_EIO, "cannot listen on {}:{}: {}", m->cfg.host, m->cfg.port,
-                   last);
+  if (m->listen_fd < 0)
+    return err.set(DS4TP_EIO, "cannot listen on {}:{}: {}", m->cfg.host, m->cfg.port, last);
   sockaddr_storage ss{};
-  int len = sizeof ss;
-  uv_tcp_getsockname(&m->server, reinterpret_cast<sockaddr *>(&ss), &len);
+  socklen_t len = sizeof ss;
+  getsockname(m->listen_fd, reinterpret_cast<sockaddr *>(&ss), &len);
   m->bound_port = ss.ss_family == AF_INET6
                       ? ntohs(reinterpret_cast<sockaddr_in6 *>(&ss)->sin6_port)
                       : ntohs(reinterpret_cast<sockaddr_in *>(&ss)->sin_port);
   m->log.info("leader listening on {}", addr_name(reinterpret_cast<sockaddr *>(&ss)));
+  return DS4TP_OK;
+}
+
+int Bringup::Impl::start_loop(Error &e) {
+  if (loop_ok) return DS4TP_OK;
+  if (uv_loop_init(&loop) != 0) return e.set(DS4TP_EIO, "cannot create the event loop");
+  loop_ok = true;
+  uv_timer_init(&loop, &deadline);
+  uv_timer_init(&loop, &retry);
+  deadline.data = this;
+  retry.data = this;
+  timers_open = true;
+  if (cfg.role == DS4TP_ROLE_LEADER) {
+    uv_tcp_init(&loop, &server);
+    server.data = this;
+    server_open = true;
+    int rc = uv_tcp_open(&server, listen_fd);
+    if (rc == 0) {
+      listen_fd = -1;  // the uv handle owns it now
+      rc = uv_listen(reinterpret_cast<uv_stream_t *>(&server), 16, on_connection);
+    }
+    if (rc != 0) return e.set(DS4TP_EIO, "cannot listen: {}", uv_strerror(rc));
+  }
   return DS4TP_OK;
 }
 
@@ -630,7 +642,10 @@ int take_fd(uv_tcp_t *tcp, net::Fd &out, Error &err) {
 int Bringup::run(wire::Hello mine, const HelloJudge &judge, BringupResult &out,
                  Error &err) {
   Impl *m = impl_.get();
-  if (!m->loop_ok) return err.set(DS4TP_EIO, "cannot create the event loop");
+  if (m->cfg.role == DS4TP_ROLE_LEADER && m->listen_fd < 0 && !m->server_open)
+    return err.set(DS4TP_ESTATE, "the leader is not listening");
+  int src = m->start_loop(err);
+  if (src != DS4TP_OK) return src;
   SigpipeGuard sigpipe;
   m->mine = std::move(mine);
   m->judge = &judge;
@@ -639,7 +654,6 @@ int Bringup::run(wire::Hello mine, const HelloJudge &judge, BringupResult &out,
   m->last_log_ns = m->started_ns;
   m->ack_bytes = wire::encode_data_ack();
   if (m->cfg.role == DS4TP_ROLE_LEADER) {
-    if (!m->server_open) return err.set(DS4TP_ESTATE, "the leader is not listening");
     m->log.info("leader waiting for a worker on port {}", m->bound_port);
   } else {
     m->log.info("worker dialing the leader at {}:{}", m->cfg.host, m->cfg.port);

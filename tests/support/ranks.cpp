@@ -1,0 +1,116 @@
+#include "support/ranks.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace ds4tp::test {
+
+std::vector<int> local_transports() { return {DS4TP_TRANSPORT_TCP}; }
+
+ds4tp_identity small_identity(uint32_t n_layer, uint32_t n_embd) {
+  ds4tp_identity id;
+  ds4tp_identity_init(&id);
+  id.model_bytes = 123456789;
+  id.model_id = 7;
+  id.n_layer = n_layer;
+  id.n_embd = n_embd;
+  id.n_vocab = 1000;
+  id.quant_bits = 4;
+  id.ctx_size = 2048;
+  return id;
+}
+
+float pattern(int rank, uint64_t seq, uint64_t index) {
+  uint64_t x = (uint64_t(rank) << 56) ^ (seq * 0x9e3779b97f4a7c15ull) ^ (index * 0x100000001b3ull);
+  x ^= x >> 29;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 32;
+  return float(uint32_t(x) % 100000) / 7.0f - float(rank);
+}
+
+int report(const char *what, ds4tp_pair *tp, int rc) {
+  std::fprintf(stderr, "[rank %d] %s: %s: %s\n", ds4tp_rank(tp), what, ds4tp_err_name(rc),
+               tp ? ds4tp_errmsg(tp) : ds4tp_last_error());
+  return rc == 0 ? 1 : (-rc) & 0x7f;
+}
+
+namespace {
+
+ds4tp_options base_options(const RankSetup &s, int role) {
+  ds4tp_options o;
+  ds4tp_options_init(&o);
+  o.role = role;
+  o.transport = s.transport;
+  o.listen_port = 0;
+  o.gate_timeout_ms = s.gate_timeout_ms;
+  o.connect_timeout_ms = s.connect_timeout_ms;
+  o.hello_timeout_ms = 2000;
+  o.spin_us = s.spin_us;
+  o.log_level = s.log_level;
+  return o;
+}
+
+}  // namespace
+
+Outcome run_pair(const RankSetup &s, const Body &leader, const Body &worker, int wait_ms) {
+  Outcome out;
+  ds4tp_options lo = base_options(s, DS4TP_ROLE_LEADER);
+  if (s.leader_tweak) s.leader_tweak(lo);
+  ds4tp_pair *lp = nullptr;
+  int rc = ds4tp_new(&lp, &lo, &s.leader_id);
+  if (rc != DS4TP_OK) {
+    std::fprintf(stderr, "leader ds4tp_new: %s\n", ds4tp_last_error());
+    return out;
+  }
+  int port = ds4tp_listen_port(lp);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    ds4tp_free(lp);  // the child must not hold the leader's listener
+    ds4tp_options wo = base_options(s, DS4TP_ROLE_WORKER);
+    wo.leader_port = port;
+    if (s.worker_tweak) s.worker_tweak(wo);
+    ds4tp_pair *wp = nullptr;
+    int wrc = ds4tp_new(&wp, &wo, &s.worker_id);
+    if (wrc != DS4TP_OK) {
+      std::fprintf(stderr, "worker ds4tp_new: %s\n", ds4tp_last_error());
+      _exit(100);
+    }
+    Ctx ctx;
+    ctx.rank = 1;
+    int code = worker(wp, ctx);
+    ds4tp_free(wp);
+    _exit(code & 0xff);
+  }
+  Ctx ctx;
+  ctx.rank = 0;
+  ctx.worker_pid = pid;
+  out.leader = leader(lp, ctx);
+  ds4tp_free(lp);
+
+  int status = 0;
+  int waited = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0) return out;
+    if (waited >= wait_ms) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      out.worker_hung = true;
+      break;
+    }
+    usleep(5000);
+    waited += 5;
+  }
+  if (WIFEXITED(status)) out.worker_exit = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) out.worker_signal = WTERMSIG(status);
+  return out;
+}
+
+}  // namespace ds4tp::test

@@ -1,0 +1,60 @@
+// Two-rank harness: the leader runs in the test process, the worker in a
+// forked child, over loopback. The same test body runs over every
+// transport by taking the transport as a parameter (GENERATE).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "ds4tp/ds4tp.h"
+
+namespace ds4tp::test {
+
+// Transports this build can run between two processes on one host.
+std::vector<int> local_transports();
+
+// A small identity: n_layer layers, n_embd floats, identity schedule.
+ds4tp_identity small_identity(uint32_t n_layer = 4, uint32_t n_embd = 256);
+
+struct RankSetup {
+  int transport = DS4TP_TRANSPORT_TCP;
+  ds4tp_identity leader_id = small_identity();
+  ds4tp_identity worker_id = small_identity();
+  int gate_timeout_ms = 3000;
+  int connect_timeout_ms = 15000;
+  int spin_us = 50;
+  int log_level = DS4TP_LOG_WARN;
+  std::function<void(ds4tp_options &)> leader_tweak, worker_tweak;
+};
+
+struct Ctx {
+  int rank = 0;
+  pid_t worker_pid = -1;  // leader side only
+};
+
+// A body gets the unconnected pair (it calls ds4tp_connect itself) and
+// returns 0 on success; in the worker the value becomes the exit code,
+// so the worker body must not use Catch2 assertions.
+using Body = std::function<int(ds4tp_pair *, Ctx &)>;
+
+struct Outcome {
+  int leader = -1;         // the leader body's return
+  int worker_exit = -1;    // worker exit code, -1 if it did not exit
+  int worker_signal = 0;   // signal that ended the worker, if any
+  bool worker_hung = false;  // killed by the harness after wait_ms
+};
+
+Outcome run_pair(const RankSetup &s, const Body &leader, const Body &worker,
+                 int wait_ms = 60000);
+
+// Fills the slab's out/batch-out regions of `rank` with a pattern that
+// depends on (rank, seq) so a payload can be verified bit for bit.
+float pattern(int rank, uint64_t seq, uint64_t index);
+
+// Prints a failing call's status and message (used inside worker bodies).
+int report(const char *what, ds4tp_pair *tp, int rc);
+
+}  // namespace ds4tp::test

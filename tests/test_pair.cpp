@@ -1,0 +1,395 @@
+// Two real processes over loopback: bring-up, identity, gates, faults.
+// Every case runs over each local transport.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "support/ranks.hpp"
+#include "wire/codec.hpp"
+#include "wire/hello.hpp"
+
+using namespace ds4tp::test;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+int connect_attach(ds4tp_pair *tp) {
+  int rc = ds4tp_connect(tp);
+  if (rc) return report("connect", tp, rc);
+  rc = ds4tp_attach_slab(tp, nullptr, 0);
+  if (rc) return report("attach", tp, rc);
+  return 0;
+}
+
+// N tokens of every row gate plus one batch gate per token, each payload
+// checked bit for bit against the peer's pattern.
+int token_loop(ds4tp_pair *tp, int tokens) {
+  int rank = ds4tp_rank(tp);
+  auto *slab = static_cast<uint8_t *>(ds4tp_slab_base(tp));
+  ds4tp_slab_layout l{};
+  l.size = sizeof l;
+  ds4tp_slab_layout_get(tp, &l);
+  uint32_t n_layer = l.slots / 2;
+  uint64_t floats = l.vec_bytes / 4;
+  uint64_t seq = 0, bseq = 0;
+  for (int t = 0; t < tokens; t++) {
+    for (uint32_t layer = 0; layer < n_layer; layer++) {
+      for (uint32_t gate = 0; gate < 2; gate++) {
+        seq++;
+        auto *out = reinterpret_cast<float *>(slab + ds4tp_slab_out_offset(tp, layer, gate));
+        auto *in = reinterpret_cast<float *>(slab + ds4tp_slab_in_offset(tp, layer, gate));
+        for (uint64_t i = 0; i < floats; i++) out[i] = pattern(rank, seq, i);
+        int rc = ds4tp_gate_exchange(tp, layer, gate, seq);
+        if (rc) return report("gate", tp, rc);
+        for (uint64_t i = 0; i < floats; i++)
+          if (float want = pattern(1 - rank, seq, i); std::memcmp(&in[i], &want, 4) != 0) {
+            std::fprintf(stderr, "[rank %d] gate seq %llu float %llu differs\n", rank,
+                         (unsigned long long)seq, (unsigned long long)i);
+            return 90;
+          }
+      }
+    }
+    uint32_t rows = uint32_t(t % 8) + 1, index = uint32_t(t) % l.batch_gates;
+    bseq++;
+    uint8_t *bout = slab + ds4tp_slab_batch_out_offset(tp, index);
+    uint8_t *bin = slab + ds4tp_slab_batch_in_offset(tp, index);
+    for (uint32_t r = 0; r < rows; r++) {
+      auto *row = reinterpret_cast<float *>(bout + r * l.vec_stride);
+      for (uint64_t i = 0; i < floats; i++) row[i] = pattern(rank, 1000000 + bseq, r * floats + i);
+    }
+    int rc = ds4tp_batch_gate_exchange(tp, index, rows, bseq);
+    if (rc) return report("batch gate", tp, rc);
+    for (uint32_t r = 0; r < rows; r++) {
+      auto *row = reinterpret_cast<float *>(bin + r * l.vec_stride);
+      for (uint64_t i = 0; i < floats; i++) {
+        float want = pattern(1 - rank, 1000000 + bseq, r * floats + i);
+        if (std::memcmp(&row[i], &want, 4) != 0) return 91;
+      }
+    }
+  }
+  return 0;
+}
+
+int big_gate(ds4tp_pair *tp, uint64_t bytes) {
+  int rank = ds4tp_rank(tp);
+  std::vector<uint32_t> out(bytes / 4), in(bytes / 4, 0);
+  for (size_t i = 0; i < out.size(); i++) out[i] = uint32_t(i * 2654435761u) ^ uint32_t(rank);
+  int rc = ds4tp_big_gate_exchange(tp, 5, 1, out.data(), in.data(), bytes);
+  if (rc) return report("big gate", tp, rc);
+  for (size_t i = 0; i < in.size(); i++)
+    if (in[i] != (uint32_t(i * 2654435761u) ^ uint32_t(1 - rank))) return 92;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("two processes: gates and batch gates and a 64 MiB big gate bit for bit") {
+  int transport = GENERATE(from_range(local_transports()));
+  RankSetup s;
+  s.transport = transport;
+  s.leader_id = s.worker_id = small_identity(6, 4096);
+  auto body = [](ds4tp_pair *tp, Ctx &) -> int {
+    int rc = connect_attach(tp);
+    if (rc) return rc;
+    rc = token_loop(tp, 20);
+    if (rc) return rc;
+    return big_gate(tp, 64ull << 20);
+  };
+  Outcome o = run_pair(s, body, body);
+  REQUIRE(o.leader == 0);
+  REQUIRE(o.worker_exit == 0);
+}
+
+TEST_CASE("an identity mismatch aborts both ranks naming the field and values") {
+  int transport = GENERATE(from_range(local_transports()));
+  RankSetup s;
+  s.transport = transport;
+  s.worker_id.n_vocab = 1001;
+  auto body = [](ds4tp_pair *tp, Ctx &) -> int {
+    int rc = ds4tp_connect(tp);
+    if (rc != DS4TP_EIDENTITY) return 10;
+    std::string m = ds4tp_errmsg(tp);
+    if (m.find("n_vocab") == std::string::npos || m.find("1000") == std::string::npos ||
+        m.find("1001") == std::string::npos)
+      return 11;
+    return ds4tp_failed(tp) ? 0 : 12;
+  };
+  Outcome o = run_pair(s, body, body);
+  REQUIRE(o.leader == 0);
+  REQUIRE(o.worker_exit == 0);
+}
+
+TEST_CASE("an engine blob mismatch is an identity mismatch; ctx_size is only reported") {
+  RankSetup s;
+  static const char a[] = "sha256:aaaa", b[] = "sha256:aaab";
+  s.leader_id.engine_blob = a;
+  s.leader_id.engine_blob_bytes = sizeof a;
+  s.worker_id.engine_blob = b;
+  s.worker_id.engine_blob_bytes = sizeof b;
+  auto body = [](ds4tp_pair *tp, Ctx &) -> int {
+    int rc = ds4tp_connect(tp);
+    if (rc != DS4TP_EIDENTITY) return 10;
+    return std::string(ds4tp_errmsg(tp)).find("engine_blob") != std::string::npos ? 0 : 11;
+  };
+  Outcome o = run_pair(s, body, body);
+  REQUIRE(o.leader == 0);
+  REQUIRE(o.worker_exit == 0);
+
+  RankSetup s2;
+  s2.worker_id.ctx_size = 0;  // "adopt the leader's"
+  auto body2 = [](ds4tp_pair *tp, Ctx &c) -> int {
+    int rc = ds4tp_connect(tp);
+    if (rc) return report("connect", tp, rc);
+    return ds4tp_peer_ctx_size(tp) == (c.rank == 0 ? 0u : 2048u) ? 0 : 20;
+  };
+  o = run_pair(s2, body2, body2);
+  REQUIRE(o.leader == 0);
+  REQUIRE(o.worker_exit == 0);
+}
+
+TEST_CASE("the worker killed in the middle of a gate: the leader fails in time") {
+  int transport = GENERATE(from_range(local_transports()));
+  RankSetup s;
+  s.transport = transport;
+  s.gate_timeout_ms = 2000;
+  auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
+    int rc = connect_attach(tp);
+    if (rc) return rc;
+    rc = token_loop(tp, 2);
+    if (rc) return rc;
+    pause();  // never reaches the next gate; the leader kills us
+    return 0;
+  };
+  auto leader = [](ds4tp_pair *tp, Ctx &c) -> int {
+    int rc = connect_attach(tp);
+    if (rc) return rc;
+    rc = token_loop(tp, 2);
+    if (rc) return rc;
+    std::thread killer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      kill(c.worker_pid, SIGKILL);
+    });
+    auto t0 = Clock::now();
+    rc = ds4tp_gate_exchange(tp, 0, 0, 4 * 2 * 2 + 1);
+    double took = ms_since(t0);
+    killer.join();
+    if (rc != DS4TP_EPEERCLOSED) return report("gate after kill", tp, rc) + 50;
+    if (took > 1500) return 60;  // the close is seen at once, not at the deadline
+    if (!ds4tp_failed(tp)) return 61;
+    if (ds4tp_gate_exchange(tp, 0, 1, 4 * 2 * 2 + 2) != DS4TP_EFAILED) return 62;
+    if (ds4tp_big_gate_exchange(tp, 0, 1, "x", (void *)"y", 0) != DS4TP_EFAILED) return 63;
+    return 0;
+  };
+  Outcome o = run_pair(s, leader, worker);
+  REQUIRE(o.leader == 0);
+  REQUIRE(o.worker_signal == SIGKILL);
+}
+
+TEST_CASE("a stalled worker: the gate times out within its deadline") {
+  int transport = GENERATE(from_range(local_transports()));
+  RankSetup s;
+  s.transport = transport;
+  s.gate_timeout_ms = 300;
+  auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
+    int rc = connect_attach(tp);
+    if (rc) return rc;
+    // Alive but never at the gate.
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    return 0;
+  };
+  auto leader = [](ds4tp_pair *tp, Ctx &) -> int {
+    int rc = connect_attach(tp);
+    if (rc) return rc;
+    auto t0 = Clock::now();
+    rc = ds4tp_gate_exchange(tp, 0, 0, 1);
+    double took = ms_since(t0);
+    if (rc != DS4TP_ETIMEDOUT) return report("stalled gate", tp, rc) + 50;
+    if (took < 250 || took > 2000) return 60;
+    if (std::string(ds4tp_errmsg(tp)).find("300 ms") == std::string::npos) return 61;
+    return ds4tp_failed(tp) ? 0 : 62;
+  };
+  Outcome o = run_pair(s, leader, worker);
+  REQUIRE(o.leader == 0);
+  REQUIRE(o.worker_exit == 0);
+}
+
+TEST_CASE("ranks at different gates report a desync naming both") {
+  RankSetup s;
+  auto leader = [](ds4tp_pair *tp, Ctx &) -> int {
+    int rc = connect_attach(tp);
+    if (rc) return rc;
+    char in[4];
+    rc = ds4tp_big_gate_exchange(tp, 1, 7, "abcd", in, 4);
+    if (rc != DS4TP_EDESYNC) return report("desync", tp, rc) + 50;
+    std::string m = ds4tp_errmsg(tp);
+    return m.find("seq 7") != std::string::npos && m.find("seq 8") != std::string::npos ? 0 : 60;
+  };
+  auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
+    int rc = connect_attach(tp);
+    if (rc) return rc;
+    char in[4];
+    rc = ds4tp_big_gate_exchange(tp, 1, 8, "abcd", in, 4);
+    return rc == DS4TP_EDESYNC ? 0 : 70;
+  };
+  Outcome o = run_pair(s, leader, worker);
+  REQUIRE(o.leader == 0);
+  REQUIRE(o.worker_exit == 0);
+}
+
+TEST_CASE("gate order is checked against the schedule before any traffic") {
+  RankSetup s;
+  auto body = [](ds4tp_pair *tp, Ctx &) -> int {
+    int rc = connect_attach(tp);
+    if (rc) return rc;
+    // seq 1 must be slot 0 (layer 0 ATTN) under the identity schedule.
+    rc = ds4tp_gate_exchange(tp, 0, 1, 1);
+    if (rc != DS4TP_EINVAL) return 10;
+    if (std::string(ds4tp_errmsg(tp)).find("schedule") == std::string::npos) return 11;
+    if (ds4tp_failed(tp)) return 12;  // caller bug, not a pair failure
+    rc = ds4tp_gate_exchange(tp, 0, 0, 2);  // seq must start at 1
+    if (rc != DS4TP_EINVAL) return 13;
+    return ds4tp_gate_exchange(tp, 0, 0, 1) == DS4TP_OK ? 0 : 14;
+  };
+  Outcome o = run_pair(s, body, body);
+  REQUIRE(o.leader == 0);
+  REQUIRE(o.worker_exit == 0);
+}
+
+namespace {
+int raw_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+}  // namespace
+
+TEST_CASE("stray connections cannot wedge the leader") {
+  RankSetup s;
+  s.connect_timeout_ms = 20000;
+  std::atomic<int> port{0};
+  s.leader_tweak = [](ds4tp_options &o) { o.hello_timeout_ms = 500; };
+  auto leader = [&](ds4tp_pair *tp, Ctx &) -> int {
+    // Before the worker can complete: one connection sends garbage, one
+    // stays silent, one sends a half preamble, one a foreign-endian magic.
+    int p = ds4tp_listen_port(tp);
+    int garbage = raw_connect(p), silent = raw_connect(p), half = raw_connect(p),
+        swapped = raw_connect(p);
+    if (garbage < 0 || silent < 0 || half < 0 || swapped < 0) return 40;
+    const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    (void)!write(garbage, junk, sizeof junk - 1);
+    (void)!write(half, "D4TP", 4);
+    (void)!write(swapped, "PT4D\x01\x00\x01\x00\x10\x00\x00\x00", 12);
+    auto t0 = Clock::now();
+    int rc = connect_attach(tp);
+    double took = ms_since(t0);
+    close(garbage), close(silent), close(half), close(swapped);
+    if (rc) return rc;
+    (void)took;
+    return token_loop(tp, 1);
+  };
+  auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
+    usleep(100000);  // let the strays arrive first
+    int rc = connect_attach(tp);
+    if (rc) return rc;
+    return token_loop(tp, 1);
+  };
+  Outcome o = run_pair(s, leader, worker);
+  REQUIRE(o.leader == 0);
+  REQUIRE(o.worker_exit == 0);
+}
+
+TEST_CASE("a peer speaking another protocol version gets a version error") {
+  ds4tp_options o;
+  ds4tp_options_init(&o);
+  o.role = DS4TP_ROLE_LEADER;
+  o.log_level = DS4TP_LOG_ERROR;
+  o.connect_timeout_ms = 5000;
+  ds4tp_identity id = small_identity();
+  ds4tp_pair *tp = nullptr;
+  REQUIRE(ds4tp_new(&tp, &o, &id) == DS4TP_OK);
+  int port = ds4tp_listen_port(tp);
+  std::thread fake([port] {
+    int fd = raw_connect(port);
+    uint8_t pre[12];
+    ds4tp::wire::put_u32(pre, ds4tp::wire::kMagic);
+    ds4tp::wire::put_u16(pre + 4, 99);
+    ds4tp::wire::put_u16(pre + 6, 1);
+    ds4tp::wire::put_u32(pre + 8, 0);
+    (void)!write(fd, pre, sizeof pre);
+    char buf[256];
+    (void)!read(fd, buf, sizeof buf);  // the leader answers with its hello
+    close(fd);
+  });
+  int rc = ds4tp_connect(tp);
+  fake.join();
+  REQUIRE(rc == DS4TP_EVERSION);
+  REQUIRE_THAT(std::string(ds4tp_errmsg(tp)), Catch::Contains("99") && Catch::Contains("version 1"));
+  ds4tp_free(tp);
+}
+
+TEST_CASE("a worker with nobody listening gives up at its connect deadline") {
+  // Find a free port, then close it so nothing listens there.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+  int port = ntohs(a.sin_port);
+  close(fd);
+
+  ds4tp_options o;
+  ds4tp_options_init(&o);
+  o.role = DS4TP_ROLE_WORKER;
+  o.leader_port = port;
+  o.connect_timeout_ms = 700;
+  o.log_level = DS4TP_LOG_ERROR;
+  ds4tp_identity id = small_identity();
+  ds4tp_pair *tp = nullptr;
+  REQUIRE(ds4tp_new(&tp, &o, &id) == DS4TP_OK);
+  auto t0 = Clock::now();
+  int rc = ds4tp_connect(tp);
+  double took = ms_since(t0);
+  REQUIRE(rc == DS4TP_ETIMEDOUT);
+  REQUIRE(took >= 650);
+  REQUIRE(took < 3000);
+  REQUIRE_THAT(std::string(ds4tp_errmsg(tp)),
+               Catch::Contains("is the leader running") && Catch::Contains(std::to_string(port)));
+  ds4tp_free(tp);
+}
+
+TEST_CASE("forcing a transport the ranks cannot share is refused with the reason") {
+  RankSetup s;
+  s.leader_tweak = [](ds4tp_options &o) { o.transport = DS4TP_TRANSPORT_TCP; };
+  s.worker_tweak = [](ds4tp_options &o) { o.transport = DS4TP_TRANSPORT_RDMA; };
+  auto body = [](ds4tp_pair *tp, Ctx &) -> int {
+    int rc = ds4tp_connect(tp);
+    if (rc != DS4TP_EUNSUPPORTED) return 10;
+    return std::string(ds4tp_errmsg(tp)).find("conflict") != std::string::npos ? 0 : 11;
+  };
+  Outcome o = run_pair(s, body, body);
+  REQUIRE(o.leader == 0);
+  REQUIRE(o.worker_exit == 0);
+}

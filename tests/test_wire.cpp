@@ -1,0 +1,235 @@
+// Wire codecs: round trips and rejection of every malformed shape.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "wire/codec.hpp"
+#include "wire/gate_header.hpp"
+#include "wire/hello.hpp"
+
+using namespace ds4tp;
+using namespace ds4tp::wire;
+
+namespace {
+
+Hello sample_hello() {
+  Hello h;
+  h.role = DS4TP_ROLE_WORKER;
+  h.transport_request = DS4TP_TRANSPORT_TCP;
+  h.caps = kCapTcp | kCapShm;
+  for (int i = 0; i < 16; i++) h.host_id[i] = uint8_t(i * 7);
+  h.cookie = 0x1122334455667788ull;
+  Identity &id = h.id;
+  id.model_bytes = 0x0102030405060708ull;
+  id.model_id = 9;
+  id.n_layer = 43;
+  id.n_embd = 4096;
+  id.n_vocab = 129280;
+  id.quant_bits = 2;
+  id.ctx_size = 32768;
+  id.gate_slot_start = 1;
+  id.gate_slot_step = 2;
+  id.gates_per_token = 40;
+  id.gate_slot_mask = {0xdeadbeefull, 0, 1, 0x8000000000000000ull};
+  id.features = 0xabcdef;
+  id.blob = {1, 2, 3, 4, 5};
+  return h;
+}
+
+// Splits an encoded hello into its preamble and body.
+int decode_all(const std::vector<uint8_t> &bytes, Hello &out, Error &err) {
+  Preamble p;
+  int rc = decode_preamble(bytes.data(), bytes.size(), kHelloMaxBytes, p, err);
+  if (rc) return rc;
+  if (p.kind != uint16_t(Kind::Control)) return err.set(DS4TP_EPROTO, "kind");
+  return decode_hello_body(bytes.data() + kPreambleBytes, bytes.size() - kPreambleBytes, out,
+                           err);
+}
+
+}  // namespace
+
+TEST_CASE("codec writes little-endian field by field") {
+  uint8_t buf[16];
+  Writer w(buf, sizeof buf);
+  w.u16(0x0102);
+  w.u32(0x03040506);
+  w.u64(0x0708090a0b0c0d0eull);
+  REQUIRE(w.ok());
+  REQUIRE(w.size() == 14);
+  const uint8_t want[] = {0x02, 0x01, 0x06, 0x05, 0x04, 0x03, 0x0e, 0x0d,
+                          0x0c, 0x0b, 0x0a, 0x09, 0x08, 0x07};
+  REQUIRE(std::memcmp(buf, want, sizeof want) == 0);
+  w.u32(1);  // 14 + 4 > 16
+  REQUIRE_FALSE(w.ok());
+  Reader r(buf, 14);
+  REQUIRE(r.u16() == 0x0102);
+  REQUIRE(r.u32() == 0x03040506);
+  REQUIRE(r.u64() == 0x0708090a0b0c0d0eull);
+  REQUIRE(r.ok());
+  REQUIRE(r.u8() == 0);
+  REQUIRE_FALSE(r.ok());
+}
+
+TEST_CASE("hello round trip keeps every field") {
+  Hello h = sample_hello();
+  std::vector<uint8_t> bytes = encode_hello(h);
+  REQUIRE(bytes.size() == kPreambleBytes + kHelloFixedBytes + 5);
+  // The magic is the ASCII bytes "D4TP" whatever the host byte order.
+  REQUIRE(std::memcmp(bytes.data(), "D4TP", 4) == 0);
+  Hello back;
+  Error err;
+  REQUIRE(decode_all(bytes, back, err) == DS4TP_OK);
+  REQUIRE(back.role == h.role);
+  REQUIRE(back.transport_request == h.transport_request);
+  REQUIRE(back.caps == h.caps);
+  REQUIRE(back.host_id == h.host_id);
+  REQUIRE(back.cookie == h.cookie);
+  REQUIRE(compare_identity(h.id, back.id, err) == DS4TP_OK);
+  REQUIRE(back.id.ctx_size == h.id.ctx_size);
+}
+
+TEST_CASE("malformed preambles are rejected with a named reason") {
+  std::vector<uint8_t> bytes = encode_hello(sample_hello());
+  Preamble p;
+  Error err;
+  SECTION("short") {
+    REQUIRE(decode_preamble(bytes.data(), 11, kHelloMaxBytes, p, err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("truncated"));
+  }
+  SECTION("bad magic") {
+    std::memcpy(bytes.data(), "HTTP", 4);
+    REQUIRE(decode_preamble(bytes.data(), bytes.size(), kHelloMaxBytes, p, err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("not a ds4tp peer"));
+  }
+  SECTION("byte-swapped magic names the byte order") {
+    std::memcpy(bytes.data(), "PT4D", 4);
+    REQUIRE(decode_preamble(bytes.data(), bytes.size(), kHelloMaxBytes, p, err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("byte order"));
+  }
+  SECTION("oversized body") {
+    put_u32(bytes.data() + 8, uint32_t(kHelloMaxBytes + 1));
+    REQUIRE(decode_preamble(bytes.data(), bytes.size(), kHelloMaxBytes, p, err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("exceeds"));
+  }
+  SECTION("unknown kind") {
+    put_u16(bytes.data() + 6, 99);
+    REQUIRE(decode_preamble(bytes.data(), bytes.size(), kHelloMaxBytes, p, err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("kind 99"));
+  }
+  SECTION("another version decodes, so the caller can name it") {
+    put_u16(bytes.data() + 4, 77);
+    REQUIRE(decode_preamble(bytes.data(), bytes.size(), kHelloMaxBytes, p, err) == DS4TP_OK);
+    REQUIRE(p.version == 77);
+  }
+}
+
+TEST_CASE("malformed hello bodies are rejected") {
+  std::vector<uint8_t> bytes = encode_hello(sample_hello());
+  uint8_t *body = bytes.data() + kPreambleBytes;
+  size_t len = bytes.size() - kPreambleBytes;
+  Hello h;
+  Error err;
+  SECTION("truncated anywhere") {
+    for (size_t cut = 0; cut < len; cut++) {
+      Error e;
+      REQUIRE(decode_hello_body(body, cut, h, e) == DS4TP_EPROTO);
+    }
+  }
+  SECTION("trailing bytes") {
+    bytes.push_back(0);
+    body = bytes.data() + kPreambleBytes;  // the vector may have moved
+    REQUIRE(decode_hello_body(body, len + 1, h, err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("engine blob"));
+  }
+  SECTION("bad role") {
+    body[0] = 3;
+    REQUIRE(decode_hello_body(body, len, h, err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("role"));
+  }
+  SECTION("bad transport") {
+    body[1] = 9;
+    REQUIRE(decode_hello_body(body, len, h, err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("transport"));
+  }
+  SECTION("mask word count") {
+    put_u32(body + 76, 3);
+    REQUIRE(decode_hello_body(body, len, h, err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("mask"));
+  }
+  SECTION("blob larger than the limit") {
+    put_u32(body + 120, kBlobMax + 1);
+    REQUIRE(decode_hello_body(body, len, h, err) == DS4TP_EPROTO);
+  }
+}
+
+TEST_CASE("identity comparison names the field and both values") {
+  Identity a = sample_hello().id;
+  struct Case {
+    const char *field;
+    std::function<void(Identity &)> change;
+  } cases[] = {
+      {"model_bytes", [](Identity &i) { i.model_bytes++; }},
+      {"model_id", [](Identity &i) { i.model_id++; }},
+      {"n_layer", [](Identity &i) { i.n_layer++; }},
+      {"n_embd", [](Identity &i) { i.n_embd++; }},
+      {"n_vocab", [](Identity &i) { i.n_vocab++; }},
+      {"quant_bits", [](Identity &i) { i.quant_bits++; }},
+      {"gate_slot_start", [](Identity &i) { i.gate_slot_start++; }},
+      {"gate_slot_step", [](Identity &i) { i.gate_slot_step++; }},
+      {"gates_per_token", [](Identity &i) { i.gates_per_token++; }},
+      {"gate_slot_mask[2]", [](Identity &i) { i.gate_slot_mask[2] ^= 4; }},
+      {"features", [](Identity &i) { i.features ^= 0x10; }},
+      {"engine_blob", [](Identity &i) { i.blob[3] ^= 1; }},
+      {"engine_blob", [](Identity &i) { i.blob.push_back(0); }},
+  };
+  for (auto &c : cases) {
+    Identity b = a;
+    c.change(b);
+    Error err;
+    INFO(c.field);
+    REQUIRE(compare_identity(a, b, err) == DS4TP_EIDENTITY);
+    REQUIRE_THAT(err.message, Catch::Contains(c.field));
+  }
+  Error err;
+  Identity b = a;
+  b.n_layer = 61;
+  compare_identity(a, b, err);
+  REQUIRE_THAT(err.message, Catch::Contains("43") && Catch::Contains("61"));
+  b = a;
+  b.ctx_size = 1;  // reported, never compared
+  REQUIRE(compare_identity(a, b, err) == DS4TP_OK);
+}
+
+TEST_CASE("data preamble carries the pair cookie") {
+  std::vector<uint8_t> d = encode_data(0xfeedfacecafebeefull);
+  Preamble p;
+  Error err;
+  REQUIRE(decode_preamble(d.data(), d.size(), 64, p, err) == DS4TP_OK);
+  REQUIRE(p.kind == uint16_t(Kind::Data));
+  uint64_t cookie = 0;
+  REQUIRE(decode_data_body(d.data() + kPreambleBytes, p.body_bytes, cookie, err) == DS4TP_OK);
+  REQUIRE(cookie == 0xfeedfacecafebeefull);
+  REQUIRE(decode_data_body(d.data() + kPreambleBytes, 7, cookie, err) == DS4TP_EPROTO);
+}
+
+TEST_CASE("gate header round trip and desync naming both sides") {
+  GateHeader h{uint16_t(GateKind::Row), 3, 1, 42, 16384};
+  uint8_t buf[kGateHeaderBytes];
+  encode_gate_header(h, buf);
+  GateHeader back;
+  Error err;
+  REQUIRE(decode_gate_header(buf, sizeof buf, back, err) == DS4TP_OK);
+  REQUIRE(back == h);
+  REQUIRE(decode_gate_header(buf, 31, back, err) == DS4TP_EPROTO);
+  buf[0] ^= 0xff;
+  REQUIRE(decode_gate_header(buf, sizeof buf, back, err) == DS4TP_EPROTO);
+
+  GateHeader peer = h;
+  peer.seq = 43;
+  REQUIRE(check_gate_header(h, peer, err) == DS4TP_EDESYNC);
+  REQUIRE_THAT(err.message, Catch::Contains("seq 42") && Catch::Contains("seq 43") &&
+                                Catch::Contains("layer 3"));
+  peer = h;
+  peer.bytes = 8;
+  REQUIRE(check_gate_header(h, peer, err) == DS4TP_EDESYNC);
+}
