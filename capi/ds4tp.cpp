@@ -274,6 +274,9 @@ void ds4tp_options_init(ds4tp_options *opt) {
   opt->frame_timeout_ms = 30000;
   opt->spin_us = 200;
   opt->log_level = DS4TP_LOG_INFO;
+  opt->max_frame_bytes = 64u << 20;
+  opt->rdma_port = 1;
+  opt->rdma_gid_index = -1;
 }
 
 void ds4tp_identity_init(ds4tp_identity *id) {

@@ -169,6 +169,25 @@ typedef struct ds4tp_options {
   ds4tp_log_fn log_fn;
   void *log_user_data;
   int32_t log_level;
+
+  /* Control plane: largest frame payload a peer may send; a larger
+   * header is a protocol error before anything is allocated.
+   * Default 64 MiB. */
+  uint32_t max_frame_bytes;
+
+  /* RDMA verbs transport: device name (NULL = first with an active
+   * port), port number (default 1), GID index (-1 = pick, preferring
+   * RoCE v2). */
+  const char *rdma_device;
+  int32_t rdma_port;
+  int32_t rdma_gid_index;
+
+  /* Authentication: a pre-shared key turns the hello into a mutual
+   * HMAC-SHA256 challenge-response. NULL/0 = the DS4TP_PSK or
+   * DS4TP_PSK_FILE environment variable, else no authentication. */
+  const void *psk;
+  uint32_t psk_bytes;
+  const char *psk_file; /* read at ds4tp_new; must not be group/world readable */
 } ds4tp_options;
 
 /* Fills `opt` with defaults (role NONE: you must set it). */
