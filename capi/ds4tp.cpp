@@ -3,16 +3,26 @@
 // crosses back into C.
 #include "ds4tp/ds4tp.h"
 
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
+#include "common/clock.hpp"
 #include "pair/pair.hpp"
+#include "session/session.hpp"
+#include "session/worker_loop.hpp"
+#include "service/gate_service.hpp"
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
+#include "transport/probe.hpp"
 
 struct ds4tp_pair {
   std::unique_ptr<ds4tp::Pair> impl;
+  // Declared after impl: destroyed (stopped and joined) before the pair.
+  std::unique_ptr<ds4tp::GateService> service;
 };
 
 namespace {
@@ -135,8 +145,16 @@ int options_from_c(const ds4tp_options *copt, ds4tp::Options &o, Error &err) {
       return err.set(DS4TP_EINVAL, "options.{} {} must be 1..86400000 ms", m.name, m.v);
   if (c.spin_us < 0 || c.spin_us > 10000000)
     return err.set(DS4TP_EINVAL, "options.spin_us {} outside 0..10000000", c.spin_us);
+  if (c.rdma_port < 1 || c.rdma_port > 255)
+    return err.set(DS4TP_EINVAL, "options.rdma_port {} outside 1..255", c.rdma_port);
+  if (c.rdma_gid_index < -1 || c.rdma_gid_index > 65535)
+    return err.set(DS4TP_EINVAL, "options.rdma_gid_index {} outside -1 (pick)..65535",
+                   c.rdma_gid_index);
   if (c.log_level < DS4TP_LOG_ERROR || c.log_level > DS4TP_LOG_DEBUG)
     return err.set(DS4TP_EINVAL, "options.log_level {} outside 0..3", c.log_level);
+  if (c.max_frame_bytes < 4096 || c.max_frame_bytes > (1u << 30))
+    return err.set(DS4TP_EINVAL, "options.max_frame_bytes {} outside 4096..{}", c.max_frame_bytes,
+                   1u << 30);
   o.role = c.role;
   o.transport = c.transport;
   o.listen_host = c.listen_host ? c.listen_host : "127.0.0.1";
@@ -152,7 +170,18 @@ int options_from_c(const ds4tp_options *copt, ds4tp::Options &o, Error &err) {
   o.log_fn = c.log_fn;
   o.log_user_data = c.log_user_data;
   o.log_level = c.log_level;
-  return DS4TP_OK;
+  o.max_frame_bytes = c.max_frame_bytes;
+  o.rdma_device = c.rdma_device ? c.rdma_device : "";
+  o.rdma_port = c.rdma_port;
+  o.rdma_gid_index = c.rdma_gid_index;
+  // Authentication: explicit bytes, else a key file, else the environment.
+  if (c.psk == nullptr && c.psk_bytes != 0)
+    return err.set(DS4TP_EINVAL, "options.psk is NULL but psk_bytes is {}", c.psk_bytes);
+  if (c.psk != nullptr && c.psk_bytes == 0)
+    return err.set(DS4TP_EINVAL, "options.psk is set but psk_bytes is 0");
+  if (c.psk != nullptr && c.psk_file != nullptr)
+    return err.set(DS4TP_EINVAL, "set options.psk or options.psk_file, not both");
+  return ds4tp::auth::load_key(c.psk, c.psk_bytes, c.psk_file, o.psk, o.psk_source, err);
 }
 
 bool to_schedule(const ds4tp_identity *cid, ds4tp::slab::Schedule &s) {
@@ -189,6 +218,7 @@ void fill_layout(const ds4tp::slab::Layout &l, ds4tp_slab_layout *out) {
   c.big_out_offset = l.big_out;
   c.big_in_offset = l.big_in;
   c.big_staging_bytes = l.big_staging;
+  c.gpu_release_offset = l.gpu_release;
   uint32_t sz = out->size < sizeof c ? out->size : uint32_t(sizeof c);
   std::memcpy(out, &c, sz);
   out->size = sz;
@@ -209,6 +239,16 @@ void fill_layout(const ds4tp::slab::Layout &l, ds4tp_slab_layout *out) {
       return DS4TP_EFAILED;                                      \
     }                                                            \
   } while (0)
+
+// While the gate service runs it is the only gate caller.
+int refuse_if_service(ds4tp_pair *p) {
+  if (!p->service || !p->service->running()) return DS4TP_OK;
+  Error e;
+  e.set(DS4TP_ESTATE,
+        "the gate service is running and is the only gate caller: call "
+        "ds4tp_gate_service_stop before calling gates directly");
+  return finish(p, DS4TP_ESTATE, e, false);
+}
 
 }  // namespace
 
@@ -256,6 +296,22 @@ const char *ds4tp_transport_name(int t) {
     case DS4TP_TRANSPORT_SHM: return "shm";
     case DS4TP_TRANSPORT_RDMA: return "rdma";
     default: return "?";
+  }
+}
+
+int ds4tp_transport_available(int transport, char *why, size_t why_len) {
+  try {
+    std::string reason;
+    bool ok = ds4tp::transport_available(transport, reason);
+    if (why != nullptr && why_len > 0) {
+      size_t n = reason.size() < why_len - 1 ? reason.size() : why_len - 1;
+      std::memcpy(why, reason.data(), n);
+      why[n] = 0;
+    }
+    return ok ? 1 : 0;
+  } catch (...) {
+    if (why != nullptr && why_len > 0) why[0] = 0;
+    return 0;
   }
 }
 
@@ -320,6 +376,7 @@ int ds4tp_new(ds4tp_pair **out, const ds4tp_options *opt, const ds4tp_identity *
     if (rc != DS4TP_OK) return finish(nullptr, rc, err, false);
     auto *p = new ds4tp_pair;
     p->impl = std::move(impl);
+    p->service = std::make_unique<ds4tp::GateService>(*p->impl);
     *out = p;
     return DS4TP_OK;
   });
@@ -444,11 +501,13 @@ void *ds4tp_slab_base(const ds4tp_pair *p) {
 
 void ds4tp_detach_slab(ds4tp_pair *p) {
   if (p == nullptr || !p->impl) return;
+  if (p->service) p->service->halt();  // the service must not outlive the slab
   p->impl->detach_slab();
 }
 
 int ds4tp_gate_exchange(ds4tp_pair *p, uint32_t layer, uint32_t gate, uint64_t seq) {
   DS4TP_CHECK_LIVE(p);
+  if (int rc = refuse_if_service(p)) return rc;
   return guarded(p, [&] {
     Error err;
     int rc = p->impl->gate(layer, gate, seq, err);
@@ -458,6 +517,7 @@ int ds4tp_gate_exchange(ds4tp_pair *p, uint32_t layer, uint32_t gate, uint64_t s
 
 int ds4tp_batch_gate_exchange(ds4tp_pair *p, uint32_t index, uint32_t rows, uint64_t seq) {
   DS4TP_CHECK_LIVE(p);
+  if (int rc = refuse_if_service(p)) return rc;
   return guarded(p, [&] {
     Error err;
     int rc = p->impl->batch_gate(index, rows, seq, err);
@@ -468,10 +528,447 @@ int ds4tp_batch_gate_exchange(ds4tp_pair *p, uint32_t index, uint32_t rows, uint
 int ds4tp_big_gate_exchange(ds4tp_pair *p, uint32_t layer, uint64_t seq, const void *out,
                             void *in, uint64_t bytes) {
   DS4TP_CHECK_LIVE(p);
+  if (int rc = refuse_if_service(p)) return rc;
   return guarded(p, [&] {
     Error err;
     int rc = p->impl->big_gate(layer, seq, out, in, bytes, err);
     return finish(p, rc, err, true);
+  });
+}
+
+}  // extern "C"
+
+// ---- engine integration: callbacks, staging hooks, gate service -------
+
+namespace {
+
+// Callback convention: 1 = success, 0 = failure with the pair latched
+// failed (whatever the code), so machinery that marks failed on 0 and the
+// library agree.
+int callback_result(void *pair, int rc) {
+  if (rc == DS4TP_OK) return 1;
+  auto *p = static_cast<ds4tp_pair *>(pair);
+  if (p != nullptr && p->impl && !p->impl->failed()) {
+    try {
+      Error e;
+      e.code = rc;
+      e.message = t_last_error;
+      p->impl->record(e, true);
+    } catch (...) {
+      p->impl->mark_failed("gate callback failed");
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+int ds4tp_gate_callback(void *pair, uint32_t layer, uint32_t gate, uint64_t seq) {
+  return callback_result(pair,
+                         ds4tp_gate_exchange(static_cast<ds4tp_pair *>(pair), layer, gate, seq));
+}
+
+int ds4tp_batch_gate_callback(void *pair, uint32_t index, uint32_t rows, uint64_t seq) {
+  return callback_result(
+      pair, ds4tp_batch_gate_exchange(static_cast<ds4tp_pair *>(pair), index, rows, seq));
+}
+
+int ds4tp_big_gate_callback(void *pair, uint32_t layer, uint64_t seq, const void *out,
+                            void *in, uint64_t bytes) {
+  return callback_result(pair, ds4tp_big_gate_exchange(static_cast<ds4tp_pair *>(pair), layer,
+                                                       seq, out, in, bytes));
+}
+
+int ds4tp_set_staging_hooks(ds4tp_pair *p, const ds4tp_staging_hooks *hooks) {
+  DS4TP_CHECK_LIVE(p);
+  return guarded(p, [&] {
+    Error err;
+    if (p->service->running()) {
+      err.set(DS4TP_ESTATE, "staging hooks cannot change while the gate service runs");
+      return finish(p, DS4TP_ESTATE, err, false);
+    }
+    ds4tp_staging_hooks h{};
+    h.size = sizeof h;
+    if (hooks != nullptr && !copy_sized(hooks, h)) {
+      err.set(DS4TP_EINVAL,
+              "staging hooks size field {} is invalid: set it to sizeof(ds4tp_staging_hooks)",
+              hooks->size);
+      return finish(p, DS4TP_EINVAL, err, false);
+    }
+    int rc = p->impl->set_staging_hooks(hooks != nullptr ? &h : nullptr, err);
+    return finish(p, rc, err, false);
+  });
+}
+
+void ds4tp_gate_service_options_init(ds4tp_gate_service_options *opt) {
+  if (opt == nullptr) return;
+  std::memset(opt, 0, sizeof *opt);
+  opt->size = sizeof *opt;
+  opt->spin_us = 1000;
+  opt->yield_us = 10000;
+  opt->sleep_us = 20;
+  opt->stop_timeout_ms = 0;
+  opt->cpu = -1;
+}
+
+int ds4tp_gate_service_start(ds4tp_pair *p, const ds4tp_gate_service_options *opt) {
+  DS4TP_CHECK_LIVE(p);
+  return guarded(p, [&] {
+    Error err;
+    ds4tp_gate_service_options o;
+    ds4tp_gate_service_options_init(&o);
+    int rc = DS4TP_OK;
+    if (opt != nullptr && !copy_sized(opt, o))
+      rc = err.set(DS4TP_EINVAL,
+                   "gate service options size field {} is invalid: call "
+                   "ds4tp_gate_service_options_init",
+                   opt->size);
+    else if (o.spin_us < 0 || o.spin_us > 10000000)
+      rc = err.set(DS4TP_EINVAL, "gate service spin_us {} outside 0..10000000", o.spin_us);
+    else if (o.yield_us < 0 || o.yield_us > 10000000)
+      rc = err.set(DS4TP_EINVAL, "gate service yield_us {} outside 0..10000000", o.yield_us);
+    else if (o.sleep_us < 1 || o.sleep_us > 100000)
+      rc = err.set(DS4TP_EINVAL, "gate service sleep_us {} outside 1..100000", o.sleep_us);
+    else if (o.stop_timeout_ms < 0 || o.stop_timeout_ms > 24 * 3600 * 1000)
+      rc = err.set(DS4TP_EINVAL, "gate service stop_timeout_ms {} outside 0..86400000",
+                   o.stop_timeout_ms);
+    else if (o.cpu < -1)
+      rc = err.set(DS4TP_EINVAL, "gate service cpu {} must be -1 (no pinning) or a CPU number",
+                   o.cpu);
+    if (rc != DS4TP_OK) return finish(p, rc, err, false);
+    ds4tp::ServiceConfig c;
+    c.spin_ns = uint64_t(o.spin_us) * 1000;
+    c.yield_ns = uint64_t(o.yield_us) * 1000;
+    c.sleep_ns = uint64_t(o.sleep_us) * 1000;
+    int stop_ms = o.stop_timeout_ms > 0 ? o.stop_timeout_ms
+                                        : p->impl->options().gate_timeout_ms + 1000;
+    c.stop_timeout_ns = ds4tp::ms_to_ns(stop_ms);
+    c.cpu = o.cpu;
+    rc = p->service->start(c, err);
+    return finish(p, rc, err, false);
+  });
+}
+
+int ds4tp_gate_service_stop(ds4tp_pair *p) {
+  DS4TP_CHECK_PAIR(p);  // a failed pair's service must still be stoppable
+  return guarded(p, [&] {
+    Error err;
+    int rc = p->service->stop(err);
+    return finish(p, rc, err, false);
+  });
+}
+
+int ds4tp_gate_service_state(const ds4tp_pair *p) {
+  if (p == nullptr || !p->service) return DS4TP_SERVICE_STOPPED;
+  return p->service->state();
+}
+
+uint64_t ds4tp_gate_seq(const ds4tp_pair *p) {
+  if (p == nullptr || !p->impl) return 0;
+  return p->impl->last_row_seq();
+}
+
+}  // extern "C"
+
+// ===========================================================================
+// Control plane: lockstep mirroring (lib/session). Every call checks its
+// arguments, runs under guarded(), and records its result; transport and
+// lockstep errors latch the pair failed, a hash divergence does not.
+// ===========================================================================
+
+namespace {
+
+using ds4tp::session::Session;
+
+template <typename F>
+int control_call(ds4tp_pair *p, F &&f) {
+  DS4TP_CHECK_LIVE(p);
+  return guarded(p, [&]() -> int {
+    Error err;
+    Session *s = p->impl->session();
+    if (s == nullptr) {
+      err.set(DS4TP_ESTATE, "control calls need a connected pair: call ds4tp_connect first");
+      return finish(p, DS4TP_ESTATE, err, false);
+    }
+    int rc = f(*s, err);
+    return finish(p, rc, err, rc != DS4TP_EDIVERGED);
+  });
+}
+
+// ds4tp_batch_item and the wire item share one layout (checked in
+// session/worker_loop.cpp), so arrays pass through without copies.
+const ds4tp::wire::BatchItem *wire_items(const ds4tp_batch_item *items) {
+  return reinterpret_cast<const ds4tp::wire::BatchItem *>(items);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char *ds4tp_command_name(int kind) {
+  return kind >= 0 && kind <= 0xffff ? ds4tp::wire::frame_name(uint16_t(kind)) : "?";
+}
+
+int ds4tp_send_session_create(ds4tp_pair *p, uint64_t session_id, uint32_t ctx_size) {
+  return control_call(p, [&](Session &s, Error &e) { return s.send_session_create(session_id, ctx_size, e); });
+}
+
+int ds4tp_send_session_destroy(ds4tp_pair *p, uint64_t session_id) {
+  return control_call(p, [&](Session &s, Error &e) { return s.send_session_destroy(session_id, e); });
+}
+
+int ds4tp_send_sync(ds4tp_pair *p, uint64_t session_id, const int32_t *tokens, uint32_t n_tokens,
+                    uint32_t logits_floats) {
+  return control_call(p, [&](Session &s, Error &e) {
+    return s.send_sync(session_id, tokens, n_tokens, logits_floats, e);
+  });
+}
+
+int ds4tp_send_sync_images(ds4tp_pair *p, uint64_t session_id, const int32_t *tokens,
+                           uint32_t n_tokens, const ds4tp_image_span *images, uint32_t n_images,
+                           uint32_t logits_floats) {
+  return control_call(p, [&](Session &s, Error &e) -> int {
+    if (n_images > 0 && images == nullptr)
+      return e.set(DS4TP_EINVAL, "images is NULL but n_images is {}", n_images);
+    std::vector<ds4tp::wire::ImageMeta> meta(n_images);
+    std::vector<const float *> embd(n_images);
+    for (uint32_t i = 0; i < n_images; i++) {
+      const ds4tp_image_span &c = images[i];
+      ds4tp::wire::ImageMeta &m = meta[i];
+      m.token_start = c.token_start;
+      m.token_count = c.token_count;
+      m.data_width = c.data_width;
+      m.width = c.width;
+      m.height = c.height;
+      m.content_width = c.content_width;
+      m.content_height = c.content_height;
+      std::memcpy(m.fingerprint.data(), c.fingerprint, m.fingerprint.size());
+      embd[i] = c.embd;
+    }
+    return s.send_sync_images(session_id, tokens, n_tokens, meta.data(), embd.data(), n_images,
+                              logits_floats, e);
+  });
+}
+
+int ds4tp_send_eval(ds4tp_pair *p, uint64_t session_id, uint64_t seq, int32_t token,
+                    uint32_t logits_floats) {
+  return control_call(p, [&](Session &s, Error &e) {
+    return s.send_eval(session_id, seq, token, logits_floats, e);
+  });
+}
+
+int ds4tp_send_mtp(ds4tp_pair *p, uint64_t session_id, uint64_t seq, int32_t token,
+                   uint32_t limit) {
+  return control_call(p, [&](Session &s, Error &e) { return s.send_mtp(session_id, seq, token, limit, e); });
+}
+
+int ds4tp_send_rewind(ds4tp_pair *p, uint64_t session_id, int32_t pos) {
+  return control_call(p, [&](Session &s, Error &e) { return s.send_rewind(session_id, pos, e); });
+}
+
+int ds4tp_send_invalidate(ds4tp_pair *p, uint64_t session_id) {
+  return control_call(p, [&](Session &s, Error &e) { return s.send_invalidate(session_id, e); });
+}
+
+int ds4tp_send_spec_restore(ds4tp_pair *p, uint64_t session_id, int32_t pos) {
+  return control_call(p, [&](Session &s, Error &e) { return s.send_spec_restore(session_id, pos, e); });
+}
+
+int ds4tp_send_eval_batch(ds4tp_pair *p, const ds4tp_batch_item *items, uint32_t count,
+                          uint32_t logits_floats) {
+  return control_call(p, [&](Session &s, Error &e) {
+    return s.send_eval_batch(wire_items(items), count, logits_floats, e);
+  });
+}
+
+int ds4tp_send_mixed_batch(ds4tp_pair *p, uint64_t prefill_session_id, const int32_t *prompt,
+                           uint32_t prompt_count, const ds4tp_batch_item *items, uint32_t count,
+                           uint32_t logits_floats) {
+  return control_call(p, [&](Session &s, Error &e) {
+    return s.send_mixed_batch(prefill_session_id, prompt, prompt_count, wire_items(items), count,
+                              logits_floats, e);
+  });
+}
+
+int ds4tp_send_verify(ds4tp_pair *p, uint64_t session_id, const int32_t *drafts, uint32_t n,
+                      uint32_t flags) {
+  return control_call(p, [&](Session &s, Error &e) { return s.send_verify(session_id, drafts, n, flags, e); });
+}
+
+int ds4tp_send_verify_commit(ds4tp_pair *p, int32_t mode, int32_t count, uint32_t logits_floats) {
+  return control_call(p, [&](Session &s, Error &e) {
+    return s.send_verify_commit(mode, count, logits_floats, e);
+  });
+}
+
+int ds4tp_send_draft(ds4tp_pair *p, uint64_t session_id, int32_t token, int32_t pos,
+                     uint32_t mode) {
+  return control_call(p, [&](Session &s, Error &e) { return s.send_draft(session_id, token, pos, mode, e); });
+}
+
+int ds4tp_send_stop(ds4tp_pair *p) {
+  return control_call(p, [&](Session &s, Error &e) { return s.send_stop(e); });
+}
+
+int ds4tp_wait_ack(ds4tp_pair *p, uint64_t session_id, int32_t *status) {
+  return control_call(p, [&](Session &s, Error &e) { return s.wait_ack(session_id, status, e); });
+}
+
+int ds4tp_wait_sync(ds4tp_pair *p, uint64_t session_id, int32_t *status, uint32_t *position) {
+  return control_call(p, [&](Session &s, Error &e) { return s.wait_sync(session_id, status, position, e); });
+}
+
+int ds4tp_recv_logits(ds4tp_pair *p, float *half, uint32_t count) {
+  if (half == nullptr && count > 0) return invalid(p, "ds4tp_recv_logits: half is NULL");
+  return control_call(p, [&](Session &s, Error &e) { return s.recv_logits(half, count, e); });
+}
+
+int32_t ds4tp_remote_status(const ds4tp_pair *p) {
+  if (p == nullptr || !p->impl || p->impl->session() == nullptr) return 0;
+  return p->impl->session()->remote_status();
+}
+
+int ds4tp_hash_check(ds4tp_pair *p, uint64_t session_id, uint64_t seq, uint64_t hash) {
+  return control_call(p, [&](Session &s, Error &e) { return s.hash_check(session_id, seq, hash, e); });
+}
+
+int ds4tp_sync_checkpoint(ds4tp_pair *p, uint32_t point, int32_t current, int32_t total,
+                          int requested, int *cancelled) {
+  return control_call(p, [&](Session &s, Error &e) {
+    bool c = false;
+    int rc = s.sync_checkpoint(point, current, total, requested != 0, &c, e);
+    if (rc == DS4TP_OK && cancelled != nullptr) *cancelled = c ? 1 : 0;
+    return rc;
+  });
+}
+
+int ds4tp_agree_execution_mode(ds4tp_pair *p, uint32_t flags, uint32_t *caps) {
+  return control_call(p, [&](Session &s, Error &e) { return s.agree_exec_mode(flags, caps, e); });
+}
+
+int ds4tp_agree_drafter_split(ds4tp_pair *p, int mine_on, const void *meta, int *agreed,
+                              int *peer_on) {
+  return control_call(p, [&](Session &s, Error &e) {
+    bool a = false, on = false;
+    int rc = s.agree_drafter_split(mine_on != 0, static_cast<const uint8_t *>(meta), &a, &on, e);
+    if (agreed != nullptr) *agreed = a ? 1 : 0;
+    if (peer_on != nullptr) *peer_on = on ? 1 : 0;
+    return rc;
+  });
+}
+
+int ds4tp_block_begin(ds4tp_pair *p, uint32_t rows, uint32_t n_layers, uint32_t *gates_per_layer) {
+  return control_call(p, [&](Session &s, Error &e) { return s.block_begin(rows, n_layers, gates_per_layer, e); });
+}
+
+int ds4tp_block_end(ds4tp_pair *p) {
+  return control_call(p, [&](Session &s, Error &e) { return s.block_end(e); });
+}
+
+int ds4tp_small_exchange(ds4tp_pair *p, const void *mine, void *peer, uint32_t bytes) {
+  if (mine == nullptr || peer == nullptr) return invalid(p, "ds4tp_small_exchange: mine and peer must not be NULL");
+  return control_call(p, [&](Session &s, Error &e) { return s.small_exchange(mine, peer, bytes, e); });
+}
+
+int ds4tp_head_row_send(ds4tp_pair *p, uint32_t row, const float *src, uint32_t floats) {
+  if (src == nullptr) return invalid(p, "ds4tp_head_row_send: src is NULL");
+  return control_call(p, [&](Session &s, Error &e) { return s.head_row_send(row, src, floats, e); });
+}
+
+int ds4tp_head_row_recv(ds4tp_pair *p, uint32_t row, float *dst, uint32_t floats) {
+  if (dst == nullptr) return invalid(p, "ds4tp_head_row_recv: dst is NULL");
+  return control_call(p, [&](Session &s, Error &e) { return s.head_row_recv(row, dst, floats, e); });
+}
+
+void ds4tp_command_init(ds4tp_command *cmd) {
+  if (cmd == nullptr) return;
+  std::memset(cmd, 0, sizeof *cmd);
+  cmd->size = sizeof *cmd;
+}
+
+void ds4tp_command_free(ds4tp_command *cmd) {
+  if (cmd == nullptr || cmd->size < offsetof(ds4tp_command, tokens)) return;
+  auto holds = [cmd](size_t end) { return cmd->size >= end; };
+  if (holds(offsetof(ds4tp_command, n_tokens) + sizeof cmd->n_tokens)) {
+    std::free(cmd->tokens);
+    cmd->tokens = nullptr;
+    cmd->n_tokens = 0;
+  }
+  if (holds(offsetof(ds4tp_command, n_items) + sizeof cmd->n_items)) {
+    std::free(cmd->items);
+    cmd->items = nullptr;
+    cmd->n_items = 0;
+  }
+  if (holds(offsetof(ds4tp_command, n_images) + sizeof cmd->n_images)) {
+    std::free(cmd->images);  // one block: spans and their floats
+    cmd->images = nullptr;
+    cmd->n_images = 0;
+  }
+}
+
+int ds4tp_recv_command(ds4tp_pair *p, ds4tp_command *cmd, int32_t timeout_ms) {
+  if (cmd == nullptr) return invalid(p, "ds4tp_recv_command: cmd is NULL");
+  if (cmd->size < offsetof(ds4tp_command, tokens) || cmd->size > (1u << 16))
+    return invalid(p, "ds4tp_recv_command: cmd->size is invalid: call ds4tp_command_init");
+  if (timeout_ms < DS4TP_WAIT_FOREVER)
+    return invalid(p, "ds4tp_recv_command: timeout_ms must be >= 0 or DS4TP_WAIT_FOREVER");
+  return control_call(p, [&](Session &s, Error &e) {
+    ds4tp::session::Command c;
+    int rc = s.recv_command(c, timeout_ms, e);
+    if (rc != DS4TP_OK) return rc;
+    return ds4tp::session::copy_command(c, cmd, e);
+  });
+}
+
+int ds4tp_send_ack(ds4tp_pair *p, int32_t status) {
+  return control_call(p, [&](Session &s, Error &e) { return s.send_ack(status, e); });
+}
+
+int ds4tp_send_sync_ack(ds4tp_pair *p, int32_t status, uint32_t position) {
+  return control_call(p, [&](Session &s, Error &e) { return s.send_sync_ack(status, position, e); });
+}
+
+int ds4tp_send_logits(ds4tp_pair *p, const float *half, uint32_t count) {
+  if (half == nullptr && count > 0) return invalid(p, "ds4tp_send_logits: half is NULL");
+  return control_call(p, [&](Session &s, Error &e) { return s.send_logits(half, count, e); });
+}
+
+int ds4tp_send_error(ds4tp_pair *p, int32_t status, const char *message) {
+  return control_call(p, [&](Session &s, Error &e) {
+    return s.send_error(status, message != nullptr ? message : "", e);
+  });
+}
+
+void ds4tp_worker_ops_init(ds4tp_worker_ops *ops) {
+  if (ops == nullptr) return;
+  std::memset(ops, 0, sizeof *ops);
+  ops->size = sizeof *ops;
+}
+
+int ds4tp_worker_run(ds4tp_pair *p, const ds4tp_worker_ops *ops, void *user_data) {
+  if (ops == nullptr) return invalid(p, "ds4tp_worker_run: ops is NULL");
+  ds4tp_worker_ops o;
+  ds4tp_worker_ops_init(&o);
+  if (!copy_sized(ops, o))
+    return invalid(p, "ds4tp_worker_run: ops->size is invalid: call ds4tp_worker_ops_init");
+  return control_call(p, [&](Session &s, Error &e) {
+    if (s.role() != DS4TP_ROLE_WORKER)
+      return e.set(DS4TP_ESTATE, "ds4tp_worker_run is a worker call; this rank is the leader");
+    ds4tp::session::WorkerEnv env;
+    env.session = &s;
+    env.handle = p;
+    env.ops = o;
+    env.user_data = user_data;
+    ds4tp::Pair *impl = p->impl.get();
+    env.failed = [impl] { return impl->failed(); };
+    env.log = impl->log();
+    int rc = ds4tp::session::run_worker(env, e);
+    // A failed callback ends the lockstep: latch it (finish does not latch
+    // EFAILED, which otherwise means "failed earlier").
+    if (rc == DS4TP_EFAILED) impl->record(e, true);
+    return rc;
   });
 }
 

@@ -6,6 +6,9 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config
   libuv1-dev libfmt-dev catch2
+  libssl-dev iproute2
+  libibverbs-dev
+  python3-pytest cargo
 )
 # Extra packages a caller may add (e.g. the sanitizer or binding builds).
 PKGS+=("$@")

@@ -134,7 +134,9 @@ TEST_CASE("an identity mismatch aborts both ranks naming the field and values") 
 }
 
 TEST_CASE("an engine blob mismatch is an identity mismatch; ctx_size is only reported") {
+  int transport = GENERATE(from_range(local_transports()));
   RankSetup s;
+  s.transport = transport;
   static const char a[] = "sha256:aaaa", b[] = "sha256:aaab";
   s.leader_id.engine_blob = a;
   s.leader_id.engine_blob_bytes = sizeof a;
@@ -150,6 +152,7 @@ TEST_CASE("an engine blob mismatch is an identity mismatch; ctx_size is only rep
   REQUIRE(o.worker_exit == 0);
 
   RankSetup s2;
+  s2.transport = transport;
   s2.worker_id.ctx_size = 0;  // "adopt the leader's"
   auto body2 = [](ds4tp_pair *tp, Ctx &c) -> int {
     int rc = ds4tp_connect(tp);
@@ -228,7 +231,9 @@ TEST_CASE("a stalled worker: the gate times out within its deadline") {
 }
 
 TEST_CASE("ranks at different gates report a desync naming both") {
+  int transport = GENERATE(from_range(local_transports()));
   RankSetup s;
+  s.transport = transport;
   auto leader = [](ds4tp_pair *tp, Ctx &) -> int {
     int rc = connect_attach(tp);
     if (rc) return rc;
@@ -251,7 +256,9 @@ TEST_CASE("ranks at different gates report a desync naming both") {
 }
 
 TEST_CASE("gate order is checked against the schedule before any traffic") {
+  int transport = GENERATE(from_range(local_transports()));
   RankSetup s;
+  s.transport = transport;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
     int rc = connect_attach(tp);
     if (rc) return rc;
@@ -285,7 +292,9 @@ int raw_connect(int port) {
 }  // namespace
 
 TEST_CASE("stray connections cannot wedge the leader") {
+  int transport = GENERATE(from_range(local_transports()));
   RankSetup s;
+  s.transport = transport;
   s.connect_timeout_ms = 20000;
   std::atomic<int> port{0};
   s.leader_tweak = [](ds4tp_options &o) { o.hello_timeout_ms = 500; };

@@ -25,6 +25,7 @@ TEST_CASE("layout regions do not overlap and are aligned") {
           {l.in_seq, l.slots * l.flag_stride},
           {l.token, 64},
           {l.gpu_flags, l.slots * l.flag_stride},
+          {l.gpu_release, l.slots * l.flag_stride},
           {l.batch_out, l.batch_gates * l.batch_gate_stride},
           {l.batch_in, l.batch_gates * l.batch_gate_stride},
           {l.big_out, l.big_staging},

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "auth/proof.hpp"
 #include "common/clock.hpp"
 
 namespace ds4tp::control {
@@ -34,6 +35,19 @@ std::string addr_name(const sockaddr *sa) {
     return fmt::format("[{}]:{}", host, port);
   }
   return "?";
+}
+
+bool is_loopback(const sockaddr *sa) {
+  if (sa->sa_family == AF_INET) {
+    auto *in = reinterpret_cast<const sockaddr_in *>(sa);
+    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (sa->sa_family == AF_INET6) {
+    auto *in6 = reinterpret_cast<const sockaddr_in6 *>(sa);
+    if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) return in6->sin6_addr.s6_addr[12] == 127;
+  }
+  return false;
 }
 
 // Blocks SIGPIPE on this thread while libuv writes, and swallows any
@@ -99,6 +113,9 @@ struct Bringup::Impl {
   Conn *data = nullptr;
   wire::Hello peer;
   int dropped = 0;
+  int auth_failed = 0;          // leader: drops for a missing or wrong key
+  std::string last_drop;        // leader: why the last connection was dropped
+  auth::Transcript transcript;  // keyed: the control connection that passed
   // worker
   std::vector<sockaddr_storage> addrs;
   unsigned attempt = 0;
@@ -119,9 +136,17 @@ struct Bringup::Impl {
     finish(code);
   }
 
+  bool keyed() const { return !cfg.key.empty(); }
   Conn *new_conn();
   void close_conn(Conn *c);
   void drop(Conn *c, const std::string &why);
+  void reject(Conn *c, wire::RejectReason reason, const std::string &why);
+  void leader_first(Conn *c);
+  void leader_keyed(Conn *c);
+  void leader_data(Conn *c);
+  void worker_keyed(Conn *c);
+  void worker_data(Conn *c);
+  void worker_judge(Conn *c, wire::Hello h);
   void on_message(Conn *c);
   void leader_message(Conn *c);
   void worker_message(Conn *c);
@@ -139,7 +164,6 @@ struct Conn {
   uv_tcp_t tcp{};
   uv_timer_t timer{};
   uv_connect_t connect_req{};
-  uv_write_t write_req{};
   int open_handles = 0;
   bool closing = false;
   bool is_data = false;  // worker: this is the data connection
@@ -152,6 +176,26 @@ struct Conn {
   std::string name = "?";
   int pending_verdict = DS4TP_OK;  // leader: fatal verdict to apply after writing
   Error verdict_err;
+  uint64_t deadline_ns = 0;  // the whole hello exchange on this connection
+  // Keyed bring-up: which message comes next, what was exchanged so far.
+  enum class Phase { First, AwaitNonce, AwaitHello, AwaitProof } phase = Phase::First;
+  auth::Transcript tr;
+  wire::Hello hello;  // the peer's decoded hello, until its proof verifies
+  // Leader: close after the pending write (an auth reject) and log why.
+  bool drop_after_write = false;
+  std::string drop_reason;
+
+  // The whole message just read, preamble included.
+  std::vector<uint8_t> message() const {
+    return std::vector<uint8_t>(buf.begin(), buf.begin() + long(need));
+  }
+};
+
+// One write in flight; owns its bytes until libuv is done with them.
+struct WriteOp {
+  uv_write_t req{};
+  Conn *conn = nullptr;
+  std::vector<uint8_t> bytes;
 };
 
 namespace {
@@ -238,7 +282,20 @@ void on_hello_timeout(uv_timer_t *t) {
 }
 
 void start_reading(Conn *c) {
+  c->deadline_ns = now_ns() + ms_to_ns(c->impl->cfg.hello_timeout_ms);
   uv_timer_start(&c->timer, on_hello_timeout, uint64_t(c->impl->cfg.hello_timeout_ms), 0);
+  uv_read_start(reinterpret_cast<uv_stream_t *>(&c->tcp), on_alloc, on_read);
+}
+
+// Reads the next message of a multi-message (keyed) exchange within what
+// is left of the connection's hello deadline.
+void read_next(Conn *c) {
+  c->have = 0;
+  c->need = wire::kPreambleBytes;
+  c->have_preamble = false;
+  c->complete = false;
+  int left = ms_left(c->deadline_ns);
+  uv_timer_start(&c->timer, on_hello_timeout, uint64_t(left > 0 ? left : 1), 0);
   uv_read_start(reinterpret_cast<uv_stream_t *>(&c->tcp), on_alloc, on_read);
 }
 
@@ -268,11 +325,17 @@ void on_connection(uv_stream_t *server, int status) {
 void on_deadline(uv_timer_t *t) {
   auto *impl = static_cast<Bringup::Impl *>(t->data);
   if (impl->cfg.role == DS4TP_ROLE_LEADER) {
+    std::string drops =
+        impl->dropped == 0
+            ? std::string("no other connection came")
+            : fmt::format("{} other connections dropped, {} of them for a missing or wrong "
+                          "key; the last: {}",
+                          impl->dropped, impl->auth_failed, impl->last_drop);
     impl->fail(DS4TP_ETIMEDOUT,
-               "no worker completed the hello on port {} within {} ms ({} other "
-               "connections dropped): is the worker running and pointed at this "
-               "address?",
-               impl->bound_port, impl->cfg.connect_timeout_ms, impl->dropped);
+               "no worker completed the hello on port {} within {} ms ({}): is the worker "
+               "running, pointed at this address{}?",
+               impl->bound_port, impl->cfg.connect_timeout_ms, drops,
+               impl->keyed() ? " and holding the same pre-shared key" : "");
   } else {
     impl->fail(DS4TP_ETIMEDOUT,
                "no connection to the leader at {}:{} after {} ms (last error: {}): "
@@ -302,9 +365,15 @@ void on_worker_connect(uv_connect_t *req, int status) {
 }
 
 void on_write_done(uv_write_t *req, int status) {
-  Conn *c = static_cast<Conn *>(req->data);
+  auto *op = static_cast<WriteOp *>(req->data);
+  Conn *c = op->conn;
+  delete op;
   Bringup::Impl *impl = c->impl;
   if (c->closing) return;
+  if (c->drop_after_write) {
+    impl->drop(c, c->drop_reason);
+    return;
+  }
   if (status < 0) {
     if (impl->cfg.role == DS4TP_ROLE_LEADER && c != impl->control && c != impl->data) {
       impl->drop(c, fmt::format("write failed: {}", uv_strerror(status)));
@@ -325,13 +394,28 @@ void on_write_done(uv_write_t *req, int status) {
     uv_timer_start(&c->timer, on_hello_timeout, uint64_t(impl->cfg.hello_timeout_ms), 0);
 }
 
-void write_bytes(Conn *c, const std::vector<uint8_t> &bytes) {
-  uv_buf_t b = uv_buf_init(reinterpret_cast<char *>(const_cast<uint8_t *>(bytes.data())),
-                           unsigned(bytes.size()));
-  c->write_req.data = c;
-  int rc = uv_write(&c->write_req, reinterpret_cast<uv_stream_t *>(&c->tcp), &b, 1,
+void write_bytes(Conn *c, std::vector<uint8_t> bytes) {
+  auto *op = new WriteOp;
+  op->conn = c;
+  op->bytes = std::move(bytes);
+  op->req.data = op;
+  uv_buf_t b = uv_buf_init(reinterpret_cast<char *>(op->bytes.data()),
+                           unsigned(op->bytes.size()));
+  int rc = uv_write(&op->req, reinterpret_cast<uv_stream_t *>(&c->tcp), &b, 1,
                     on_write_done);
-  if (rc != 0) c->impl->fail(DS4TP_EIO, "bring-up write failed: {}", uv_strerror(rc));
+  if (rc != 0) {
+    delete op;
+    if (c->impl->cfg.role == DS4TP_ROLE_LEADER && c != c->impl->control &&
+        c != c->impl->data)
+      c->impl->drop(c, fmt::format("write failed: {}", uv_strerror(rc)));
+    else
+      c->impl->fail(DS4TP_EIO, "bring-up write failed: {}", uv_strerror(rc));
+  }
+}
+
+std::vector<uint8_t> concat(std::vector<uint8_t> a, const std::vector<uint8_t> &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 }  // namespace
@@ -361,8 +445,19 @@ void Bringup::Impl::close_conn(Conn *c) {
 
 void Bringup::Impl::drop(Conn *c, const std::string &why) {
   dropped++;
+  last_drop = fmt::format("{} from {}", why, c->name);
   log.warn("dropping connection from {}: {}; still waiting for the worker", c->name, why);
   close_conn(c);
+}
+
+// Tells the peer why (so a real worker fails with EAUTH at once instead of
+// retrying until its deadline), then drops it. Never fatal for the leader:
+// an unauthenticated peer must not be able to end its bring-up.
+void Bringup::Impl::reject(Conn *c, wire::RejectReason reason, const std::string &why) {
+  auth_failed++;
+  c->drop_after_write = true;
+  c->drop_reason = fmt::format("{}: {}", ds4tp_err_name(DS4TP_EAUTH), why);
+  write_bytes(c, wire::encode_auth_reject(reason));
 }
 
 void Bringup::Impl::on_message(Conn *c) {
@@ -373,69 +468,227 @@ void Bringup::Impl::on_message(Conn *c) {
 }
 
 void Bringup::Impl::leader_message(Conn *c) {
+  if (c->pre.kind == uint16_t(wire::Kind::Data)) {
+    leader_data(c);
+    return;
+  }
+  if (c->phase != Conn::Phase::First) {
+    leader_keyed(c);
+    return;
+  }
+  leader_first(c);
+}
+
+void Bringup::Impl::leader_first(Conn *c) {
   const uint8_t *body = c->buf.data() + wire::kPreambleBytes;
   size_t body_len = c->pre.body_bytes;
-  if (c->pre.kind == uint16_t(wire::Kind::Control)) {
-    if (control != nullptr) {
-      drop(c, fmt::format("worker {} is already paired", control->name));
-      return;
-    }
-    if (c->pre.version != wire::kProtocolVersion) {
-      // A real ds4tp peer of another version: answer so it can say so too.
-      c->pending_verdict = DS4TP_EVERSION;
-      c->verdict_err.set(DS4TP_EVERSION,
-                         "protocol version mismatch: this rank speaks version {}, the "
-                         "worker at {} speaks {}; run the same libds4tp on both",
-                         wire::kProtocolVersion, c->name, c->pre.version);
-      write_bytes(c, mine_bytes);
-      return;
-    }
-    wire::Hello h;
+  const uint16_t kind = c->pre.kind;
+  if (kind == uint16_t(wire::Kind::AuthNonce) && !keyed()) {
+    reject(c, wire::RejectReason::KeyUnexpected,
+           "the worker offers a pre-shared key but this leader has none (set the same "
+           "key on both ranks, or on neither)");
+    return;
+  }
+  if (kind == uint16_t(wire::Kind::Control) && keyed() &&
+      c->pre.version == wire::kProtocolVersion) {
+    reject(c, wire::RejectReason::KeyRequired,
+           "the worker presented no pre-shared key; this leader requires one");
+    return;
+  }
+  if (keyed() && c->pre.version != wire::kProtocolVersion) {
+    // Not fatal here: an unauthenticated peer must not end the bring-up.
+    reject(c, wire::RejectReason::BadVersion,
+           fmt::format("protocol version mismatch: this rank speaks version {}, the peer "
+                       "{}; run the same libds4tp on both",
+                       wire::kProtocolVersion, c->pre.version));
+    return;
+  }
+  if (kind == uint16_t(wire::Kind::AuthNonce)) {
     Error e;
-    if (wire::decode_hello_body(body, body_len, h, e) != DS4TP_OK) {
+    if (wire::decode_auth_nonce_body(body, body_len, c->tr.worker_nonce, e) != DS4TP_OK) {
       drop(c, e.message);
       return;
     }
-    Error verdict;
-    int code = (*judge)(c->pre, h, verdict);
-    control = c;
-    peer = std::move(h);
-    if (code != DS4TP_OK) {
-      c->pending_verdict = code;
-      c->verdict_err = verdict;
+    if (auth::fresh_nonce(c->tr.leader_nonce, e) != DS4TP_OK) {
+      fail(e.code, "{}", e.message);
+      return;
     }
+    c->tr.worker_nonce_msg = c->message();
+    c->tr.leader_nonce_msg = wire::encode_auth_nonce(c->tr.leader_nonce);
+    c->phase = Conn::Phase::AwaitHello;
+    write_bytes(c, c->tr.leader_nonce_msg);
+    read_next(c);
+    return;
+  }
+  if (kind != uint16_t(wire::Kind::Control)) {
+    drop(c, fmt::format("unexpected connection kind {}", kind));
+    return;
+  }
+  if (control != nullptr) {
+    drop(c, fmt::format("worker {} is already paired", control->name));
+    return;
+  }
+  if (c->pre.version != wire::kProtocolVersion) {
+    // A real ds4tp peer of another version: answer so it can say so too.
+    c->pending_verdict = DS4TP_EVERSION;
+    c->verdict_err.set(DS4TP_EVERSION,
+                       "protocol version mismatch: this rank speaks version {}, the "
+                       "worker at {} speaks {}; run the same libds4tp on both",
+                       wire::kProtocolVersion, c->name, c->pre.version);
     write_bytes(c, mine_bytes);
     return;
   }
-  if (c->pre.kind == uint16_t(wire::Kind::Data)) {
-    uint64_t cookie = 0;
-    Error e;
-    if (wire::decode_data_body(body, body_len, cookie, e) != DS4TP_OK) {
+  wire::Hello h;
+  Error e;
+  if (wire::decode_hello_body(body, body_len, h, e) != DS4TP_OK) {
+    drop(c, e.message);
+    return;
+  }
+  Error verdict;
+  int code = (*judge)(c->pre, h, verdict);
+  control = c;
+  peer = std::move(h);
+  if (code != DS4TP_OK) {
+    c->pending_verdict = code;
+    c->verdict_err = verdict;
+  }
+  write_bytes(c, mine_bytes);
+}
+
+// Keyed leader after the nonces: the worker's hello, then its proof. Only
+// a verified proof lets the hello be judged (so only a key holder can end
+// the leader's bring-up with a verdict).
+void Bringup::Impl::leader_keyed(Conn *c) {
+  const uint8_t *body = c->buf.data() + wire::kPreambleBytes;
+  size_t body_len = c->pre.body_bytes;
+  Error e;
+  if (c->phase == Conn::Phase::AwaitHello) {
+    if (c->pre.kind != uint16_t(wire::Kind::Control) ||
+        c->pre.version != wire::kProtocolVersion) {
+      drop(c, fmt::format("expected the worker's hello after the nonces, got kind {} "
+                          "version {}",
+                          c->pre.kind, c->pre.version));
+      return;
+    }
+    if (wire::decode_hello_body(body, body_len, c->hello, e) != DS4TP_OK) {
       drop(c, e.message);
       return;
     }
-    if (control == nullptr || cookie != mine.cookie) {
-      drop(c, "data connection with an unknown pair cookie");
-      return;
-    }
-    data = c;
-    write_bytes(c, ack_bytes);
+    c->tr.worker_hello_msg = c->message();
+    c->phase = Conn::Phase::AwaitProof;
+    read_next(c);
     return;
   }
-  drop(c, fmt::format("unexpected connection kind {}", c->pre.kind));
+  if (c->pre.kind != uint16_t(wire::Kind::AuthProof)) {
+    drop(c, fmt::format("expected the worker's proof after its hello, got kind {}",
+                        c->pre.kind));
+    return;
+  }
+  wire::Mac got{}, want{};
+  if (wire::decode_auth_proof_body(body, body_len, got, e) != DS4TP_OK) {
+    drop(c, e.message);
+    return;
+  }
+  if (auth::worker_proof(cfg.key, c->tr, want, e) != DS4TP_OK) {
+    fail(e.code, "{}", e.message);
+    return;
+  }
+  if (!auth::mac_equal(got, want)) {
+    reject(c, wire::RejectReason::BadProof,
+           "the worker's proof does not verify: its pre-shared key differs from this "
+           "leader's (or its hello was altered on the way)");
+    return;
+  }
+  if (control != nullptr) {
+    drop(c, fmt::format("worker {} is already paired", control->name));
+    return;
+  }
+  Error verdict;
+  int code = (*judge)(c->pre, c->hello, verdict);
+  control = c;
+  peer = std::move(c->hello);
+  transcript = c->tr;
+  transcript.leader_hello_msg = mine_bytes;
+  wire::Mac mine_mac{};
+  if (auth::leader_proof(cfg.key, transcript, mine_mac, e) != DS4TP_OK) {
+    fail(e.code, "{}", e.message);
+    return;
+  }
+  if (code != DS4TP_OK) {
+    c->pending_verdict = code;
+    c->verdict_err = verdict;
+  }
+  write_bytes(c, concat(mine_bytes, wire::encode_auth_proof(mine_mac)));
+}
+
+void Bringup::Impl::leader_data(Conn *c) {
+  const uint8_t *body = c->buf.data() + wire::kPreambleBytes;
+  size_t body_len = c->pre.body_bytes;
+  uint64_t cookie = 0;
+  bool has_mac = false;
+  wire::Mac got{};
+  Error e;
+  if (c->phase != Conn::Phase::First ||
+      wire::decode_data_body(body, body_len, cookie, has_mac, got, e) != DS4TP_OK) {
+    drop(c, e.message.empty() ? std::string("data preamble in the middle of a hello")
+                              : e.message);
+    return;
+  }
+  if (control == nullptr || cookie != mine.cookie) {
+    drop(c, "data connection with an unknown pair cookie");
+    return;
+  }
+  std::vector<uint8_t> ack = ack_bytes;
+  if (keyed()) {
+    wire::Mac want{}, ack_mac{};
+    if (auth::data_proof(cfg.key, transcript, cookie, want, e) != DS4TP_OK ||
+        auth::data_ack_proof(cfg.key, transcript, cookie, ack_mac, e) != DS4TP_OK) {
+      fail(e.code, "{}", e.message);
+      return;
+    }
+    if (!has_mac || !auth::mac_equal(got, want)) {
+      auth_failed++;
+      drop(c, fmt::format("{}: the data connection {} (the cookie alone does not admit "
+                          "it when a key is set)",
+                          ds4tp_err_name(DS4TP_EAUTH),
+                          has_mac ? "carries a proof that does not verify"
+                                  : "carries no proof"));
+      return;
+    }
+    ack = wire::encode_data_ack(&ack_mac);
+  } else if (has_mac) {
+    drop(c, "the data connection carries a proof but this leader has no key");
+    return;
+  }
+  data = c;
+  write_bytes(c, std::move(ack));
 }
 
 void Bringup::Impl::worker_message(Conn *c) {
   const uint8_t *body = c->buf.data() + wire::kPreambleBytes;
   size_t body_len = c->pre.body_bytes;
-  if (c->is_data) {
-    if (c->pre.kind != uint16_t(wire::Kind::DataAck)) {
-      fail(DS4TP_EPROTO, "the leader answered the data connection with kind {}",
-           c->pre.kind);
+  if (c->pre.kind == uint16_t(wire::Kind::AuthReject)) {
+    uint32_t reason = 0;
+    Error e;
+    if (wire::decode_auth_reject_body(body, body_len, reason, e) != DS4TP_OK) {
+      fail(DS4TP_EPROTO, "the leader at {} sent a malformed reject: {}", c->name, e.message);
       return;
     }
-    data = c;
-    finish(DS4TP_OK);
+    if (c->pre.version != wire::kProtocolVersion) {
+      fail(DS4TP_EVERSION,
+           "protocol version mismatch: this rank speaks version {}, the leader at {} "
+           "speaks {}; run the same libds4tp on both",
+           wire::kProtocolVersion, c->name, c->pre.version);
+      return;
+    }
+    fail(DS4TP_EAUTH, "the leader at {} refused this worker: {}{}", c->name,
+         wire::reject_reason_name(reason),
+         keyed() ? " (check that both ranks load the same key)"
+                 : " (set options.psk, DS4TP_PSK or DS4TP_PSK_FILE to the leader's key)");
+    return;
+  }
+  if (c->is_data) {
+    worker_data(c);
     return;
   }
   if (c->pre.version != wire::kProtocolVersion) {
@@ -443,6 +696,17 @@ void Bringup::Impl::worker_message(Conn *c) {
          "protocol version mismatch: this rank speaks version {}, the leader at {} "
          "speaks {}; run the same libds4tp on both",
          wire::kProtocolVersion, c->name, c->pre.version);
+    return;
+  }
+  if (keyed()) {
+    worker_keyed(c);
+    return;
+  }
+  if (c->pre.kind == uint16_t(wire::Kind::AuthNonce)) {
+    fail(DS4TP_EAUTH,
+         "the leader at {} requires a pre-shared key and this worker has none: set "
+         "options.psk, DS4TP_PSK or DS4TP_PSK_FILE to the leader's key",
+         c->name);
     return;
   }
   if (c->pre.kind != uint16_t(wire::Kind::Control)) {
@@ -456,6 +720,10 @@ void Bringup::Impl::worker_message(Conn *c) {
     fail(DS4TP_EPROTO, "the leader at {} sent a malformed hello: {}", c->name, e.message);
     return;
   }
+  worker_judge(c, std::move(h));
+}
+
+void Bringup::Impl::worker_judge(Conn *c, wire::Hello h) {
   Error verdict;
   int code = (*judge)(c->pre, h, verdict);
   if (code != DS4TP_OK) {
@@ -466,6 +734,112 @@ void Bringup::Impl::worker_message(Conn *c) {
   peer = std::move(h);
   control = c;
   dial_data();
+}
+
+// Keyed worker: the leader's nonce, then its hello, then its proof. The
+// leader's hello is judged only once its proof verifies.
+void Bringup::Impl::worker_keyed(Conn *c) {
+  const uint8_t *body = c->buf.data() + wire::kPreambleBytes;
+  size_t body_len = c->pre.body_bytes;
+  const uint16_t kind = c->pre.kind;
+  Error e;
+  switch (c->phase) {
+    case Conn::Phase::First:
+    case Conn::Phase::AwaitNonce: {
+      if (kind == uint16_t(wire::Kind::Control)) {
+        fail(DS4TP_EAUTH,
+             "the leader at {} answered with a plain hello: it has no pre-shared key, "
+             "but this worker has one (set the same key on both ranks, or on neither)",
+             c->name);
+        return;
+      }
+      if (kind != uint16_t(wire::Kind::AuthNonce) ||
+          wire::decode_auth_nonce_body(body, body_len, c->tr.leader_nonce, e) != DS4TP_OK) {
+        fail(DS4TP_EPROTO, "the leader at {} answered the nonce with kind {} ({})", c->name,
+             kind, e.message.empty() ? "not a nonce" : e.message);
+        return;
+      }
+      c->tr.leader_nonce_msg = c->message();
+      wire::Mac proof{};
+      if (auth::worker_proof(cfg.key, c->tr, proof, e) != DS4TP_OK) {
+        fail(e.code, "{}", e.message);
+        return;
+      }
+      c->phase = Conn::Phase::AwaitHello;
+      write_bytes(c, concat(c->tr.worker_hello_msg, wire::encode_auth_proof(proof)));
+      read_next(c);
+      return;
+    }
+    case Conn::Phase::AwaitHello:
+      if (kind != uint16_t(wire::Kind::Control)) {
+        fail(DS4TP_EPROTO, "the leader at {} sent kind {} where its hello belongs", c->name,
+             kind);
+        return;
+      }
+      if (wire::decode_hello_body(body, body_len, c->hello, e) != DS4TP_OK) {
+        fail(DS4TP_EPROTO, "the leader at {} sent a malformed hello: {}", c->name,
+             e.message);
+        return;
+      }
+      c->tr.leader_hello_msg = c->message();
+      c->phase = Conn::Phase::AwaitProof;
+      read_next(c);
+      return;
+    case Conn::Phase::AwaitProof: {
+      wire::Mac got{}, want{};
+      if (kind != uint16_t(wire::Kind::AuthProof) ||
+          wire::decode_auth_proof_body(body, body_len, got, e) != DS4TP_OK) {
+        fail(DS4TP_EPROTO, "the leader at {} sent kind {} where its proof belongs ({})",
+             c->name, kind, e.message.empty() ? "not a proof" : e.message);
+        return;
+      }
+      if (auth::leader_proof(cfg.key, c->tr, want, e) != DS4TP_OK) {
+        fail(e.code, "{}", e.message);
+        return;
+      }
+      if (!auth::mac_equal(got, want)) {
+        fail(DS4TP_EAUTH,
+             "the leader at {} could not prove it holds this worker's pre-shared key: the "
+             "keys differ, the hellos were altered on the way, or it is not your leader",
+             c->name);
+        return;
+      }
+      transcript = c->tr;
+      worker_judge(c, std::move(c->hello));
+      return;
+    }
+  }
+}
+
+void Bringup::Impl::worker_data(Conn *c) {
+  const uint8_t *body = c->buf.data() + wire::kPreambleBytes;
+  size_t body_len = c->pre.body_bytes;
+  if (c->pre.kind != uint16_t(wire::Kind::DataAck)) {
+    fail(DS4TP_EPROTO, "the leader answered the data connection with kind {}", c->pre.kind);
+    return;
+  }
+  bool has_mac = false;
+  wire::Mac got{};
+  Error e;
+  if (wire::decode_data_ack_body(body, body_len, has_mac, got, e) != DS4TP_OK) {
+    fail(DS4TP_EPROTO, "the leader sent a malformed data ack: {}", e.message);
+    return;
+  }
+  if (keyed()) {
+    wire::Mac want{};
+    if (auth::data_ack_proof(cfg.key, transcript, peer.cookie, want, e) != DS4TP_OK) {
+      fail(e.code, "{}", e.message);
+      return;
+    }
+    if (!has_mac || !auth::mac_equal(got, want)) {
+      fail(DS4TP_EAUTH,
+           "the data connection was accepted without a valid proof of the key: something "
+           "other than the authenticated leader answered it");
+      return;
+    }
+  }
+  data = c;
+  finish(DS4TP_OK);
 }
 
 void Bringup::Impl::worker_attempt() {
@@ -519,6 +893,17 @@ void Bringup::Impl::worker_connected(Conn *c) {
   if (c->is_data) {
     c->name = fmt::format("{}:{}", cfg.host, cfg.port);
     write_bytes(c, data_bytes);
+  } else if (keyed()) {
+    // A fresh nonce per attempt: a recorded exchange never verifies again.
+    Error e;
+    if (auth::fresh_nonce(c->tr.worker_nonce, e) != DS4TP_OK) {
+      fail(e.code, "{}", e.message);
+      return;
+    }
+    c->tr.worker_nonce_msg = wire::encode_auth_nonce(c->tr.worker_nonce);
+    c->tr.worker_hello_msg = mine_bytes;
+    c->phase = Conn::Phase::AwaitNonce;
+    write_bytes(c, c->tr.worker_nonce_msg);
   } else {
     write_bytes(c, mine_bytes);
   }
@@ -530,7 +915,17 @@ void Bringup::Impl::dial_data() {
   Conn *c = new_conn();
   c->is_data = true;
   c->connect_req.data = c;
-  data_bytes = wire::encode_data(peer.cookie);
+  if (keyed()) {
+    wire::Mac proof{};
+    Error e;
+    if (auth::data_proof(cfg.key, transcript, peer.cookie, proof, e) != DS4TP_OK) {
+      fail(e.code, "{}", e.message);
+      return;
+    }
+    data_bytes = wire::encode_data(peer.cookie, &proof);
+  } else {
+    data_bytes = wire::encode_data(peer.cookie);
+  }
   int rc = uv_tcp_connect(&c->connect_req, &c->tcp, reinterpret_cast<const sockaddr *>(&target),
                           on_worker_connect);
   if (rc != 0)
@@ -599,6 +994,11 @@ int Bringup::listen(Error &err) {
                       ? ntohs(reinterpret_cast<sockaddr_in6 *>(&ss)->sin6_port)
                       : ntohs(reinterpret_cast<sockaddr_in *>(&ss)->sin_port);
   m->log.info("leader listening on {}", addr_name(reinterpret_cast<sockaddr *>(&ss)));
+  if (m->cfg.key.empty() && !is_loopback(reinterpret_cast<sockaddr *>(&ss)))
+    m->log.warn("listening on {} without a pre-shared key: any host that can reach this "
+                "port can join the pair as its worker; set options.psk, DS4TP_PSK or "
+                "DS4TP_PSK_FILE on both ranks",
+                addr_name(reinterpret_cast<sockaddr *>(&ss)));
   return DS4TP_OK;
 }
 
@@ -653,10 +1053,11 @@ int Bringup::run(wire::Hello mine, const HelloJudge &judge, BringupResult &out,
   m->started_ns = now_ns();
   m->last_log_ns = m->started_ns;
   m->ack_bytes = wire::encode_data_ack();
+  const char *auth_note = m->keyed() ? " (pre-shared key required)" : "";
   if (m->cfg.role == DS4TP_ROLE_LEADER) {
-    m->log.info("leader waiting for a worker on port {}", m->bound_port);
+    m->log.info("leader waiting for a worker on port {}{}", m->bound_port, auth_note);
   } else {
-    m->log.info("worker dialing the leader at {}:{}", m->cfg.host, m->cfg.port);
+    m->log.info("worker dialing the leader at {}:{}{}", m->cfg.host, m->cfg.port, auth_note);
   }
   m->mine_bytes = wire::encode_hello(m->mine);
   uv_timer_start(&m->deadline, on_deadline, uint64_t(m->cfg.connect_timeout_ms), 0);

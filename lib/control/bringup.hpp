@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "auth/key.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "net/socket.hpp"
@@ -25,6 +26,10 @@ struct BringupConfig {
   int port = 0;
   int connect_timeout_ms = 60000;
   int hello_timeout_ms = 2000;
+  // Pre-shared key; empty = no authentication. With a key the hello becomes
+  // a mutual HMAC challenge-response (docs/PROTOCOL.md 1.4) and the peer
+  // must hold the same key.
+  auth::Key key;
 };
 
 // Judges a peer's valid hello: DS4TP_OK to go on, or a fatal code with the

@@ -1,15 +1,22 @@
 #include "pair/pair.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/clock.hpp"
+#include "control/liveness.hpp"
 #include "control/negotiate.hpp"
+#include "session/session.hpp"
+#include "transport/rdma/rdma_transport.hpp"
+#include "transport/rdma/setup_link.hpp"
+#include "transport/shm/shm_transport.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
 namespace ds4tp {
@@ -22,6 +29,16 @@ std::array<uint8_t, 16> host_identity() {
   gethostname(host, sizeof host - 1);
   seed += '/';
   seed += host;
+  // The shm directory's device and inode: ranks in containers that share
+  // a kernel but not /dev/shm cannot share memory, so they differ here.
+  struct stat st {};
+  if (stat("/dev/shm", &st) == 0)
+    seed += fmt::format("/{}:{}", uint64_t(st.st_dev), uint64_t(st.st_ino));
+  // Test-only: lets a test pretend the ranks run on different hosts.
+  if (const char *fake = std::getenv("DS4TP_TEST_HOST_ID"); fake != nullptr && *fake != 0) {
+    seed += "/test:";
+    seed += fake;
+  }
   // Two FNV-1a lanes: enough to tell hosts apart, not a security measure.
   uint64_t a = 1469598103934665603ull, b = 0x9e3779b97f4a7c15ull;
   for (unsigned char c : seed) {
@@ -73,6 +90,10 @@ int Pair::create(const Options &opt, wire::Identity id, std::unique_ptr<Pair> &o
   bc.port = opt.role == DS4TP_ROLE_LEADER ? opt.listen_port : opt.leader_port;
   bc.connect_timeout_ms = opt.connect_timeout_ms;
   bc.hello_timeout_ms = opt.hello_timeout_ms;
+  bc.key = opt.psk;
+  if (!opt.psk.empty())
+    p->log_.info("authentication on: pre-shared key ({} bytes) from {}", opt.psk.size(),
+                 opt.psk_source);
   p->bringup_ = std::make_unique<control::Bringup>(bc, p->log_);
   if (opt.role == DS4TP_ROLE_LEADER) {
     int rc = p->bringup_->listen(err);
@@ -83,6 +104,7 @@ int Pair::create(const Options &opt, wire::Identity id, std::unique_ptr<Pair> &o
 }
 
 Pair::~Pair() {
+  liveness_.reset();  // joins the watcher before the control fd closes
   transport_.reset();
   if (owned_slab_ != nullptr) munmap(owned_slab_, owned_bytes_);
 }
@@ -98,6 +120,7 @@ void Pair::record(const Error &e, bool fatal) {
   if (fatal && !failed_.load(std::memory_order_relaxed)) {
     failure_ = e.message;
     failed_.store(true, std::memory_order_release);
+    if (session_) session_->abandon();  // blocked control waits give up now
   }
 }
 
@@ -123,7 +146,20 @@ int Pair::connect(Error &err) {
   wire::Hello mine;
   mine.role = uint8_t(opt_.role);
   mine.transport_request = uint8_t(opt_.transport);
+  const uint64_t started = now_ns();
   mine.caps = wire::kCapTcp;
+  std::string shm_why;
+  if (shm_available(&layout_, shm_why)) mine.caps |= wire::kCapShm;
+  // RDMA is offered only when this rank has a usable port; otherwise the
+  // reason is kept for the error (transport=rdma) or logged once (auto).
+  rdma::ProbeRequest rdma_req{opt_.rdma_device, opt_.rdma_port, opt_.rdma_gid_index, {}};
+  if (opt_.transport == DS4TP_TRANSPORT_AUTO || opt_.transport == DS4TP_TRANSPORT_RDMA) {
+    rdma_probe_ = rdma::probe(rdma_req);
+    if (rdma_probe_.usable)
+      mine.caps |= wire::kCapRdma;
+    else if (opt_.transport == DS4TP_TRANSPORT_AUTO)
+      log_.info("rdma not offered, auto will use shm or tcp: {}", rdma_probe_.reason);
+  }
   mine.host_id = host_identity();
   mine.cookie = opt_.role == DS4TP_ROLE_LEADER ? random_cookie() : 0;
   mine.id = id_;
@@ -131,7 +167,16 @@ int Pair::connect(Error &err) {
   int chosen = DS4TP_TRANSPORT_TCP;
   control::HelloJudge judge = [&](const wire::Preamble &, const wire::Hello &peer,
                                   Error &e) {
-    return control::judge_hello(mine, peer, chosen, e);
+    int jrc = control::judge_hello(mine, peer, chosen, e);
+    // An rdma request this rank cannot serve: say why in this rank's words.
+    const int l = mine.transport_request, p = peer.transport_request;
+    const bool want_rdma = (l == DS4TP_TRANSPORT_RDMA || p == DS4TP_TRANSPORT_RDMA) &&
+                           (l == p || l == DS4TP_TRANSPORT_AUTO || p == DS4TP_TRANSPORT_AUTO);
+    if (jrc == DS4TP_EUNSUPPORTED && want_rdma && !(mine.caps & wire::kCapRdma))
+      e.set(jrc, "transport rdma was requested but this rank ({}) has no RDMA device: {}",
+            opt_.role == DS4TP_ROLE_LEADER ? "leader" : "worker",
+            rdma_probe_.reason.empty() ? "it was not probed" : rdma_probe_.reason);
+    return jrc;
   };
   control::BringupResult res;
   int rc = bringup_->run(mine, judge, res, err);
@@ -151,10 +196,44 @@ int Pair::connect(Error &err) {
     case DS4TP_TRANSPORT_TCP:
       transport_ = make_tcp_transport(std::move(data_), dc);
       break;
+    case DS4TP_TRANSPORT_SHM: {
+      ShmSetup ss;
+      ss.rank = rank();
+      ss.cookie = opt_.role == DS4TP_ROLE_LEADER ? mine.cookie : peer_.cookie;
+      ss.layout = layout_;
+      ss.deadline_ns = std::max(started + ms_to_ns(opt_.connect_timeout_ms),
+                                now_ns() + ms_to_ns(opt_.hello_timeout_ms));
+      ss.forced = mine.transport_request == DS4TP_TRANSPORT_SHM ||
+                  peer_.transport_request == DS4TP_TRANSPORT_SHM;
+      std::string fallback;
+      rc = make_shm_transport(data_, ss, dc, transport_, fallback, err);
+      if (rc != DS4TP_OK) return rc;
+      if (!transport_) {  // both ranks saw the same failure: TCP on the same socket
+        log_.warn("shared memory unavailable, using tcp: {}", fallback);
+        transport_kind_ = DS4TP_TRANSPORT_TCP;
+        transport_ = make_tcp_transport(std::move(data_), dc);
+      }
+      break;
+    }
+    case DS4TP_TRANSPORT_RDMA: {
+      rdma::Endpoint ep;
+      if ((rc = rdma::open_device(rdma_req, rdma_probe_, ep.device, err))) return rc;
+      // Set-up frames travel on the data connection: the transport owns it,
+      // so they never interleave with the session's control frames.
+      ep.link = rdma::make_socket_setup_link(data_.get());
+      ep.data = std::move(data_);
+      ep.control_fd = control_.get();
+      ep.rank = rank();
+      rdma::Tuning tun;
+      tun.setup_timeout_ns = ms_to_ns(opt_.frame_timeout_ms);
+      transport_ = rdma::make_rdma_transport(std::move(ep), dc, tun, schedule_, log_);
+      break;
+    }
     default:
       return err.set(DS4TP_EUNSUPPORTED, "transport {} is not built into this library",
                      ds4tp_transport_name(chosen));
   }
+  if (int crc = start_control_plane(err)) return crc;
   connected_ = true;
   log_.info("pair up: rank {} of 2, transport {}, gate timeout {} ms, peer ctx {}",
             rank(), transport_->name(), opt_.gate_timeout_ms, peer_.id.ctx_size);
@@ -164,7 +243,9 @@ int Pair::connect(Error &err) {
 int Pair::attach_slab(void *base, uint64_t bytes, Error &err) {
   if (!connected_) return err.set(DS4TP_ESTATE, "attach the slab after ds4tp_connect");
   if (slab_ != nullptr) return err.set(DS4TP_ESTATE, "a slab is already attached; detach it first");
-  if (base == nullptr) {
+  if (base == nullptr && transport_->shared_slab() != nullptr) {
+    base = transport_->shared_slab();  // shm: the segment the peer writes into
+  } else if (base == nullptr) {
     if (owned_slab_ == nullptr) {
       void *m = mmap(nullptr, layout_.total, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -187,6 +268,8 @@ int Pair::attach_slab(void *base, uint64_t bytes, Error &err) {
   // Bookkeeping regions start clean whatever the engine left there.
   std::memset(b + layout_.in_seq, 0, uint64_t(layout_.slots) * layout_.flag_stride);
   std::memset(b + layout_.token, 0, 64);
+  std::memset(b + layout_.gpu_flags, 0, uint64_t(layout_.slots) * layout_.flag_stride);
+  std::memset(b + layout_.gpu_release, 0, uint64_t(layout_.slots) * layout_.flag_stride);
   int rc = transport_->attach(b, layout_, err);
   if (rc != DS4TP_OK) return rc;
   slab_ = b;
@@ -205,19 +288,32 @@ int Pair::gate(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) {
     return err.set(DS4TP_EINVAL, "gate (layer {}, gate {}) is outside {} layers x 2 gates",
                    layer, gate, layout_.slots / 2);
   uint32_t slot = layer * 2 + gate;
-  if (seq != last_row_seq_ + 1)
+  const uint64_t last = last_row_seq_.load(std::memory_order_relaxed);
+  if (seq != last + 1)
     return err.set(DS4TP_EINVAL,
                    "row gate seq {} for layer {} gate {}: seqs must rise by one per gate "
                    "(last was {})",
-                   seq, layer, gate, last_row_seq_);
+                   seq, layer, gate, last);
   int64_t want = slab::slot_for_seq(schedule_, seq);
   if (want != int64_t(slot))
     return err.set(DS4TP_EINVAL,
                    "row gate seq {} must hit slot {} (layer {}, gate {}) by the identity's "
                    "schedule, but the call is for layer {} gate {}",
                    seq, want, want / 2, want % 2, layer, gate);
-  last_row_seq_ = seq;
-  return transport_->gate(layer, gate, slot, seq, err);
+  last_row_seq_.store(seq, std::memory_order_relaxed);
+  gates_started_ = true;
+  if (hooks_.before_exchange != nullptr) {
+    int h = hooks_.before_exchange(hooks_.user_data, DS4TP_STAGE_ROW, layer, gate, seq,
+                                   slab_ + layout_.out_vec(slot), layout_.vec_bytes);
+    if (h != 0) return hook_failed("before_exchange", h, "row", layer, gate, seq, err);
+  }
+  int rc = transport_->gate(layer, gate, slot, seq, err);
+  if (rc == DS4TP_OK && hooks_.after_exchange != nullptr) {
+    int h = hooks_.after_exchange(hooks_.user_data, DS4TP_STAGE_ROW, layer, gate, seq,
+                                  slab_ + layout_.in_vec(slot), layout_.vec_bytes);
+    if (h != 0) return hook_failed("after_exchange", h, "row", layer, gate, seq, err);
+  }
+  return rc;
 }
 
 int Pair::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) {
@@ -228,7 +324,40 @@ int Pair::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) {
   if (rows == 0 || rows > layout_.batch_rows)
     return err.set(DS4TP_EINVAL, "batch gate rows {} outside 1..{}", rows, layout_.batch_rows);
   if (seq == 0) return err.set(DS4TP_EINVAL, "batch gate seq must be nonzero");
-  return transport_->batch_gate(index, rows, seq, err);
+  gates_started_ = true;
+  const uint64_t bytes = uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes;
+  if (hooks_.before_exchange != nullptr) {
+    int h = hooks_.before_exchange(hooks_.user_data, DS4TP_STAGE_BATCH, index, rows, seq,
+                                   slab_ + layout_.batch_out_gate(index), bytes);
+    if (h != 0) return hook_failed("before_exchange", h, "batch", index, rows, seq, err);
+  }
+  int rc = transport_->batch_gate(index, rows, seq, err);
+  if (rc == DS4TP_OK && hooks_.after_exchange != nullptr) {
+    int h = hooks_.after_exchange(hooks_.user_data, DS4TP_STAGE_BATCH, index, rows, seq,
+                                  slab_ + layout_.batch_in_gate(index), bytes);
+    if (h != 0) return hook_failed("after_exchange", h, "batch", index, rows, seq, err);
+  }
+  return rc;
+}
+
+int Pair::set_staging_hooks(const ds4tp_staging_hooks *hooks, Error &err) {
+  if (gates_started_)
+    return err.set(DS4TP_ESTATE,
+                   "staging hooks must be set before the first row or batch gate (row gate "
+                   "seq {} already ran)",
+                   last_row_seq());
+  hooks_ = hooks != nullptr ? *hooks : ds4tp_staging_hooks{};
+  return DS4TP_OK;
+}
+
+int Pair::hook_failed(const char *which, int value, const char *kind, uint32_t a, uint32_t b,
+                      uint64_t seq, Error &err) {
+  const bool row = kind[0] == 'r';
+  return err.set(DS4TP_EIO,
+                 "staging hook {} returned {} at {} gate ({} {}, {} {}, seq {}): the "
+                 "engine's device copy failed",
+                 which, value, kind, row ? "layer" : "index", a, row ? "gate" : "rows", b,
+                 seq);
 }
 
 int Pair::big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
@@ -242,6 +371,32 @@ int Pair::big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint
     return err.set(DS4TP_EINVAL, "big gate out and in buffers overlap");
   if (seq == 0) return err.set(DS4TP_EINVAL, "big gate seq must be nonzero");
   return transport_->big_gate(layer, seq, out, in, bytes, err);
+}
+
+int Pair::start_control_plane(Error &err) {
+  session::SessionConfig sc;
+  sc.role = opt_.role;
+  sc.max_frame_bytes = opt_.max_frame_bytes;
+  sc.frame_timeout_ms = opt_.frame_timeout_ms;
+  sc.spin_ns = uint64_t(opt_.spin_us) * 1000;
+  sc.n_layer = layout_.slots / 2;
+  sc.n_embd = id_.n_embd;
+  session_ = std::make_unique<session::Session>(control_.get(), sc, log_);
+  control::LivenessConfig lc;
+  lc.role = opt_.role;
+  lc.max_frame_bytes = opt_.max_frame_bytes;
+  control::LivenessHooks hooks;
+  session::Session *s = session_.get();
+  hooks.close_expected = [s] { return s->stopped(); };
+  hooks.dead = [this, s](int code, const std::string &why, int status) {
+    if (failed()) return;  // the first failure's message stays the one users read
+    if (status != 0) s->set_remote_status(status);
+    Error e;
+    e.code = code;
+    e.message = why;
+    record(e, true);
+  };
+  return control::Liveness::start(control_.get(), lc, std::move(hooks), log_, liveness_, err);
 }
 
 }  // namespace ds4tp

@@ -11,16 +11,21 @@
 #include <mutex>
 #include <string>
 
+#include "auth/key.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "control/bringup.hpp"
 #include "net/socket.hpp"
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
+#include "transport/rdma/probe.hpp"
 #include "transport/transport.hpp"
 #include "wire/hello.hpp"
 
 namespace ds4tp {
+
+namespace session { class Session; }
+namespace control { class Liveness; }
 
 // Options after validation, strings owned.
 struct Options {
@@ -39,6 +44,15 @@ struct Options {
   ds4tp_log_fn log_fn = nullptr;
   void *log_user_data = nullptr;
   int log_level = DS4TP_LOG_INFO;
+  // Pre-shared key (empty = no authentication) and where it came from.
+  auth::Key psk;
+  std::string psk_source;
+  // RDMA port choice (empty device = first active; gid -1 = pick).
+  std::string rdma_device;
+  int rdma_port = 1;
+  int rdma_gid_index = -1;
+  // Control plane: largest frame payload sent or accepted.
+  uint32_t max_frame_bytes = 64u << 20;
 };
 
 class Pair {
@@ -56,6 +70,12 @@ class Pair {
   int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err);
   int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
                Error &err);
+
+  // Staging hooks run around every row/batch gate on the gate thread
+  // (nullptr removes them). ESTATE once a row or batch gate has run.
+  int set_staging_hooks(const ds4tp_staging_hooks *hooks, Error &err);
+  // Last row gate seq handed to the transport; any thread.
+  uint64_t last_row_seq() const { return last_row_seq_.load(std::memory_order_relaxed); }
 
   // Failure state. record() keeps a failed call's message; a fatal one also
   // latches failed(), after which every call returns EFAILED.
@@ -77,9 +97,13 @@ class Pair {
   bool connected() const { return connected_; }
   void *slab_base() const { return slab_; }
   int control_fd() const { return control_.get(); }
+  // Lockstep control plane (lib/session); nullptr before connect.
+  session::Session *session() const { return session_.get(); }
 
  private:
   Pair() = default;
+  static int hook_failed(const char *which, int value, const char *kind, uint32_t a,
+                         uint32_t b, uint64_t seq, Error &err);
 
   Options opt_;
   wire::Identity id_;
@@ -92,11 +116,19 @@ class Pair {
   net::Fd data_;  // until the transport takes it
   std::unique_ptr<Transport> transport_;
   int transport_kind_ = DS4TP_TRANSPORT_AUTO;
+  rdma::ProbeResult rdma_probe_;  // this rank's RDMA port, or why it has none
+  // Control plane, started at the end of connect(): framed lockstep
+  // calls, and the watcher that latches failure when the peer goes away.
+  int start_control_plane(Error &err);
+  std::unique_ptr<session::Session> session_;
+  std::unique_ptr<control::Liveness> liveness_;
   bool connected_ = false;
   uint8_t *slab_ = nullptr;
   void *owned_slab_ = nullptr;
   uint64_t owned_bytes_ = 0;
-  uint64_t last_row_seq_ = 0;
+  std::atomic<uint64_t> last_row_seq_{0};
+  ds4tp_staging_hooks hooks_{};
+  bool gates_started_ = false;  // a row or batch gate reached the transport
 
   std::atomic<bool> failed_{false};
   mutable std::mutex msg_mu_;

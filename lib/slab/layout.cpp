@@ -27,6 +27,7 @@ bool compute_layout(uint32_t n_layer, uint32_t n_embd, Layout &l) {
   l.in_seq = region(uint64_t(l.slots) * l.flag_stride);
   l.token = region(64);
   l.gpu_flags = region(uint64_t(l.slots) * l.flag_stride);
+  l.gpu_release = region(uint64_t(l.slots) * l.flag_stride);
   l.batch_out = region(uint64_t(l.batch_gates) * l.batch_gate_stride);
   l.batch_in = region(uint64_t(l.batch_gates) * l.batch_gate_stride);
   l.big_out = region(l.big_staging);

@@ -6,6 +6,7 @@
 //   in seq flags   slots * 64           seq of the landed in vector
 //   token slot     64                   {u64 seq, i32 token}
 //   gpu flags      slots * 64           engine "gate reached" words
+//   gpu release    slots * 64           gate service "gate done" words
 //   batch out      batch_gates * rows * vec_stride
 //   batch in       same
 //   big out        big staging bytes    pipelined big-gate chunks
@@ -35,7 +36,7 @@ struct Layout {
   uint64_t vec_bytes = 0;
   uint64_t vec_stride = 0;
   uint64_t flag_stride = kFlagStride;
-  uint64_t out = 0, in = 0, in_seq = 0, token = 0, gpu_flags = 0;
+  uint64_t out = 0, in = 0, in_seq = 0, token = 0, gpu_flags = 0, gpu_release = 0;
   uint64_t batch_out = 0, batch_in = 0, batch_gate_stride = 0;
   uint64_t big_out = 0, big_in = 0, big_staging = kBigStagingBytes;
   uint64_t total = 0;
@@ -44,6 +45,9 @@ struct Layout {
   uint64_t in_vec(uint32_t slot) const { return in + uint64_t(slot) * vec_stride; }
   uint64_t in_seq_flag(uint32_t slot) const { return in_seq + uint64_t(slot) * flag_stride; }
   uint64_t gpu_flag(uint32_t slot) const { return gpu_flags + uint64_t(slot) * flag_stride; }
+  uint64_t gpu_release_flag(uint32_t slot) const {
+    return gpu_release + uint64_t(slot) * flag_stride;
+  }
   uint64_t batch_out_gate(uint32_t index) const {
     return batch_out + uint64_t(index) * batch_gate_stride;
   }

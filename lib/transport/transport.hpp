@@ -30,6 +30,11 @@ class Transport {
   virtual int attach(uint8_t *base, const slab::Layout &layout, Error &err) = 0;
   // Stops using the slab; no gate may follow until the next attach.
   virtual void detach() = 0;
+  // A slab the transport allocated in memory the peer reaches directly
+  // (shm: this rank's segment), which ds4tp_attach_slab(pair, NULL, 0)
+  // hands out instead of private memory; nullptr when it has none.
+  // Owned by the transport, page-aligned, layout.total bytes.
+  virtual uint8_t *shared_slab() { return nullptr; }
 
   // Row gate: out[slot] to the peer's in[slot]; returns once the peer's
   // partial for the same (layer, gate, seq) landed in in[slot].

@@ -57,14 +57,43 @@ std::vector<uint8_t> encode_hello(const Hello &h) {
   return with_preamble(Kind::Control, body.data(), w.size());
 }
 
-std::vector<uint8_t> encode_data(uint64_t cookie) {
-  uint8_t body[8];
+std::vector<uint8_t> encode_data(uint64_t cookie, const Mac *mac) {
+  uint8_t body[8 + kMacBytes];
   put_u64(body, cookie);
-  return with_preamble(Kind::Data, body, sizeof body);
+  if (mac) std::memcpy(body + 8, mac->data(), kMacBytes);
+  return with_preamble(Kind::Data, body, mac ? sizeof body : 8);
 }
 
-std::vector<uint8_t> encode_data_ack() {
-  return with_preamble(Kind::DataAck, nullptr, 0);
+std::vector<uint8_t> encode_data_ack(const Mac *mac) {
+  return with_preamble(Kind::DataAck, mac ? mac->data() : nullptr, mac ? kMacBytes : 0);
+}
+
+std::vector<uint8_t> encode_auth_nonce(const Nonce &n) {
+  return with_preamble(Kind::AuthNonce, n.data(), n.size());
+}
+
+std::vector<uint8_t> encode_auth_proof(const Mac &m) {
+  return with_preamble(Kind::AuthProof, m.data(), m.size());
+}
+
+std::vector<uint8_t> encode_auth_reject(RejectReason r) {
+  uint8_t body[4];
+  put_u32(body, uint32_t(r));
+  return with_preamble(Kind::AuthReject, body, sizeof body);
+}
+
+const char *reject_reason_name(uint32_t reason) {
+  switch (reason) {
+    case uint32_t(RejectReason::KeyRequired):
+      return "the leader requires a pre-shared key and this worker has none";
+    case uint32_t(RejectReason::KeyUnexpected):
+      return "this worker has a pre-shared key but the leader has none";
+    case uint32_t(RejectReason::BadProof):
+      return "the leader could not verify this worker's proof: the two keys differ";
+    case uint32_t(RejectReason::BadVersion):
+      return "the leader speaks another protocol version";
+    default: return "unknown reason";
+  }
 }
 
 int decode_preamble(const uint8_t *buf, size_t len, size_t max_body,
@@ -85,7 +114,7 @@ int decode_preamble(const uint8_t *buf, size_t len, size_t max_body,
     return err.set(DS4TP_EPROTO,
                    "bad magic 0x{:08x} (want 0x{:08x}): not a ds4tp peer",
                    out.magic, kMagic);
-  if (out.kind < uint16_t(Kind::Control) || out.kind > uint16_t(Kind::DataAck))
+  if (out.kind < uint16_t(Kind::Control) || out.kind > kKindMax)
     return err.set(DS4TP_EPROTO, "unknown connection kind {}", out.kind);
   if (out.body_bytes > max_body)
     return err.set(DS4TP_EPROTO, "preamble body of {} bytes exceeds the {} byte limit",
@@ -150,6 +179,48 @@ int decode_data_body(const uint8_t *buf, size_t len, uint64_t &cookie,
   if (len != 8)
     return err.set(DS4TP_EPROTO, "data preamble body is {} bytes, want 8", len);
   cookie = get_u64(buf);
+  return DS4TP_OK;
+}
+
+int decode_data_body(const uint8_t *buf, size_t len, uint64_t &cookie, bool &has_mac,
+                     Mac &mac, Error &err) {
+  if (len != 8 && len != 8 + kMacBytes)
+    return err.set(DS4TP_EPROTO, "data preamble body is {} bytes, want 8 or {}", len,
+                   8 + kMacBytes);
+  cookie = get_u64(buf);
+  has_mac = len == 8 + kMacBytes;
+  if (has_mac) std::memcpy(mac.data(), buf + 8, kMacBytes);
+  return DS4TP_OK;
+}
+
+int decode_data_ack_body(const uint8_t *buf, size_t len, bool &has_mac, Mac &mac,
+                         Error &err) {
+  if (len != 0 && len != kMacBytes)
+    return err.set(DS4TP_EPROTO, "data ack body is {} bytes, want 0 or {}", len, kMacBytes);
+  has_mac = len == kMacBytes;
+  if (has_mac) std::memcpy(mac.data(), buf, kMacBytes);
+  return DS4TP_OK;
+}
+
+int decode_auth_nonce_body(const uint8_t *buf, size_t len, Nonce &out, Error &err) {
+  if (len != kNonceBytes)
+    return err.set(DS4TP_EPROTO, "auth nonce body is {} bytes, want {}", len, kNonceBytes);
+  std::memcpy(out.data(), buf, kNonceBytes);
+  return DS4TP_OK;
+}
+
+int decode_auth_proof_body(const uint8_t *buf, size_t len, Mac &out, Error &err) {
+  if (len != kMacBytes)
+    return err.set(DS4TP_EPROTO, "auth proof body is {} bytes, want {}", len, kMacBytes);
+  std::memcpy(out.data(), buf, kMacBytes);
+  return DS4TP_OK;
+}
+
+int decode_auth_reject_body(const uint8_t *buf, size_t len, uint32_t &reason,
+                            Error &err) {
+  if (len != 4)
+    return err.set(DS4TP_EPROTO, "auth reject body is {} bytes, want 4", len);
+  reason = get_u32(buf);
   return DS4TP_OK;
 }
 

@@ -27,10 +27,30 @@ constexpr size_t kHelloFixedBytes = 124;
 constexpr size_t kHelloMaxBytes = kHelloFixedBytes + kBlobMax;
 
 enum class Kind : uint16_t {
-  Control = 1,  // worker -> leader and back: the identity hello
-  Data = 2,     // worker -> leader on the data connection: the cookie
-  DataAck = 3,  // leader -> worker: data connection accepted
+  Control = 1,     // worker -> leader and back: the identity hello
+  Data = 2,        // worker -> leader on the data connection: the cookie
+  DataAck = 3,     // leader -> worker: data connection accepted
+  AuthNonce = 4,   // either way, keyed bring-up only: a fresh nonce
+  AuthProof = 5,   // either way, keyed bring-up only: an HMAC over the transcript
+  AuthReject = 6,  // leader -> worker: authentication refused, with a reason
 };
+constexpr uint16_t kKindMax = uint16_t(Kind::AuthReject);
+
+// Keyed bring-up (docs/PROTOCOL.md 1.4): nonces and MACs are opaque here;
+// lib/auth computes and checks them.
+constexpr size_t kNonceBytes = 32;
+constexpr size_t kMacBytes = 32;
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Mac = std::array<uint8_t, kMacBytes>;
+
+// Why a leader refused a worker's authentication (AuthReject body).
+enum class RejectReason : uint32_t {
+  KeyRequired = 1,    // the worker sent a plain hello; this leader has a key
+  KeyUnexpected = 2,  // the worker sent a nonce; this leader has no key
+  BadProof = 3,       // the worker's proof does not verify: the keys differ
+  BadVersion = 4,     // a keyed leader does not judge other versions unauthenticated
+};
+const char *reject_reason_name(uint32_t reason);
 
 struct Preamble {
   uint32_t magic = kMagic;
@@ -74,8 +94,12 @@ struct Hello {
 // Encodes into `out` (resized); returns total bytes (preamble included).
 size_t encode_preamble(const Preamble &p, uint8_t out[kPreambleBytes]);
 std::vector<uint8_t> encode_hello(const Hello &h);
-std::vector<uint8_t> encode_data(uint64_t cookie);
-std::vector<uint8_t> encode_data_ack();
+// Data connection: the cookie, plus a MAC when the pair is keyed.
+std::vector<uint8_t> encode_data(uint64_t cookie, const Mac *mac = nullptr);
+std::vector<uint8_t> encode_data_ack(const Mac *mac = nullptr);
+std::vector<uint8_t> encode_auth_nonce(const Nonce &n);
+std::vector<uint8_t> encode_auth_proof(const Mac &m);
+std::vector<uint8_t> encode_auth_reject(RejectReason r);
 
 // Decoders return DS4TP_OK or a code with `err` naming the problem.
 // A preamble is rejected for bad magic (EPROTO, byte order named), a body
@@ -84,8 +108,19 @@ std::vector<uint8_t> encode_data_ack();
 int decode_preamble(const uint8_t *buf, size_t len, size_t max_body,
                     Preamble &out, Error &err);
 int decode_hello_body(const uint8_t *buf, size_t len, Hello &out, Error &err);
+// A data body is 8 bytes (no key) or 8 + 32 (cookie, MAC); `has_mac`
+// says which. An ack body is empty or a 32-byte MAC.
 int decode_data_body(const uint8_t *buf, size_t len, uint64_t &cookie,
                      Error &err);
+int decode_data_body(const uint8_t *buf, size_t len, uint64_t &cookie,
+                     bool &has_mac, Mac &mac, Error &err);
+int decode_data_ack_body(const uint8_t *buf, size_t len, bool &has_mac, Mac &mac,
+                         Error &err);
+int decode_auth_nonce_body(const uint8_t *buf, size_t len, Nonce &out, Error &err);
+int decode_auth_proof_body(const uint8_t *buf, size_t len, Mac &out, Error &err);
+// Unknown reasons decode fine (a newer leader may add some).
+int decode_auth_reject_body(const uint8_t *buf, size_t len, uint32_t &reason,
+                            Error &err);
 
 // Compares two identities; on the first difference returns EIDENTITY with
 // the field and both values in `err`. ctx_size is not compared.

@@ -7,9 +7,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "transport/shm/shm_transport.hpp"
+
 namespace ds4tp::test {
 
-std::vector<int> local_transports() { return {DS4TP_TRANSPORT_TCP}; }
+std::vector<int> local_transports() {
+  std::vector<int> t{DS4TP_TRANSPORT_TCP};
+  std::string why;
+  if (ds4tp::shm_available(nullptr, why)) t.push_back(DS4TP_TRANSPORT_SHM);
+  return t;
+}
 
 ds4tp_identity small_identity(uint32_t n_layer, uint32_t n_embd) {
   ds4tp_identity id;

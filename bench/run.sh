@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds libds4tp and ds4tp_bench, runs the bench on this host (leader +
+# spawned worker on loopback) and plots the result.
+#   bench/run.sh [ds4tp_bench options]      e.g. --long, --transports tcp
+# Output: bench-out/ (table.txt, results.csv, samples-16k.csv, *.png),
+# or the directory given with --out. DS4TP_BUILD_DIR overrides build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# matplotlib only for the plots: the test path does not need it.
+scripts/install-deps.sh python3-matplotlib
+dir="${DS4TP_BUILD_DIR:-build}"
+scripts/build.sh "$dir"
+out=bench-out
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  if [ "${args[$i]}" = "--out" ] && [ $((i + 1)) -lt ${#args[@]} ]; then out="${args[$((i + 1))]}"; fi
+done
+"$dir/bench/ds4tp_bench" --out "$out" "$@"
+/usr/bin/python3 bench/plot.py "$out"

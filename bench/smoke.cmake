@@ -1,0 +1,49 @@
+# ctest bench_smoke: runs ds4tp_bench in its tiny configuration and checks
+# that it printed its tables and wrote its files with measured rows. It
+# asserts no speed: only that the bench still runs end to end.
+#   cmake -DBENCH=path/to/ds4tp_bench -DOUT=dir -P smoke.cmake
+if(NOT BENCH OR NOT OUT)
+  message(FATAL_ERROR "usage: cmake -DBENCH=<ds4tp_bench> -DOUT=<dir> -P smoke.cmake")
+endif()
+file(REMOVE_RECURSE "${OUT}")
+execute_process(
+  COMMAND "${BENCH}" --quick --out "${OUT}"
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 150)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "ds4tp_bench --quick failed (${rc}):\n${err}")
+endif()
+foreach(want "== Row gate" "== Batch gate" "== Big gate" "== Token loop" "== Control round trip"
+             "== Targets"
+             "lib spin_us=200" "raw busy")
+  string(FIND "${out}" "${want}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the bench table lacks '${want}'")
+  endif()
+endforeach()
+foreach(f table.txt results.csv samples-16k.csv)
+  if(NOT EXISTS "${OUT}/${f}")
+    message(FATAL_ERROR "the bench did not write ${OUT}/${f}")
+  endif()
+endforeach()
+file(STRINGS "${OUT}/results.csv" rows)
+list(LENGTH rows n)
+# Header plus, for tcp alone: 2 row sizes, 2 batch sizes, 1 big, 1 token
+# and 2 control cases, each with 3 library policies and 2 raw variants.
+if(n LESS 41)
+  message(FATAL_ERROR "results.csv has ${n} lines, expected at least 41")
+endif()
+foreach(want "row,tcp,16384,1,1,,lib spin_us=200,200," "row,tcp,16384,1,1,,raw busy,,30,"
+             "token,tcp,16384,1,4,,raw block,,2," "big,tcp,1048576," "control,tcp,16384,1,1,eval+logits,lib spin_us=0,0,10,"
+             "control,tcp,16384,1,1,mtp+ack,raw busy,,10,")
+  string(FIND "${rows}" "${want}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "results.csv lacks a row starting '${want}'")
+  endif()
+endforeach()
+file(STRINGS "${OUT}/samples-16k.csv" samples)
+list(LENGTH samples ns)
+if(ns LESS 151)  # header + 30 samples x 5 variants over tcp
+  message(FATAL_ERROR "samples-16k.csv has ${ns} lines, expected at least 151")
+endif()
+message(STATUS "bench smoke OK")

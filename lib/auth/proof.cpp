@@ -1,0 +1,86 @@
+#include "auth/proof.hpp"
+
+#include <cstring>
+#include <initializer_list>
+#include <string_view>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "wire/codec.hpp"
+
+namespace ds4tp::auth {
+
+namespace {
+
+struct Part {
+  const uint8_t *p;
+  size_t n;
+};
+
+Part part(const std::vector<uint8_t> &v) { return {v.data(), v.size()}; }
+Part part(const wire::Nonce &v) { return {v.data(), v.size()}; }
+
+// HMAC-SHA256 over label, a NUL, then the parts. Every part is either a
+// whole wire message (self-delimiting through its preamble) or fixed-size,
+// so the concatenation is unambiguous.
+int hmac(const Key &key, std::string_view label, std::initializer_list<Part> parts,
+         wire::Mac &out, Error &err) {
+  if (key.empty()) return err.set(DS4TP_EAUTH, "no pre-shared key to compute a proof with");
+  std::vector<uint8_t> msg(label.begin(), label.end());
+  msg.push_back(0);
+  for (const Part &p : parts) msg.insert(msg.end(), p.p, p.p + p.n);
+  unsigned len = 0;
+  unsigned char *r = HMAC(EVP_sha256(), key.data(), int(key.size()), msg.data(), msg.size(),
+                          out.data(), &len);
+  OPENSSL_cleanse(msg.data(), msg.size());
+  if (r == nullptr || len != out.size())
+    return err.set(DS4TP_EIO, "libcrypto could not compute HMAC-SHA256");
+  return DS4TP_OK;
+}
+
+}  // namespace
+
+int fresh_nonce(wire::Nonce &out, Error &err) {
+  if (RAND_bytes(out.data(), int(out.size())) != 1)
+    return err.set(DS4TP_EIO, "libcrypto could not produce {} random bytes for a nonce",
+                   out.size());
+  return DS4TP_OK;
+}
+
+bool mac_equal(const wire::Mac &a, const wire::Mac &b) {
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+int worker_proof(const Key &key, const Transcript &t, wire::Mac &out, Error &err) {
+  return hmac(key, "ds4tp/1 worker proof",
+              {part(t.worker_nonce_msg), part(t.leader_nonce_msg), part(t.worker_hello_msg)},
+              out, err);
+}
+
+int leader_proof(const Key &key, const Transcript &t, wire::Mac &out, Error &err) {
+  return hmac(key, "ds4tp/1 leader proof",
+              {part(t.worker_nonce_msg), part(t.leader_nonce_msg), part(t.worker_hello_msg),
+               part(t.leader_hello_msg)},
+              out, err);
+}
+
+int data_proof(const Key &key, const Transcript &t, uint64_t cookie, wire::Mac &out,
+               Error &err) {
+  uint8_t c[8];
+  wire::put_u64(c, cookie);
+  return hmac(key, "ds4tp/1 data",
+              {part(t.worker_nonce), part(t.leader_nonce), Part{c, sizeof c}}, out, err);
+}
+
+int data_ack_proof(const Key &key, const Transcript &t, uint64_t cookie, wire::Mac &out,
+                   Error &err) {
+  uint8_t c[8];
+  wire::put_u64(c, cookie);
+  return hmac(key, "ds4tp/1 data ack",
+              {part(t.worker_nonce), part(t.leader_nonce), Part{c, sizeof c}}, out, err);
+}
+
+}  // namespace ds4tp::auth

@@ -1,0 +1,211 @@
+#include "control/channel.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.hpp"
+
+namespace ds4tp::control {
+
+namespace {
+
+constexpr size_t kInitialBuffer = 64 * 1024;  // an eval or logits frame never grows it
+constexpr uint64_t kForever = UINT64_MAX;
+
+uint64_t deadline_for(int64_t timeout_ms) {
+  return timeout_ms < 0 ? kForever : now_ns() + ms_to_ns(timeout_ms);
+}
+
+int io_error(int e, const char *what, Error &err) {
+  if (e == EPIPE || e == ECONNRESET || e == ENOTCONN)
+    return err.set(DS4TP_EPEERCLOSED, "{}: the peer closed the control connection ({})", what,
+                   std::strerror(e));
+  if (e == ETIMEDOUT)
+    return err.set(DS4TP_EPEERCLOSED,
+                   "{}: the peer stopped answering on the control connection (TCP gave up: {}); "
+                   "its host is down or the network is cut",
+                   what, std::strerror(e));
+  return err.set(DS4TP_EIO, "{}: {}", what, std::strerror(e));
+}
+
+const char *role_name(int role) {
+  return role == DS4TP_ROLE_LEADER ? "leader" : role == DS4TP_ROLE_WORKER ? "worker" : "?";
+}
+
+}  // namespace
+
+Channel::Channel(int fd, const ChannelConfig &cfg) : fd_(fd), cfg_(cfg) {
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  sbuf_.reset(new uint8_t[kInitialBuffer]);
+  scap_ = kInitialBuffer;
+  rbuf_.reset(new uint8_t[kInitialBuffer]);
+  rcap_ = kInitialBuffer;
+}
+
+Channel::~Channel() {
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void Channel::abandon() {
+  if (abandoned_.exchange(true, std::memory_order_acq_rel)) return;
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+  }
+}
+
+uint8_t *Channel::send_buffer(uint64_t total) {
+  if (total > scap_) {
+    size_t cap = scap_;
+    while (cap < total) cap *= 2;
+    sbuf_.reset(new uint8_t[cap]);
+    scap_ = cap;
+  }
+  return sbuf_.get();
+}
+
+// Waits until `fd_` has `events` or the channel is abandoned. ETIMEDOUT is
+// left to the caller (it knows what it was waiting for).
+int Channel::wait(short events, uint64_t deadline, Error &err) {
+  int left = deadline == kForever ? -1 : ms_left(deadline);
+  if (deadline != kForever && left <= 0) return DS4TP_ETIMEDOUT;
+  pollfd p[2] = {{fd_, events, 0}, {wake_fd_, POLLIN, 0}};
+  int r = ::poll(p, wake_fd_ >= 0 ? 2 : 1, left);
+  if (r < 0 && errno != EINTR) return io_error(errno, "waiting on the control connection", err);
+  return DS4TP_OK;
+}
+
+int Channel::io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms,
+                      const char *what, Error &err) {
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = ::send(fd_, p + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      done += size_t(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return io_error(errno, what, err);
+    if (abandoned())
+      return err.set(DS4TP_EFAILED, "{}: abandoned after {} of {} bytes: the pair failed", what,
+                     done, len);
+    int rc = wait(POLLOUT, deadline, err);
+    if (rc == DS4TP_ETIMEDOUT)
+      return err.set(DS4TP_ETIMEDOUT,
+                     "{}: the peer did not take the frame within {} ms (frame_timeout_ms; {} of "
+                     "{} bytes written): it is stalled and not reading its control connection",
+                     what, timeout_ms, done, len);
+    if (rc) return rc;
+  }
+  return DS4TP_OK;
+}
+
+int Channel::write_frame(wire::FrameType type, uint8_t *buf, uint32_t bytes, int64_t timeout_ms,
+                         Error &err) {
+  wire::FrameHeader h;
+  h.type = uint16_t(type);
+  h.bytes = bytes;
+  h.counter = tx_counter_ + 1;
+  wire::encode_frame_header(h, buf);
+  char what[64];
+  std::snprintf(what, sizeof what, "sending %s", wire::frame_name(type));
+  int rc = io_write(buf, wire::kFrameHeaderBytes + bytes, deadline_for(timeout_ms), timeout_ms,
+                    what, err);
+  if (rc == DS4TP_OK) tx_counter_ = h.counter;
+  return rc;
+}
+
+int Channel::io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms,
+                     const char *what, size_t frame_done, size_t frame_len, Error &err) {
+  size_t done = 0;
+  uint64_t spin_until = 0;
+  while (done < len) {
+    ssize_t n = ::recv(fd_, p + done, len - done, MSG_DONTWAIT);
+    if (n > 0) {
+      done += size_t(n);
+      spin_until = 0;
+      continue;
+    }
+    if (n == 0) {
+      if (frame_done + done == 0)
+        return err.set(DS4TP_EPEERCLOSED, "{}: the peer closed the control connection", what);
+      return err.set(DS4TP_EPEERCLOSED,
+                     "{}: the peer closed the control connection in the middle of a frame "
+                     "({} of {} bytes): truncated frame",
+                     what, frame_done + done, frame_len);
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return io_error(errno, what, err);
+    if (abandoned())
+      return err.set(DS4TP_EFAILED, "{}: abandoned, the pair failed while waiting", what);
+    if (cfg_.spin_ns > 0) {
+      uint64_t t = now_ns();
+      if (spin_until == 0) spin_until = t + cfg_.spin_ns;
+      if (t < spin_until && t < deadline) {
+        // Each round is a syscall anyway; yielding lets a peer that shares
+        // this CPU (more spinning threads than free cores) run and answer,
+        // instead of waiting for our spin to run out.
+        sched_yield();
+        continue;
+      }
+    }
+    int rc = wait(POLLIN, deadline, err);
+    if (rc == DS4TP_ETIMEDOUT) {
+      if (frame_done + done == 0)
+        return err.set(DS4TP_ETIMEDOUT,
+                       "{}: nothing arrived within {} ms (frame_timeout_ms): the peer is alive "
+                       "but stalled, or the ranks are out of lockstep",
+                       what, timeout_ms);
+      return err.set(DS4TP_ETIMEDOUT,
+                     "{}: only {} of {} frame bytes arrived within {} ms (frame_timeout_ms)", what,
+                     frame_done + done, frame_len, timeout_ms);
+    }
+    if (rc) return rc;
+  }
+  return DS4TP_OK;
+}
+
+int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err) {
+  const uint64_t deadline = deadline_for(timeout_ms);
+  const size_t hb = wire::kFrameHeaderBytes;
+  if (int rc = io_read(rhdr_, hb, deadline, timeout_ms, what, 0, hb, err)) return rc;
+  wire::FrameHeader h;
+  if (int rc = wire::decode_frame_header(rhdr_, hb, cfg_.max_frame_bytes, h, err)) {
+    err.message = fmt::format("{}: {}", what, err.message);
+    return rc;
+  }
+  const wire::FrameRule *rule = wire::frame_rule(h.type);
+  const bool from_leader = cfg_.role == DS4TP_ROLE_WORKER;
+  if ((rule->sender == wire::Sender::Leader && !from_leader) ||
+      (rule->sender == wire::Sender::Worker && from_leader))
+    return err.set(DS4TP_EPROTO, "{}: the {} sent a {} frame (type {}, {} bytes), which only the {} sends",
+                   what, role_name(from_leader ? DS4TP_ROLE_LEADER : DS4TP_ROLE_WORKER),
+                   rule->name, h.type, h.bytes, role_name(cfg_.role));
+  if (h.counter != rx_counter_ + 1)
+    return err.set(DS4TP_EPROTO,
+                   "{}: control frame counter jumped from {} to {} ({} frame, {} bytes): a frame "
+                   "was lost, duplicated or injected",
+                   what, rx_counter_, h.counter, rule->name, h.bytes);
+  // The size is now bounded by max_frame_bytes and the type's rule.
+  if (h.bytes > rcap_) {
+    size_t cap = rcap_;
+    while (cap < h.bytes) cap *= 2;
+    rbuf_.reset(new uint8_t[cap]);
+    rcap_ = cap;
+  }
+  if (int rc = io_read(rbuf_.get(), h.bytes, deadline, timeout_ms, what, hb, hb + h.bytes, err))
+    return rc;
+  rx_counter_ = h.counter;
+  out.header = h;
+  out.payload = rbuf_.get();
+  return DS4TP_OK;
+}
+
+}  // namespace ds4tp::control

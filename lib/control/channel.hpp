@@ -1,0 +1,110 @@
+// Framed send/receive over the control connection (docs/PROTOCOL.md,
+// "Control frames"). The channel adds the frame header, checks every
+// received header (magic, type, flags, size rule, who may send it, the
+// per-direction frame counter) before it allocates anything, and bounds
+// every wait.
+//
+// Ownership: the fd is borrowed (the pair owns it). Threading: not
+// internally locked; the session serializes all calls. abandon() and the
+// counters may be used from any thread.
+// Allocation: send encodes into a reusable buffer and recv reads into a
+// reusable buffer; neither allocates unless a frame is larger than any
+// before it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "common/error.hpp"
+#include "wire/codec.hpp"
+#include "wire/frames.hpp"
+
+namespace ds4tp::control {
+
+struct ChannelConfig {
+  int role = 0;                          // ds4tp_role of this end
+  uint32_t max_frame_bytes = 64u << 20;  // largest payload sent or accepted
+  uint64_t spin_ns = 0;                  // busy-poll before blocking in poll()
+};
+
+// A received frame; `payload` stays valid until the next recv.
+struct Frame {
+  wire::FrameHeader header;
+  const uint8_t *payload = nullptr;
+  wire::FrameType type() const { return wire::FrameType(header.type); }
+  uint32_t bytes() const { return header.bytes; }
+};
+
+constexpr int64_t kNoTimeout = -1;
+
+class Channel {
+ public:
+  Channel(int fd, const ChannelConfig &cfg);
+  ~Channel();
+  Channel(const Channel &) = delete;
+  Channel &operator=(const Channel &) = delete;
+
+  // Sends one frame of `type` whose payload `fill(Writer &)` writes, exactly
+  // `bytes` long. Fails with EINVAL (payload above max_frame_bytes, encoder
+  // wrote a different size), ETIMEDOUT (not written within timeout_ms),
+  // EPEERCLOSED, EIO or EFAILED (abandoned while blocked).
+  template <typename Fill>
+  int send(wire::FrameType type, uint64_t bytes, int64_t timeout_ms, Fill &&fill, Error &err) {
+    if (bytes > cfg_.max_frame_bytes)
+      return err.set(DS4TP_EINVAL,
+                     "{} frame of {} payload bytes exceeds max_frame_bytes {} (the peer "
+                     "would refuse it): split the work or raise max_frame_bytes on both ranks",
+                     wire::frame_name(type), bytes, cfg_.max_frame_bytes);
+    uint8_t *buf = send_buffer(wire::kFrameHeaderBytes + bytes);
+    wire::Writer w(buf + wire::kFrameHeaderBytes, size_t(bytes));
+    fill(w);
+    if (!w.ok() || w.size() != bytes)
+      return err.set(DS4TP_EINVAL, "{} frame encoder wrote {} of {} bytes (internal error)",
+                     wire::frame_name(type), w.size(), bytes);
+    return write_frame(type, buf, uint32_t(bytes), timeout_ms, err);
+  }
+
+  // Receives the next whole frame. `what` names the wait in messages ("the
+  // COMMAND_ACK for SESSION_CREATE"). timeout_ms < 0 waits without a
+  // deadline (death of the peer still ends the wait). Fails with
+  // ETIMEDOUT, EPEERCLOSED, EIO, EPROTO (bad header, a frame only this
+  // rank may send, counter jump) or EFAILED (abandoned while no bytes came).
+  int recv(Frame &out, int64_t timeout_ms, const char *what, Error &err);
+
+  // Latches "give up": every wait that finds nothing to read or no room to
+  // write returns EFAILED from now on. Bytes already buffered are still
+  // read. Any thread; async-signal-safe apart from the first call's
+  // eventfd creation (done in the constructor).
+  void abandon();
+  bool abandoned() const { return abandoned_.load(std::memory_order_acquire); }
+
+  int fd() const { return fd_; }
+  uint32_t max_frame_bytes() const { return cfg_.max_frame_bytes; }
+  uint64_t frames_sent() const { return tx_counter_; }
+  uint64_t frames_received() const { return rx_counter_; }
+
+ private:
+  uint8_t *send_buffer(uint64_t total);
+  int write_frame(wire::FrameType type, uint8_t *buf, uint32_t bytes, int64_t timeout_ms,
+                  Error &err);
+  int io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms,
+               const char *what, Error &err);
+  int io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms, const char *what,
+              size_t frame_done, size_t frame_len, Error &err);
+  int wait(short events, uint64_t deadline, Error &err);
+
+  int fd_;
+  int wake_fd_ = -1;  // eventfd: readable once abandoned
+  ChannelConfig cfg_;
+  std::atomic<bool> abandoned_{false};
+  uint32_t tx_counter_ = 0;
+  uint32_t rx_counter_ = 0;
+  std::unique_ptr<uint8_t[]> sbuf_;
+  size_t scap_ = 0;
+  std::unique_ptr<uint8_t[]> rbuf_;
+  size_t rcap_ = 0;
+  uint8_t rhdr_[wire::kFrameHeaderBytes] = {};
+};
+
+}  // namespace ds4tp::control

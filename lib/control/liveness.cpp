@@ -1,0 +1,213 @@
+#include "control/liveness.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "common/clock.hpp"
+#include "wire/frames.hpp"
+
+namespace ds4tp::control {
+
+namespace {
+
+constexpr size_t kPeekMax = 256 * 1024;  // enough for a few logits halves before an error
+// How long unread bytes that start mid-frame may delay the verdict: a
+// reader in the middle of a frame finishes it well within this.
+constexpr uint64_t kGraceNs = 250ull * 1000 * 1000;
+
+void tune_keepalive(int fd, int dead_peer_ms) {
+  int one = 1, idle = 2, intvl = 1, cnt = 4;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  // Bounds both unacknowledged data and keepalive failure: a peer whose
+  // host vanished (no FIN, no RST) errors the socket after this long.
+  unsigned timeout = unsigned(dead_peer_ms);
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout, sizeof timeout);
+}
+
+}  // namespace
+
+Pending scan_pending(const uint8_t *buf, size_t len, uint32_t max_frame_bytes, std::string &why,
+                     int &status) {
+  size_t off = 0;
+  while (len - off >= wire::kFrameHeaderBytes) {
+    wire::FrameHeader h;
+    Error e;
+    if (wire::decode_frame_header(buf + off, len - off, max_frame_bytes, h, e) != DS4TP_OK)
+      return Pending::Nothing;  // not at a frame boundary (a reader is mid-frame)
+    size_t end = off + wire::kFrameHeaderBytes + h.bytes;
+    if (end > len) return Pending::Nothing;
+    if (h.type == uint16_t(wire::FrameType::Stop)) return Pending::Stop;
+    if (h.type == uint16_t(wire::FrameType::WorkerError)) {
+      wire::WorkerErrorMsg m;
+      if (wire::decode(buf + off + wire::kFrameHeaderBytes, h.bytes, m, e) != DS4TP_OK)
+        return Pending::Nothing;
+      status = m.status;
+      why = fmt::format("the worker failed {} for session {} with status {}{}{} and closed the "
+                        "connection",
+                        wire::frame_name(m.command), m.session, m.status,
+                        m.message.empty() ? "" : ": ", m.message);
+      return Pending::WorkerError;
+    }
+    off = end;
+  }
+  return Pending::Nothing;
+}
+
+struct Liveness::Impl {
+  int fd = -1;
+  LivenessConfig cfg;
+  LivenessHooks hooks;
+  Logger log;
+  uv_loop_t loop{};
+  uv_poll_t poll{};
+  uv_async_t stop{};
+  uv_timer_t recheck{};
+  std::thread thread;
+  bool decided = false;
+  uint64_t gone_ns = 0;  // when the hang-up was first seen
+
+  void report(int code, const std::string &why, int status) {
+    decided = true;
+    uv_timer_stop(&recheck);
+    if (hooks.dead) hooks.dead(code, why, status);
+  }
+
+  // The peer hung up (uv_status 0) or the socket failed (< 0). Decides
+  // whether that ends the pair, and why, from what is still unread.
+  void evaluate(int uv_status) {
+    if (decided) return;
+    if (hooks.close_expected && hooks.close_expected()) {
+      decided = true;
+      log.debug("control connection closed by the peer after STOP");
+      return;
+    }
+    const char *peer = cfg.role == DS4TP_ROLE_LEADER ? "worker" : "leader";
+    if (uv_status < 0) {
+      int soerr = 0;
+      socklen_t len = sizeof soerr;
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+      report(DS4TP_EPEERCLOSED,
+             fmt::format("the {} stopped answering on the control connection ({}): its host is "
+                         "down or the network is cut",
+                         peer, std::strerror(soerr ? soerr : ECONNRESET)),
+             0);
+      return;
+    }
+    int avail = 0;
+    if (ioctl(fd, FIONREAD, &avail) == 0 && avail > 0) {
+      std::vector<uint8_t> peek(size_t(avail) < kPeekMax ? size_t(avail) : kPeekMax);
+      ssize_t n = ::recv(fd, peek.data(), peek.size(), MSG_PEEK | MSG_DONTWAIT);
+      std::string why;
+      int status = 0;
+      Pending p = n > 0 ? scan_pending(peek.data(), size_t(n), cfg.max_frame_bytes, why, status)
+                        : Pending::Nothing;
+      if (p == Pending::Stop && cfg.role == DS4TP_ROLE_WORKER) {
+        decided = true;
+        uv_timer_stop(&recheck);
+        log.debug("control connection closed by the leader after a STOP not read yet");
+        return;
+      }
+      if (p == Pending::WorkerError && cfg.role == DS4TP_ROLE_LEADER) {
+        report(DS4TP_EREMOTE, why, status);
+        return;
+      }
+      // Unread bytes that do not start at a frame boundary: a reader is in
+      // the middle of a frame. Look again once it had time to finish.
+      if (now_ns() - gone_ns < kGraceNs) {
+        uv_timer_start(&recheck, on_recheck, 10, 0);
+        return;
+      }
+    }
+    report(DS4TP_EPEERCLOSED,
+           fmt::format("the {} closed the control connection (process ended or crashed)", peer), 0);
+  }
+
+  static void on_recheck(uv_timer_t *t) { static_cast<Impl *>(t->data)->evaluate(0); }
+};
+
+namespace {
+
+void on_poll(uv_poll_t *h, int status, int events) {
+  auto *impl = static_cast<Liveness::Impl *>(h->data);
+  if (status < 0 || (events & UV_DISCONNECT)) {
+    uv_poll_stop(h);
+    impl->gone_ns = now_ns();
+    impl->evaluate(status < 0 ? status : 0);
+  }
+}
+
+void on_stop(uv_async_t *a) {
+  auto *impl = static_cast<Liveness::Impl *>(a->data);
+  uv_close(reinterpret_cast<uv_handle_t *>(&impl->poll), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t *>(&impl->recheck), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t *>(&impl->stop), nullptr);
+}
+
+}  // namespace
+
+int Liveness::start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, const Logger &log,
+                    std::unique_ptr<Liveness> &out, Error &err) {
+  std::unique_ptr<Liveness> l(new Liveness);
+  l->impl_ = std::make_unique<Impl>();
+  Impl &im = *l->impl_;
+  im.fd = fd;
+  im.cfg = cfg;
+  im.hooks = std::move(hooks);
+  im.log = log;
+  tune_keepalive(fd, cfg.dead_peer_ms);
+  int rc = uv_loop_init(&im.loop);
+  if (rc != 0)
+    return err.set(DS4TP_EIO, "liveness watcher: uv_loop_init: {}", uv_strerror(rc));
+  rc = uv_poll_init_socket(&im.loop, &im.poll, fd);
+  if (rc == 0) {
+    im.poll.data = &im;
+    uv_timer_init(&im.loop, &im.recheck);  // cannot fail
+    im.recheck.data = &im;
+    rc = uv_async_init(&im.loop, &im.stop, on_stop);
+    if (rc != 0) {
+      uv_close(reinterpret_cast<uv_handle_t *>(&im.poll), nullptr);
+      uv_close(reinterpret_cast<uv_handle_t *>(&im.recheck), nullptr);
+    }
+  }
+  if (rc == 0) {
+    im.stop.data = &im;
+    rc = uv_poll_start(&im.poll, UV_DISCONNECT, on_poll);
+    if (rc != 0) {
+      uv_close(reinterpret_cast<uv_handle_t *>(&im.poll), nullptr);
+      uv_close(reinterpret_cast<uv_handle_t *>(&im.recheck), nullptr);
+      uv_close(reinterpret_cast<uv_handle_t *>(&im.stop), nullptr);
+    }
+  }
+  if (rc != 0) {
+    uv_run(&im.loop, UV_RUN_DEFAULT);  // completes the closes
+    uv_loop_close(&im.loop);
+    return err.set(DS4TP_EIO, "liveness watcher cannot poll the control connection: {}",
+                   uv_strerror(rc));
+  }
+  Impl *p = &im;
+  im.thread = std::thread([p] { uv_run(&p->loop, UV_RUN_DEFAULT); });
+  out = std::move(l);
+  return DS4TP_OK;
+}
+
+Liveness::~Liveness() {
+  if (!impl_) return;
+  if (impl_->thread.joinable()) {
+    uv_async_send(&impl_->stop);
+    impl_->thread.join();
+    uv_loop_close(&impl_->loop);
+  }
+}
+
+}  // namespace ds4tp::control

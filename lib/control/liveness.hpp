@@ -1,0 +1,73 @@
+// Peer liveness on the control connection: a per-pair thread running a
+// private libuv loop that watches the control fd for the peer going away
+// (FIN or reset: UV_DISCONNECT; a half-open peer: TCP keepalive and
+// TCP_USER_TIMEOUT turn into a socket error), so a rank learns that its
+// peer died even while it is not reading, e.g. between tokens.
+//
+// It never reads frame bytes: it only polls for hang-up and, when the peer
+// is gone, peeks (MSG_PEEK) at what is still buffered: a WORKER_ERROR the
+// worker sent before it closed makes the leader's failure name the
+// worker's reason and status; a STOP the worker has not read yet means
+// the leader ended the lockstep normally, so nothing latches. When the
+// unread bytes start mid-frame (a reader is inside a frame) the verdict
+// waits up to 250 ms for the reader to reach a frame boundary.
+//
+// Threading: start() spawns the thread; the destructor stops and joins it
+// (no callback runs after the destructor returns). The hooks run on the
+// liveness thread and must be thread-safe.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+namespace ds4tp::control {
+
+struct LivenessHooks {
+  // True once the lockstep ended normally (STOP sent or received): the
+  // peer closing is then expected and not a failure.
+  std::function<bool()> close_expected;
+  // The peer is gone: `code` is EPEERCLOSED, or EREMOTE when a buffered
+  // WORKER_ERROR frame explains why; `remote_status` is that frame's status.
+  std::function<void(int code, const std::string &why, int remote_status)> dead;
+};
+
+struct LivenessConfig {
+  int role = 0;                      // ds4tp_role of this end
+  uint32_t max_frame_bytes = 64u << 20;
+  int dead_peer_ms = 10000;          // TCP_USER_TIMEOUT: unacknowledged data / keepalive
+};
+
+class Liveness {
+ public:
+  // Tunes keepalive on `fd` (borrowed; must outlive the watcher) and starts
+  // the thread. EIO when libuv cannot watch the fd.
+  static int start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, const Logger &log,
+                   std::unique_ptr<Liveness> &out, Error &err);
+  ~Liveness();
+  Liveness(const Liveness &) = delete;
+  Liveness &operator=(const Liveness &) = delete;
+
+  struct Impl;
+
+ private:
+  Liveness() = default;
+  std::unique_ptr<Impl> impl_;
+};
+
+// What the peer left unread in the control stream when it went away.
+enum class Pending {
+  Nothing,      // no complete frame of interest at a frame boundary
+  Stop,         // a STOP: the lockstep ended normally, the close is expected
+  WorkerError,  // a WORKER_ERROR: `why` and `status` say what failed
+};
+
+// Walks the complete frames at the start of `buf` (bytes peeked from the
+// head of the control stream) looking for a STOP or a WORKER_ERROR. Pure.
+Pending scan_pending(const uint8_t *buf, size_t len, uint32_t max_frame_bytes, std::string &why,
+                     int &status);
+
+}  // namespace ds4tp::control

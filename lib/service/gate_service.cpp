@@ -1,0 +1,207 @@
+#include "service/gate_service.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <system_error>
+
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+#include "common/clock.hpp"
+#include "net/socket.hpp"
+#include "pair/pair.hpp"
+#include "slab/schedule.hpp"
+
+namespace ds4tp {
+namespace {
+
+// The slab words are plain u64 memory shared with kernels (GPU or CPU);
+// atomic_ref gives them acquire/release semantics without owning them.
+std::atomic_ref<uint64_t> word(uint8_t *base, uint64_t offset) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(base + offset));
+}
+
+constexpr uint64_t kScanEveryNs = 1000000;  // misplaced-ready scan, slow path only
+
+}  // namespace
+
+GateService::~GateService() { halt(); }
+
+void GateService::halt() {
+  if (!thread_.joinable()) return;
+  stop_.store(true, std::memory_order_release);
+  thread_.join();
+  // The pair or its slab is going away: a kernel still waiting (or about
+  // to) must give up rather than spin on a word nobody will write.
+  if (pair_.slab_base() != nullptr) poison();
+}
+
+int GateService::start(const ServiceConfig &cfg, Error &err) {
+  if (state() == DS4TP_SERVICE_RUNNING)
+    return err.set(DS4TP_ESTATE, "the gate service is already running");
+  if (thread_.joinable()) thread_.join();  // ended after a failure, not yet joined
+  if (pair_.failed()) return pair_.refuse(err);
+  if (pair_.slab_base() == nullptr)
+    return err.set(DS4TP_ESTATE, "start the gate service after ds4tp_attach_slab");
+  if (cfg.cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (cfg.cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof set, &set) != 0 ||
+        !CPU_ISSET(cfg.cpu, &set))
+      return err.set(DS4TP_EINVAL,
+                     "gate service cpu {} is not in this process's CPU affinity mask ({} "
+                     "CPUs allowed)",
+                     cfg.cpu, CPU_COUNT(&set));
+  }
+  cfg_ = cfg;
+  stop_.store(false, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(end_mu_);
+    ended_ = false;
+  }
+  state_.store(DS4TP_SERVICE_RUNNING, std::memory_order_release);
+  try {
+    thread_ = std::thread(&GateService::run, this);
+  } catch (const std::system_error &e) {
+    state_.store(DS4TP_SERVICE_STOPPED, std::memory_order_release);
+    return err.set(DS4TP_EIO, "cannot start the gate service thread: {}", e.what());
+  }
+  return DS4TP_OK;
+}
+
+int GateService::stop(Error &err) {
+  if (!thread_.joinable()) return DS4TP_OK;
+  stop_.store(true, std::memory_order_release);
+  {
+    std::unique_lock<std::mutex> lock(end_mu_);
+    auto limit = std::chrono::nanoseconds(cfg_.stop_timeout_ns);
+    if (!end_cv_.wait_for(lock, limit, [this] { return ended_; }))
+      return err.set(DS4TP_ETIMEDOUT,
+                     "the gate service thread is still inside row gate seq {} after {} ms; "
+                     "it ends by itself within the gate timeout: call "
+                     "ds4tp_gate_service_stop again",
+                     pair_.last_row_seq(), cfg_.stop_timeout_ns / 1000000);
+  }
+  thread_.join();
+  return DS4TP_OK;
+}
+
+void GateService::run() {
+  if (cfg_.cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cfg_.cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // validated in start()
+  }
+  const slab::Layout &l = pair_.layout();
+  const slab::Schedule &sched = pair_.schedule();
+  auto *base = static_cast<uint8_t *>(pair_.slab_base());
+  Error err;
+  Exit why = Exit::Stopped;
+  uint64_t idle_since = now_ns();
+  for (;;) {
+    const uint64_t seq = pair_.last_row_seq() + 1;
+    const auto slot = uint32_t(slab::slot_for_seq(sched, seq));
+    if (!wait_ready(slot, seq, idle_since, why, err)) break;
+    if (pair_.gate(slot / 2, slot % 2, seq, err) != DS4TP_OK) {
+      err.message = "gate service: " + err.message;
+      why = Exit::Failed;
+      break;
+    }
+    word(base, l.gpu_release_flag(slot)).store(seq, std::memory_order_release);
+    idle_since = now_ns();
+  }
+  if (why == Exit::Failed) {
+    if (err.code != DS4TP_OK) pair_.record(err, true);
+    poison();
+    finish(DS4TP_SERVICE_FAILED);
+  } else {
+    finish(DS4TP_SERVICE_STOPPED);
+  }
+}
+
+bool GateService::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, Exit &why,
+                             Error &err) {
+  const slab::Layout &l = pair_.layout();
+  auto *base = static_cast<uint8_t *>(pair_.slab_base());
+  auto ready = word(base, l.gpu_flag(slot));
+  uint64_t last_scan = 0;
+  for (;;) {
+    // Failure first: a failed pair must not exchange again.
+    if (pair_.failed()) {
+      why = Exit::Failed;
+      return false;
+    }
+    const uint64_t v = ready.load(std::memory_order_acquire);
+    if (v == seq) return true;
+    if (v > seq) {
+      err.set(DS4TP_EINVAL,
+              "gate service: the ready word of slot {} (layer {}, gate {}) holds seq {} but "
+              "the next row gate is seq {}: the engine skipped a gate or wrote a wrong seq",
+              slot, slot / 2, slot % 2, v, seq);
+      why = Exit::Failed;
+      return false;
+    }
+    // A gate already signalled is served before a stop takes effect.
+    if (stop_.load(std::memory_order_acquire)) {
+      why = Exit::Stopped;
+      return false;
+    }
+    const uint64_t t = now_ns();
+    const uint64_t idle = t - idle_since;
+    if (idle < cfg_.spin_ns) {
+      net::cpu_relax();
+      continue;
+    }
+    if (t - last_scan >= kScanEveryNs) {
+      last_scan = t;
+      if (misplaced(slot, seq, err)) {
+        why = Exit::Failed;
+        return false;
+      }
+    }
+    if (idle < cfg_.spin_ns + cfg_.yield_ns) {
+      sched_yield();
+    } else {
+      timespec ts{time_t(cfg_.sleep_ns / 1000000000ull), long(cfg_.sleep_ns % 1000000000ull)};
+      nanosleep(&ts, nullptr);
+    }
+  }
+}
+
+// A kernel waiting at a slot the schedule does not expect would wait
+// forever: find it and fail loudly instead.
+bool GateService::misplaced(uint32_t slot, uint64_t seq, Error &err) const {
+  const slab::Layout &l = pair_.layout();
+  auto *base = static_cast<uint8_t *>(pair_.slab_base());
+  for (uint32_t s = 0; s < l.slots; s++) {
+    if (s == slot) continue;
+    const uint64_t v = word(base, l.gpu_flag(s)).load(std::memory_order_relaxed);
+    if (v >= seq) {
+      err.set(DS4TP_EINVAL,
+              "gate service: the engine signalled seq {} at slot {} (layer {}, gate {}), but "
+              "the identity's schedule puts seq {} at slot {} (layer {}, gate {}); kernels "
+              "must fire gates in schedule order",
+              v, s, s / 2, s % 2, seq, slot, slot / 2, slot % 2);
+      return true;
+    }
+  }
+  return false;
+}
+
+void GateService::poison() {
+  const slab::Layout &l = pair_.layout();
+  auto *base = static_cast<uint8_t *>(pair_.slab_base());
+  for (uint32_t s = 0; s < l.slots; s++)
+    word(base, l.gpu_release_flag(s)).store(DS4TP_GATE_POISON, std::memory_order_release);
+}
+
+void GateService::finish(int state) {
+  state_.store(state, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(end_mu_);
+  ended_ = true;
+  end_cv_.notify_all();
+}
+
+}  // namespace ds4tp

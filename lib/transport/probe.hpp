@@ -1,0 +1,14 @@
+// What this host can offer: one answer per transport, with the reason in
+// words when it cannot. Used by the hello (capability bits) and by
+// ds4tp_transport_available (operators, `ds4tp probe`).
+#pragma once
+
+#include <string>
+
+namespace ds4tp {
+
+// True when `transport` (ds4tp_transport) can run on this host; `why`
+// says what was found (or what is missing). Does no network I/O.
+bool transport_available(int transport, std::string &why);
+
+}  // namespace ds4tp

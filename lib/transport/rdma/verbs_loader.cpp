@@ -1,0 +1,104 @@
+#include "transport/rdma/verbs_loader.hpp"
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <dlfcn.h>
+
+namespace ds4tp::rdma {
+
+int Verbs::query_port(ibv_context *context, uint8_t port, ibv_port_attr *attr) const {
+  // Same logic as ___ibv_query_port in verbs.h: the extended op fills the
+  // whole struct; the exported compat call fills its older prefix.
+  verbs_context *vctx = verbs_get_ctx(context);
+  if (vctx != nullptr &&
+      vctx->sz >= sizeof(*vctx) - offsetof(verbs_context, query_port) &&
+      vctx->query_port != nullptr)
+    return vctx->query_port(context, port, attr, sizeof(*attr));
+  std::memset(attr, 0, sizeof(*attr));
+  return query_port_compat(context, port, reinterpret_cast<_compat_ibv_port_attr *>(attr));
+}
+
+namespace {
+
+template <typename F>
+bool resolve(void *h, const char *name, F &f, std::string &missing) {
+  void *p = dlsym(h, name);
+  if (p == nullptr) {
+    if (!missing.empty()) missing += ", ";
+    missing += name;
+    return false;
+  }
+  f = reinterpret_cast<F>(p);
+  return true;
+}
+
+std::unique_ptr<Verbs> open_library(const std::string &path, std::string &why) {
+  // RTLD_LOCAL keeps verbs symbols out of the global namespace.
+  void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    const char *e = dlerror();
+    why = e ? e : "dlopen failed";
+    return nullptr;
+  }
+  auto v = std::make_unique<Verbs>();
+  v->path = path;
+  std::string missing;
+  resolve(h, "ibv_get_device_list", v->get_device_list, missing);
+  resolve(h, "ibv_free_device_list", v->free_device_list, missing);
+  resolve(h, "ibv_get_device_name", v->get_device_name, missing);
+  resolve(h, "ibv_open_device", v->open_device, missing);
+  resolve(h, "ibv_close_device", v->close_device, missing);
+  resolve(h, "ibv_query_device", v->query_device, missing);
+  resolve(h, "ibv_query_port", v->query_port_compat, missing);
+  resolve(h, "ibv_query_gid", v->query_gid, missing);
+  resolve(h, "ibv_alloc_pd", v->alloc_pd, missing);
+  resolve(h, "ibv_dealloc_pd", v->dealloc_pd, missing);
+  resolve(h, "ibv_reg_mr", v->reg_mr, missing);
+  resolve(h, "ibv_dereg_mr", v->dereg_mr, missing);
+  resolve(h, "ibv_create_cq", v->create_cq, missing);
+  resolve(h, "ibv_destroy_cq", v->destroy_cq, missing);
+  resolve(h, "ibv_create_qp", v->create_qp, missing);
+  resolve(h, "ibv_modify_qp", v->modify_qp, missing);
+  resolve(h, "ibv_destroy_qp", v->destroy_qp, missing);
+  resolve(h, "ibv_wc_status_str", v->wc_status_str, missing);
+  if (!missing.empty()) {
+    why = path + " lacks " + missing;
+    dlclose(h);
+    return nullptr;
+  }
+  std::string optional;
+  resolve(h, "_ibv_query_gid_ex", v->query_gid_ex, optional);
+  return v;
+}
+
+}  // namespace
+
+const Verbs *load_verbs(const char *path, std::string &why) {
+  std::string name;
+  if (path != nullptr && *path) {
+    name = path;
+  } else if (const char *env = std::getenv("DS4TP_VERBS_LIB"); env != nullptr && *env) {
+    name = env;
+  } else {
+    name = "libibverbs.so.1";
+  }
+  // Kept for the life of the process (never destroyed: a gate thread may
+  // still use a table while static destructors run).
+  static std::mutex mu;
+  static auto *loaded = new std::map<std::string, std::unique_ptr<Verbs>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = loaded->find(name);
+  if (it != loaded->end()) return it->second.get();
+  std::unique_ptr<Verbs> v = open_library(name, why);
+  if (!v) return nullptr;
+  const Verbs *out = v.get();
+  loaded->emplace(name, std::move(v));
+  return out;
+}
+
+}  // namespace ds4tp::rdma

@@ -1,0 +1,550 @@
+#include "transport/shm/shm_transport.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "common/clock.hpp"
+#include "transport/shm/segment.hpp"
+#include "wire/gate_header.hpp"
+#include "wire/shm_offer.hpp"
+
+namespace ds4tp {
+namespace {
+
+using wire::GateHeader;
+using wire::GateKind;
+
+// ---- the control page -------------------------------------------------
+//
+// One page after the slab in each rank's segment. Each 64-byte line has
+// one writer, so a spinning reader and the writer never share a line with
+// a third party:
+//   header  (owner, before the handshake ends) u32 magic "D4SM",
+//           u32 version, u64 slab bytes, u64 owner pid
+//   gate    (peer) u64 arrive ticket, u64 kind, u64 layer | aux << 32,
+//           u64 seq, u64 bytes, u64 done ticket
+//   big     (peer) u64 chunks it filled into this segment's big_in,
+//           u64 chunks it drained from its own big_in
+//   waiting (owner) u32, 1 while the owner sleeps on the data connection
+constexpr uint64_t kCtlBytes = 4096;
+constexpr uint64_t kLineHeader = 0, kLineGate = 64, kLineBig = 128, kLineWaiting = 192;
+constexpr uint64_t kArrive = 0, kKind = 8, kLayerAux = 16, kSeq = 24, kBytes = 32, kDone = 40;
+constexpr uint64_t kFilled = 0, kDrained = 8;
+constexpr uint32_t kCtlMagic = 0x4d533444u;  // "D4SM"
+constexpr uint32_t kCtlVersion = 1;
+
+// Big gates cut the 4 MiB staging region into this many chunks, so the
+// writer fills one while the reader drains another.
+constexpr uint32_t kBigChunks = 8;
+// While spinning, look for a closed connection this often; the peer
+// process (a /proc read) is checked less often. Both only off the fast path.
+constexpr uint64_t kSocketCheckNs = 1000000;
+constexpr uint64_t kProcessCheckNs = 20000000;
+constexpr int kSleepSliceMs = 20;
+// memcpy may switch to non-temporal stores for large copies; those need a
+// store fence before the release store that publishes them.
+constexpr uint64_t kFenceCopyBytes = 256 * 1024;
+constexpr uint32_t kNoRegion = UINT32_MAX;
+constexpr uint32_t kBatchRegion = 1u << 31;
+constexpr uint64_t kNoFlag = UINT64_MAX;
+
+inline std::atomic_ref<uint64_t> word(uint8_t *p) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(p));
+}
+inline std::atomic_ref<uint32_t> word32(uint8_t *p) {
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t *>(p));
+}
+
+void copy(uint8_t *dst, const uint8_t *src, uint64_t n) {
+  std::memcpy(dst, src, n);
+#if defined(__x86_64__) || defined(__i386__)
+  if (n >= kFenceCopyBytes) __builtin_ia32_sfence();
+#endif
+}
+
+const char *aux_name(uint16_t kind) { return kind == uint16_t(GateKind::Batch) ? "rows" : "gate"; }
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(net::Fd fd, shm::Segment mine, shm::Segment peer, pid_t peer_pid,
+               uint64_t peer_start, const slab::Layout &layout, const DataConfig &cfg)
+      : fd_(std::move(fd)),
+        mine_(std::move(mine)),
+        peer_(std::move(peer)),
+        peer_pid_(peer_pid),
+        peer_start_(peer_start),
+        layout_(layout),
+        cfg_(cfg) {
+    my_ctl_ = mine_.base() + layout_.total;
+    peer_ctl_ = peer_.base() + layout_.total;
+    chunk_ = layout_.big_staging / kBigChunks;
+  }
+
+  const char *name() const override { return "shm"; }
+  uint8_t *shared_slab() override { return mine_.base(); }
+
+  int attach(uint8_t *base, const slab::Layout &, Error &) override {
+    slab_ = base;
+    staged_ = base != mine_.base();  // engine memory: land in the segment, then copy
+    return DS4TP_OK;
+  }
+  void detach() override { slab_ = nullptr; }
+
+  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, Error &err) override {
+    GateHeader h{uint16_t(GateKind::Row), layer, gate, seq, layout_.vec_bytes};
+    return small_exchange(h, slot, layout_.out_vec(slot), layout_.in_vec(slot),
+                          layout_.vec_bytes, layout_.in_seq_flag(slot), err);
+  }
+
+  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) override {
+    // Rows are vec_stride apart: copy the padded run, padding is never data.
+    uint64_t bytes = uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes;
+    GateHeader h{uint16_t(GateKind::Batch), index, rows, seq, bytes};
+    return small_exchange(h, kBatchRegion | index, layout_.batch_out_gate(index),
+                          layout_.batch_in_gate(index), bytes, kNoFlag, err);
+  }
+
+  int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
+               Error &err) override;
+
+ private:
+  // Row and batch gates (docs/PROTOCOL.md, "shm transport"): announce,
+  // copy out -> peer's in, meet the peer's announcement and compare
+  // headers, publish done, wait for the peer's done.
+  int small_exchange(const GateHeader &h, uint32_t region, uint64_t out_off, uint64_t in_off,
+                     uint64_t bytes, uint64_t flag_off, Error &err);
+
+  // Writes our header and ticket `t` into the peer's gate line. No poke:
+  // a peer asleep waiting for this has announced already, so we meet it at
+  // once and our done, which does poke, follows right after.
+  void announce(const GateHeader &h, uint64_t t) {
+    uint8_t *g = peer_ctl_ + kLineGate;
+    word(g + kKind).store(h.kind, std::memory_order_relaxed);
+    word(g + kLayerAux).store(uint64_t(h.layer) | uint64_t(h.aux) << 32,
+                              std::memory_order_relaxed);
+    word(g + kSeq).store(h.seq, std::memory_order_relaxed);
+    word(g + kBytes).store(h.bytes, std::memory_order_relaxed);
+    word(g + kArrive).store(t, std::memory_order_release);
+  }
+
+  // Release-stores `v` into a word of the peer's control page and pokes
+  // the peer if it sleeps. The fence pairs with the one in wait(): either
+  // we see its waiting flag or it sees our store before sleeping.
+  void publish(uint8_t *w, uint64_t v) {
+    word(w).store(v, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (word32(peer_ctl_ + kLineWaiting).load(std::memory_order_relaxed) != 0) {
+      uint8_t b = 1;
+      // EAGAIN: pokes are already queued; a dead peer is noticed by its waits.
+      (void)::send(fd_.get(), &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+  }
+
+  // 1 when the peer announced ticket `t` (then its header matched ours),
+  // 0 not yet, EDESYNC (err set) when it is at another gate.
+  int met(const GateHeader &h, uint64_t t, Error &err) {
+    uint8_t *g = my_ctl_ + kLineGate;
+    if (word(g + kArrive).load(std::memory_order_acquire) < t) return 0;
+    // Stable: the peer rewrites these only after passing gate t, which
+    // needs our done, which we publish only after this check.
+    GateHeader p;
+    p.kind = uint16_t(word(g + kKind).load(std::memory_order_relaxed));
+    uint64_t la = word(g + kLayerAux).load(std::memory_order_relaxed);
+    p.layer = uint32_t(la);
+    p.aux = uint32_t(la >> 32);
+    p.seq = word(g + kSeq).load(std::memory_order_relaxed);
+    p.bytes = word(g + kBytes).load(std::memory_order_relaxed);
+    int rc = wire::check_gate_header(h, p, err);
+    return rc == DS4TP_OK ? 1 : rc;
+  }
+
+  bool done(uint64_t t) {
+    return word(my_ctl_ + kLineGate + kDone).load(std::memory_order_acquire) >= t;
+  }
+
+  // Waits until ready() returns 1 (OK) or a negative code (returned; err
+  // set by ready). Spins for spin_ns, then sleeps on the data connection
+  // with our waiting flag up. `deadline` may be moved by ready() on
+  // progress. ETIMEDOUT / EPEERCLOSED are returned with err untouched:
+  // the caller words them (gone_why_ says how the peer went).
+  template <class Ready>
+  int wait(Ready &&ready, const uint64_t &deadline);
+
+  // Reads and drops pokes; true when the connection closed or failed.
+  bool drain_pokes() {
+    uint8_t buf[64];
+    for (;;) {
+      ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) continue;
+      if (n == 0) {
+        gone_why_ = "closed the data connection";
+        return true;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      gone_why_ = "reset the data connection";
+      return true;
+    }
+  }
+
+  bool peer_process_gone() {
+    if (peer_start_ == 0 || shm::process_alive(peer_pid_, peer_start_)) return false;
+    gone_why_ = "process has exited";
+    return true;
+  }
+
+  int fail(const GateHeader &h, int code, bool peer_met, uint64_t limit_ns, Error &err) {
+    if (code == DS4TP_EPEERCLOSED)
+      return err.set(DS4TP_EPEERCLOSED,
+                     "peer {} (pid {}) during {} (layer {}, {} {}, seq {}) over shm",
+                     gone_why_, peer_pid_, wire::gate_kind_name(h.kind), h.layer,
+                     aux_name(h.kind), h.aux, h.seq);
+    if (code == DS4TP_ETIMEDOUT)
+      return err.set(DS4TP_ETIMEDOUT,
+                     "{} (layer {}, {} {}, seq {}) timed out over shm: no progress from the "
+                     "peer for {} ms ({}); the peer is stalled or not at this gate",
+                     wire::gate_kind_name(h.kind), h.layer, aux_name(h.kind), h.aux, h.seq,
+                     limit_ns / 1000000,
+                     peer_met ? "it reached the gate but did not finish"
+                              : "it has not reached this gate");
+    return code;  // EDESYNC: err already names both sides
+  }
+
+  net::Fd fd_;
+  shm::Segment mine_, peer_;
+  pid_t peer_pid_;
+  uint64_t peer_start_;  // 0: the pid cannot be checked, rely on the connection
+  slab::Layout layout_;
+  DataConfig cfg_;
+  uint8_t *my_ctl_ = nullptr;    // written by the peer (gate, big), by us (waiting)
+  uint8_t *peer_ctl_ = nullptr;  // the reverse
+  uint8_t *slab_ = nullptr;
+  bool staged_ = false;
+  uint64_t chunk_ = 0;
+  uint64_t ticket_ = 0;                // gates of any kind so far
+  uint32_t prev_region_ = kNoRegion;   // in-region the previous gate wrote
+  uint64_t big_sent_ = 0, big_got_ = 0;  // chunks over the pair's lifetime
+  const char *gone_why_ = "went away";
+};
+
+template <class Ready>
+int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
+  int r = ready();
+  if (r != 0) return r > 0 ? DS4TP_OK : r;
+  uint64_t t = now_ns();
+  const uint64_t spin_end = t + cfg_.spin_ns;
+  uint64_t next_sock = t + kSocketCheckNs, next_proc = t + kProcessCheckNs;
+  // Spin: acquire loads and pause only; the clock (vDSO) every 64 rounds.
+  while (t < spin_end) {
+    for (int i = 0; i < 64; i++) {
+      net::cpu_relax();
+      r = ready();
+      if (r != 0) return r > 0 ? DS4TP_OK : r;
+    }
+    t = now_ns();
+    if (t >= deadline) return DS4TP_ETIMEDOUT;
+    if (t >= next_sock) {
+      bool closed = drain_pokes();
+      if ((r = ready()) != 0) return r > 0 ? DS4TP_OK : r;
+      if (closed) return DS4TP_EPEERCLOSED;
+      next_sock = t + kSocketCheckNs;
+    }
+    if (t >= next_proc) {
+      bool gone = peer_process_gone();
+      if ((r = ready()) != 0) return r > 0 ? DS4TP_OK : r;
+      if (gone) return DS4TP_EPEERCLOSED;
+      next_proc = t + kProcessCheckNs;
+    }
+  }
+  // Sleep: raise the flag, then re-check before every sleep, so a publish
+  // either sees the flag (and pokes) or lands before our check.
+  auto waiting = word32(my_ctl_ + kLineWaiting);
+  waiting.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  int rc;
+  for (;;) {
+    bool closed = drain_pokes();
+    if ((r = ready()) != 0) {
+      rc = r > 0 ? DS4TP_OK : r;
+      break;
+    }
+    if (closed) {
+      rc = DS4TP_EPEERCLOSED;
+      break;
+    }
+    t = now_ns();
+    if (t >= deadline) {
+      rc = DS4TP_ETIMEDOUT;
+      break;
+    }
+    if (t >= next_proc) {
+      if (peer_process_gone()) {
+        rc = (r = ready()) != 0 ? (r > 0 ? DS4TP_OK : r) : DS4TP_EPEERCLOSED;
+        break;
+      }
+      next_proc = t + kProcessCheckNs;
+    }
+    pollfd p{fd_.get(), POLLIN, 0};
+    ::poll(&p, 1, std::min(ms_left(deadline), kSleepSliceMs));
+  }
+  waiting.store(0, std::memory_order_relaxed);
+  return rc;
+}
+
+int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t out_off,
+                                 uint64_t in_off, uint64_t bytes, uint64_t flag_off,
+                                 Error &err) {
+  const uint64_t t = ++ticket_;
+  // The peer may read in[region] until it enters its next gate: when the
+  // previous gate wrote the same region, wait for the peer to arrive first.
+  const bool reuse = region == prev_region_;
+  prev_region_ = region;
+  uint8_t *const peer = peer_.base();
+  uint64_t deadline = now_ns() + cfg_.gate_timeout_ns;
+  bool peer_met = false;
+  auto meet = [&]() -> int {
+    int m = met(h, t, err);
+    if (m > 0) peer_met = true;
+    return m;
+  };
+
+  announce(h, t);
+  if (!reuse) copy(peer + in_off, slab_ + out_off, bytes);
+  int rc = wait(meet, deadline);
+  if (rc != DS4TP_OK) return fail(h, rc, peer_met, cfg_.gate_timeout_ns, err);
+  deadline = now_ns() + cfg_.gate_timeout_ns;  // the peer showed up: progress
+  if (reuse) copy(peer + in_off, slab_ + out_off, bytes);
+  if (flag_off != kNoFlag) word(peer + flag_off).store(h.seq, std::memory_order_release);
+  publish(peer_ctl_ + kLineGate + kDone, t);
+
+  rc = wait([&]() -> int { return done(t) ? 1 : 0; }, deadline);
+  if (rc != DS4TP_OK) return fail(h, rc, true, cfg_.gate_timeout_ns, err);
+  if (staged_) {
+    std::memcpy(slab_ + in_off, mine_.base() + in_off, bytes);
+    if (flag_off != kNoFlag) word(slab_ + flag_off).store(h.seq, std::memory_order_release);
+  }
+  return DS4TP_OK;
+}
+
+int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *in,
+                           uint64_t bytes, Error &err) {
+  GateHeader h{uint16_t(GateKind::Big), layer, 0, seq, bytes};
+  const uint64_t t = ++ticket_;
+  prev_region_ = kNoRegion;  // staging has its own flow control
+  bool peer_met = false;
+  auto meet = [&]() -> int {
+    int m = met(h, t, err);
+    if (m > 0) peer_met = true;
+    return m;
+  };
+  // Meet: the peer may be a prefill step behind.
+  announce(h, t);
+  uint64_t deadline = now_ns() + cfg_.big_gate_timeout_ns;
+  int rc = wait(meet, deadline);
+  if (rc != DS4TP_OK) return fail(h, rc, peer_met, cfg_.big_gate_timeout_ns, err);
+  publish(peer_ctl_ + kLineGate + kDone, t);
+
+  // Stream: chunk i of the pair's life goes to staging slot i % kBigChunks
+  // once the peer has drained chunk i - kBigChunks from it.
+  const auto *src = static_cast<const uint8_t *>(out);
+  auto *dst = static_cast<uint8_t *>(in);
+  const uint64_t chunks = (bytes + chunk_ - 1) / chunk_;
+  const uint64_t send_end = big_sent_ + chunks, recv_end = big_got_ + chunks;
+  uint64_t sent_bytes = 0, got_bytes = 0;
+  uint8_t *const peer_staging = peer_.base() + layout_.big_in;
+  uint8_t *const my_staging = mine_.base() + layout_.big_in;
+  uint8_t *const my_big = my_ctl_ + kLineBig;
+  uint8_t *const peer_big = peer_ctl_ + kLineBig;
+  auto can_send = [&] {
+    return big_sent_ < send_end &&
+           big_sent_ - word(my_big + kDrained).load(std::memory_order_acquire) < kBigChunks;
+  };
+  auto can_recv = [&] {
+    return big_got_ < recv_end &&
+           word(my_big + kFilled).load(std::memory_order_acquire) > big_got_;
+  };
+  deadline = now_ns() + cfg_.gate_timeout_ns;
+  while (big_sent_ < send_end || big_got_ < recv_end) {
+    bool progress = false;
+    if (can_send()) {
+      uint64_t n = std::min(chunk_, bytes - sent_bytes);
+      copy(peer_staging + (big_sent_ % kBigChunks) * chunk_, src + sent_bytes, n);
+      sent_bytes += n;
+      publish(peer_big + kFilled, ++big_sent_);
+      progress = true;
+    }
+    if (can_recv()) {
+      uint64_t n = std::min(chunk_, bytes - got_bytes);
+      std::memcpy(dst + got_bytes, my_staging + (big_got_ % kBigChunks) * chunk_, n);
+      got_bytes += n;
+      publish(peer_big + kDrained, ++big_got_);
+      progress = true;
+    }
+    if (progress) {
+      deadline = now_ns() + cfg_.gate_timeout_ns;
+      continue;
+    }
+    rc = wait([&]() -> int { return can_send() || can_recv() ? 1 : 0; }, deadline);
+    if (rc != DS4TP_OK) return fail(h, rc, true, cfg_.gate_timeout_ns, err);
+  }
+  // Zero chunks: the peer's done still says it read our header.
+  rc = wait([&]() -> int { return done(t) ? 1 : 0; }, deadline);
+  if (rc != DS4TP_OK) return fail(h, rc, true, cfg_.gate_timeout_ns, err);
+  return DS4TP_OK;
+}
+
+// ---- handshake ----------------------------------------------------------
+
+uint64_t random64() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, 0) != sizeof v) v = now_ns() * 0x9e3779b97f4a7c15ull;
+  return v;
+}
+
+std::string name_prefix(uint64_t cookie, int rank) {
+  return fmt::format("/ds4tp-{:016x}-r{}-", cookie, rank);
+}
+
+int send_msg(int fd, const std::vector<uint8_t> &m, uint64_t deadline, Error &err) {
+  return net::write_all(fd, m.data(), m.size(), deadline, "shm handshake", err);
+}
+
+// Reads one handshake message: header, then exactly its body.
+int recv_msg(int fd, uint64_t deadline, wire::ShmHeader &h, std::vector<uint8_t> &body,
+             Error &err) {
+  uint8_t hdr[wire::kShmHeaderBytes];
+  int rc = net::read_exact(fd, hdr, sizeof hdr, deadline, "shm handshake", err);
+  if (rc != DS4TP_OK) return rc;
+  rc = wire::decode_shm_header(hdr, sizeof hdr, h, err);
+  if (rc != DS4TP_OK) return rc;
+  body.resize(h.body_bytes);
+  return net::read_exact(fd, body.data(), body.size(), deadline, "shm handshake", err);
+}
+
+void write_ctl_header(uint8_t *ctl, uint64_t slab_bytes) {
+  uint8_t *h = ctl + kLineHeader;
+  word32(h).store(kCtlMagic, std::memory_order_relaxed);
+  word32(h + 4).store(kCtlVersion, std::memory_order_relaxed);
+  word(h + 8).store(slab_bytes, std::memory_order_relaxed);
+  word(h + 16).store(uint64_t(getpid()), std::memory_order_relaxed);
+}
+
+}  // namespace
+
+uint64_t shm_segment_bytes(const slab::Layout &layout) { return layout.total + kCtlBytes; }
+
+bool shm_available(const slab::Layout *layout, std::string &why) {
+  return shm::usable(layout ? 2 * shm_segment_bytes(*layout) : 0, why);
+}
+
+int make_shm_transport(net::Fd &fd, const ShmSetup &s, const DataConfig &cfg,
+                       std::unique_ptr<Transport> &out, std::string &fallback_why,
+                       Error &err) {
+  const uint64_t bytes = shm_segment_bytes(s.layout);
+  const int peer_rank = 1 - s.rank;
+  shm::Segment mine, peer;
+  std::string problem;  // why this rank cannot run shm, empty if it can
+  Error e;
+
+  // 1. Create our segment and offer its name at once: the peer removes
+  //    the name as soon as it has opened it.
+  wire::ShmOffer offer;
+  offer.pid = uint32_t(getpid());
+  offer.start_time = shm::process_start_time(getpid());
+  offer.segment_bytes = bytes;
+  std::string name = name_prefix(s.cookie, s.rank) + fmt::format("{}-{:016x}", getpid(), random64());
+  if (mine.create(name, bytes, e) == DS4TP_OK) {
+    offer.ok = true;
+    offer.name = name;
+  } else {
+    offer.reason = problem = e.message;
+  }
+  int rc = send_msg(fd.get(), wire::encode_shm_offer(offer), s.deadline_ns, err);
+  if (rc != DS4TP_OK) return rc;
+  if (offer.ok) {
+    if (mine.map_created(e) == DS4TP_OK)
+      write_ctl_header(mine.base() + s.layout.total, s.layout.total);
+    else
+      problem = e.message;
+  }
+
+  // 2. Open the peer's segment.
+  wire::ShmHeader h;
+  std::vector<uint8_t> body;
+  rc = recv_msg(fd.get(), s.deadline_ns, h, body, err);
+  if (rc != DS4TP_OK) return rc;
+  wire::ShmOffer theirs;
+  rc = wire::decode_shm_offer(h, body.data(), body.size(), theirs, err);
+  if (rc != DS4TP_OK) return rc;
+  if (theirs.ok) {
+    std::string want = name_prefix(s.cookie, peer_rank);
+    if (theirs.name.compare(0, want.size(), want) != 0) {
+      if (problem.empty())
+        problem = fmt::format("the peer offered segment {}, which does not belong to this pair "
+                              "(names start with {})",
+                              theirs.name, want);
+    } else if (!problem.empty() || theirs.segment_bytes != bytes) {
+      if (problem.empty())
+        problem = fmt::format("the peer's segment is {} bytes but this rank's layout needs {}",
+                              theirs.segment_bytes, bytes);
+      shm_unlink(theirs.name.c_str());  // ours to clean up too: nobody will open it
+    } else if (peer.open_existing(theirs.name, bytes, e) != DS4TP_OK) {
+      problem = e.message;
+    }
+  }
+
+  // 3. Both say whether they are ready; shm only if both are.
+  wire::ShmReady ready{problem.empty() && theirs.ok, problem};
+  rc = send_msg(fd.get(), wire::encode_shm_ready(ready), s.deadline_ns, err);
+  if (rc != DS4TP_OK) return rc;
+  rc = recv_msg(fd.get(), s.deadline_ns, h, body, err);
+  if (rc != DS4TP_OK) return rc;
+  wire::ShmReady their_ready;
+  rc = wire::decode_shm_ready(h, body.data(), body.size(), their_ready, err);
+  if (rc != DS4TP_OK) return rc;
+  mine.unlink();  // the peer has opened it (or never will)
+
+  if (ready.ok && their_ready.ok) {
+    uint8_t *ph = peer.base() + s.layout.total + kLineHeader;
+    uint32_t magic = word32(ph).load(std::memory_order_relaxed);
+    uint32_t version = word32(ph + 4).load(std::memory_order_relaxed);
+    uint64_t slab = word(ph + 8).load(std::memory_order_relaxed);
+    if (magic != kCtlMagic || version != kCtlVersion || slab != s.layout.total)
+      return err.set(DS4TP_EPROTO,
+                     "the peer's shm segment has control magic 0x{:08x} version {} slab {} "
+                     "bytes; expected 0x{:08x} version {} slab {} bytes",
+                     magic, version, slab, kCtlMagic, kCtlVersion, s.layout.total);
+    // The pid is checked while waiting only if it names the peer here
+    // (same pid namespace) and its start time proves it is the same process.
+    uint64_t start = theirs.start_time != 0 &&
+                             shm::process_start_time(pid_t(theirs.pid)) == theirs.start_time
+                         ? theirs.start_time
+                         : 0;
+    out = std::make_unique<ShmTransport>(std::move(fd), std::move(mine), std::move(peer),
+                                         pid_t(theirs.pid), start, s.layout, cfg);
+    return DS4TP_OK;
+  }
+  std::string why = !problem.empty()       ? fmt::format("this rank: {}", problem)
+                    : !theirs.ok           ? fmt::format("the peer: {}", theirs.reason)
+                                           : fmt::format("the peer: {}", their_ready.reason);
+  if (s.forced)
+    return err.set(DS4TP_EUNSUPPORTED,
+                   "transport shm was requested but shared memory cannot be set up ({}); use "
+                   "transport tcp or auto",
+                   why);
+  fallback_why = why;
+  return DS4TP_OK;
+}
+
+}  // namespace ds4tp

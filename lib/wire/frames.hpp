@@ -1,0 +1,362 @@
+// Lockstep control frames (docs/PROTOCOL.md, "Control frames"). Pure code:
+// no I/O, no globals. Every frame is a 16-byte header
+//   u32 magic "D4FR" | u16 type | u16 flags (0) | u32 payload bytes |
+//   u32 frame counter (1, 2, 3, ... per direction)
+// followed by a payload whose layout depends on the type. Every payload is
+// encoded field by field (little-endian) and every decoder checks the exact
+// size, every count against the bytes present (in 64-bit arithmetic), every
+// enum and every reserved field before anything is trusted.
+//
+// Allocation: encoders write into a caller buffer (Writer) and never
+// allocate. Decoders of fixed-size payloads never allocate; array decoders
+// reuse the capacity of the vectors they fill.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "wire/codec.hpp"
+
+namespace ds4tp::wire {
+
+constexpr uint32_t kFrameMagic = 0x52463444u;         // bytes "D4FR"
+constexpr uint32_t kFrameMagicSwapped = 0x44344652u;  // other byte order
+constexpr size_t kFrameHeaderBytes = 16;
+
+// Frame types. 1..24 keep the numbers of the engine-embedded protocol we
+// generalize (names are ours where its were model-specific); 25.. are
+// ours. The C API exposes the command subset as ds4tp_command_kind with
+// the same numbers.
+enum class FrameType : uint16_t {
+  Sync = 1,            // L->W prompt tokens
+  Eval = 2,            // L->W one decode step
+  Rewind = 3,          // L->W truncate a session
+  Invalidate = 4,      // L->W drop a session's cached state
+  Stop = 5,            // L->W end of the lockstep
+  Hash = 6,            // L->W request, W->L answer: state hash check
+  RdmaInfo = 7,        // both: verbs queue-pair and memory key
+  SyncAck = 8,         // W->L answer to Sync / SyncImages
+  RdmaReady = 9,       // both: queue pair is ready
+  Logits = 10,         // W->L the worker's half of the output head
+  Verify = 11,         // L->W speculative verify block
+  VerifyCommit = 12,   // L->W outcome of the verify block
+  SessionCreate = 13,  // L->W
+  SessionDestroy = 14, // L->W
+  EvalBatch = 15,      // L->W one decode step for several sessions
+  MixedBatch = 16,     // L->W prefill chunk plus decode items
+  CommandAck = 17,     // W->L status of a command
+  SyncImages = 18,     // L->W prompt tokens plus image embeddings
+  RdmaWarm = 19,       // both: warm-up probe result
+  RdmaPosted = 20,     // both: "receives are posted" barrier
+  Mtp = 21,            // L->W multi-token-prediction draft cycle
+  SyncCheckpoint = 22, // both: agreed cancellation point
+  Draft = 23,          // L->W lockstep drafter: propose or maintain
+  SpecRestore = 24,    // L->W state-only speculative restore
+  BlockBegin = 25,     // both: verify-block shape agreement
+  BlockEnd = 26,       // both: verify-block end
+  SmallExchange = 27,  // both: up to 192 bytes each way
+  HeadRow = 28,        // W->L one output-head row keyed by verify block
+  ExecMode = 29,       // both: execution mode flags and capabilities
+  DrafterSplit = 30,   // both: split-drafter opt-in and metadata
+  WorkerError = 31,    // W->L a command failed on the worker
+};
+constexpr uint16_t kFrameTypeMin = 1;
+constexpr uint16_t kFrameTypeMax = 31;
+
+// Who may send a type: the leader, the worker, or both ranks.
+enum class Sender : uint8_t { Leader, Worker, Both };
+
+// Size rule of one type: payload bytes are min + k * unit for some k >= 0
+// with min + k * unit <= max (unit 0: exactly min). max 0 means "up to the
+// receiver's max_frame_bytes".
+struct FrameRule {
+  const char *name;
+  Sender sender;
+  uint32_t min;
+  uint32_t unit;
+  uint32_t max;
+};
+
+// nullptr for an unknown type.
+const FrameRule *frame_rule(uint16_t type);
+// Upper-case name ("EVAL"), "?" for an unknown type.
+const char *frame_name(uint16_t type);
+inline const char *frame_name(FrameType t) { return frame_name(uint16_t(t)); }
+
+struct FrameHeader {
+  uint16_t type = 0;
+  uint16_t flags = 0;
+  uint32_t bytes = 0;
+  uint32_t counter = 0;
+};
+
+void encode_frame_header(const FrameHeader &h, uint8_t out[kFrameHeaderBytes]);
+// Checks magic (a byte-swapped one is named), flags 0, a known type, bytes
+// <= max_frame_bytes, and the type's size rule. EPROTO naming the type
+// and size otherwise. Does not check the counter (the channel does).
+int decode_frame_header(const uint8_t *buf, size_t len, uint32_t max_frame_bytes,
+                        FrameHeader &out, Error &err);
+
+// ---- limits ------------------------------------------------------------
+constexpr uint32_t kVerifyRowsMax = 8;        // DS4TP_BATCH_MAX_ROWS
+constexpr uint32_t kMtpLimitMax = 7;          // drafts + seed fit a verify block
+constexpr uint32_t kBlockGatesMax = 2;        // DS4TP_BATCH_GATES_PER_LAYER
+constexpr uint32_t kSmallExchangeMax = 192;
+constexpr uint32_t kHeadRowMax = 131072;
+constexpr uint32_t kDrafterMetaBytes = 64;
+constexpr uint32_t kFingerprintBytes = 32;
+constexpr uint32_t kErrorMessageMax = 1024;
+constexpr uint32_t kImageHeaderBytes = 60;
+constexpr uint32_t kBatchItemBytes = 16;
+
+// Enumerations carried in payloads.
+enum : uint32_t { kVerifyHeadSplit = 1, kVerifyDraftShared = 2, kVerifyDraftSeed = 4 };
+constexpr uint32_t kVerifyFlagsAll = kVerifyHeadSplit | kVerifyDraftShared | kVerifyDraftSeed;
+enum : int32_t { kCommitRollback = 0, kCommitFull = 1, kCommitPrefix = 2 };
+enum : uint32_t { kDraftMaintain = 1, kDraftPropose = 2 };
+
+// ---- fixed-size payloads -------------------------------------------------
+// (RDMA_INFO, RDMA_READY, RDMA_WARM and RDMA_POSTED payloads are defined by
+// the RDMA transport in wire/rdma_frames.hpp; their size rules are here.)
+struct EvalMsg {  // EVAL, 24 bytes
+  uint64_t session = 0;
+  uint64_t seq = 0;
+  int32_t token = 0;
+  uint32_t logits_floats = 0;
+};
+struct MtpMsg {  // MTP, 24 bytes
+  uint64_t session = 0;
+  uint64_t seq = 0;
+  int32_t token = 0;
+  uint32_t limit = 0;
+};
+struct PosMsg {  // REWIND, SPEC_RESTORE, 16 bytes
+  uint64_t session = 0;
+  int32_t pos = 0;
+};
+struct SessionMsg {  // INVALIDATE, SESSION_DESTROY, 8 bytes
+  uint64_t session = 0;
+};
+struct CreateMsg {  // SESSION_CREATE, 16 bytes
+  uint64_t session = 0;
+  uint32_t ctx_size = 0;
+};
+struct HashMsg {  // HASH, 24 bytes
+  uint64_t session = 0;
+  uint64_t seq = 0;
+  uint64_t hash = 0;
+};
+struct SyncAckMsg {  // SYNC_ACK, 16 bytes
+  uint64_t session = 0;
+  int32_t status = 0;
+  uint32_t position = 0;
+};
+struct AckMsg {  // COMMAND_ACK, 16 bytes
+  uint64_t session = 0;
+  int32_t status = 0;
+  uint16_t command = 0;  // the frame type acknowledged
+};
+struct CommitMsg {  // VERIFY_COMMIT, 24 bytes
+  uint64_t session = 0;
+  int32_t mode = 0;
+  int32_t count = 0;
+  uint32_t logits_floats = 0;
+};
+struct CheckpointMsg {  // SYNC_CHECKPOINT, 24 bytes
+  uint64_t seq = 0;
+  uint32_t point = 0;
+  int32_t current = 0;
+  int32_t total = 0;
+  uint32_t cancel = 0;  // 0 or 1
+};
+struct DraftMsg {  // DRAFT, 24 bytes
+  uint64_t session = 0;
+  int32_t token = 0;
+  int32_t pos = 0;
+  uint32_t mode = 0;
+};
+struct BlockBeginMsg {  // BLOCK_BEGIN, 24 bytes
+  uint64_t block = 0;
+  uint32_t rows = 0;
+  uint32_t n_layers = 0;
+  uint32_t gates_per_layer = 0;
+};
+struct BlockEndMsg {  // BLOCK_END, 8 bytes
+  uint64_t block = 0;
+};
+struct ExecModeMsg {  // EXEC_MODE, 8 bytes
+  uint32_t flags = 0;
+  uint32_t caps = 0;
+};
+struct DrafterSplitMsg {  // DRAFTER_SPLIT, 72 bytes
+  uint32_t on = 0;  // 0 or 1
+  std::array<uint8_t, kDrafterMetaBytes> meta{};
+};
+constexpr size_t kEvalBytes = 24, kMtpBytes = 24, kPosBytes = 16, kSessionBytes = 8,
+                 kCreateBytes = 16, kHashBytes = 24, kSyncAckBytes = 16, kAckBytes = 16,
+                 kCommitBytes = 24, kCheckpointBytes = 24, kDraftBytes = 24,
+                 kBlockBeginBytes = 24, kBlockEndBytes = 8, kExecModeBytes = 8,
+                 kDrafterSplitBytes = 72;
+
+// ---- array payloads ------------------------------------------------------
+struct BatchItem {
+  uint64_t session = 0;
+  int32_t token = 0;
+  uint32_t flags = 0;  // reserved, 0
+  bool operator==(const BatchItem &) const = default;
+};
+
+struct ImageMeta {
+  uint32_t token_start = 0;
+  uint32_t token_count = 0;
+  uint32_t data_width = 0;  // floats per token (the model's n_embd)
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint32_t content_width = 0;
+  uint32_t content_height = 0;
+  std::array<uint8_t, kFingerprintBytes> fingerprint{};
+  uint64_t embd_offset = 0;  // decoded: first float of this image in `embd`
+};
+
+struct SyncMsg {  // SYNC
+  uint64_t session = 0;
+  uint32_t logits_floats = 0;
+  std::vector<int32_t> tokens;
+};
+struct SyncImagesMsg {  // SYNC_IMAGES
+  uint64_t session = 0;
+  uint32_t logits_floats = 0;
+  std::vector<int32_t> tokens;
+  std::vector<ImageMeta> images;
+  std::vector<float> embd;  // every image's token_count * data_width floats
+};
+struct VerifyMsg {  // VERIFY
+  uint64_t session = 0;
+  uint32_t flags = 0;
+  std::vector<int32_t> drafts;
+};
+struct EvalBatchMsg {  // EVAL_BATCH
+  uint32_t logits_floats = 0;
+  std::vector<BatchItem> items;
+};
+struct MixedBatchMsg {  // MIXED_BATCH
+  uint64_t session = 0;  // the prefill session
+  uint32_t logits_floats = 0;
+  std::vector<int32_t> prompt;
+  std::vector<BatchItem> items;
+};
+struct SmallMsg {  // SMALL_EXCHANGE
+  uint64_t seq = 0;
+  uint32_t bytes = 0;
+  std::array<uint8_t, kSmallExchangeMax> data{};
+};
+struct WorkerErrorMsg {  // WORKER_ERROR
+  uint64_t session = 0;
+  int32_t status = 0;
+  uint16_t command = 0;
+  std::string message;
+};
+// LOGITS and HEAD_ROW carry float arrays that the receiver copies straight
+// into a caller buffer: their decoders return the header fields and a
+// pointer to the floats inside the payload (read with read_floats).
+struct LogitsHead {
+  uint32_t count = 0;
+  uint32_t row = 0;
+  const uint8_t *floats = nullptr;
+};
+struct HeadRowHead {
+  uint64_t block = 0;
+  uint32_t row = 0;
+  uint32_t floats = 0;
+  const uint8_t *data = nullptr;
+};
+
+// Payload sizes of array frames (64-bit: the caller checks them against
+// max_frame_bytes before encoding).
+uint64_t sync_bytes(uint64_t n_tokens);
+uint64_t sync_images_bytes(uint64_t n_tokens, const ImageMeta *images, uint64_t n_images);
+uint64_t verify_bytes(uint64_t n_drafts);
+uint64_t eval_batch_bytes(uint64_t n_items);
+uint64_t mixed_batch_bytes(uint64_t n_prompt, uint64_t n_items);
+uint64_t logits_bytes(uint64_t count);
+uint64_t small_bytes(uint64_t n);
+uint64_t head_row_bytes(uint64_t floats);
+uint64_t worker_error_bytes(size_t message_bytes);
+
+// ---- encoders (the Writer must have room for exactly the payload) ----------
+void encode(Writer &w, const EvalMsg &m);
+void encode(Writer &w, const MtpMsg &m);
+void encode(Writer &w, const PosMsg &m);
+void encode(Writer &w, const SessionMsg &m);
+void encode(Writer &w, const CreateMsg &m);
+void encode(Writer &w, const HashMsg &m);
+void encode(Writer &w, const SyncAckMsg &m);
+void encode(Writer &w, const AckMsg &m);
+void encode(Writer &w, const CommitMsg &m);
+void encode(Writer &w, const CheckpointMsg &m);
+void encode(Writer &w, const DraftMsg &m);
+void encode(Writer &w, const BlockBeginMsg &m);
+void encode(Writer &w, const BlockEndMsg &m);
+void encode(Writer &w, const ExecModeMsg &m);
+void encode(Writer &w, const DrafterSplitMsg &m);
+void encode(Writer &w, const SmallMsg &m);
+void encode_sync(Writer &w, uint64_t session, uint32_t logits_floats, const int32_t *tokens,
+                 uint32_t n);
+// `embd[i]` points at image i's token_count * data_width floats.
+void encode_sync_images(Writer &w, uint64_t session, uint32_t logits_floats,
+                        const int32_t *tokens, uint32_t n_tokens, const ImageMeta *images,
+                        const float *const *embd, uint32_t n_images);
+void encode_verify(Writer &w, uint64_t session, uint32_t flags, const int32_t *drafts,
+                   uint32_t n);
+void encode_eval_batch(Writer &w, uint32_t logits_floats, const BatchItem *items,
+                       uint32_t n);
+void encode_mixed_batch(Writer &w, uint64_t session, uint32_t logits_floats,
+                        const int32_t *prompt, uint32_t n_prompt, const BatchItem *items,
+                        uint32_t n_items);
+void encode_logits(Writer &w, uint32_t row, const float *v, uint32_t count);
+void encode_head_row(Writer &w, uint64_t block, uint32_t row, const float *v,
+                     uint32_t floats);
+void encode_worker_error(Writer &w, uint64_t session, int32_t status, uint16_t command,
+                         const char *message, size_t message_bytes);
+
+// ---- decoders: DS4TP_OK, or EPROTO naming the frame, its size and the
+// first rule it breaks --------------------------------------------------------
+int decode(const uint8_t *p, size_t n, EvalMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, MtpMsg &m, Error &err);
+// PosMsg and SessionMsg serve two types each: `type` names the frame.
+int decode_pos(FrameType type, const uint8_t *p, size_t n, PosMsg &m, Error &err);
+int decode_session(FrameType type, const uint8_t *p, size_t n, SessionMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, CreateMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, HashMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, SyncAckMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, AckMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, CommitMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, CheckpointMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, DraftMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, BlockBeginMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, BlockEndMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, ExecModeMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, DrafterSplitMsg &m, Error &err);
+int decode_stop(const uint8_t *p, size_t n, Error &err);
+int decode(const uint8_t *p, size_t n, SmallMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, SyncMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, SyncImagesMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, VerifyMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, EvalBatchMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, MixedBatchMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, WorkerErrorMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, LogitsHead &m, Error &err);
+int decode(const uint8_t *p, size_t n, HeadRowHead &m, Error &err);
+
+// Copies `count` little-endian f32 from `src` to `dst`.
+void read_floats(const uint8_t *src, float *dst, size_t count);
+
+// Decodes any payload of `type` into a throwaway value: DS4TP_OK when it is
+// well formed. Used by tests and by tools that only validate.
+int validate_payload(uint16_t type, const uint8_t *p, size_t n, Error &err);
+
+}  // namespace ds4tp::wire

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# ctest driver for the `ds4tp` operator tool: probe, a loopback pair per
+# transport, and the failures an operator must be told about clearly.
+#   cli_test.sh PATH_TO_DS4TP CASE
+set -u
+DS4TP="$1"
+CASE="$2"
+T=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
+
+fail() { echo "FAIL: $*"; for f in "$T"/*; do echo "--- $f"; cat "$f"; done; exit 1; }
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Runs a leader in the background and a worker in the foreground.
+# pair_run NAME "leader args" "worker args"
+pair_run() {
+  local port; port=$(free_port)
+  timeout 60 "$DS4TP" pair --listen "127.0.0.1:$port" --timeout 20 $2 >"$T/$1.leader.out" 2>"$T/$1.leader.err" &
+  local lpid=$!
+  timeout 60 "$DS4TP" pair --connect "127.0.0.1:$port" --timeout 20 $3 >"$T/$1.worker.out" 2>"$T/$1.worker.err"
+  WRC=$?
+  wait $lpid
+  LRC=$?
+}
+
+case "$CASE" in
+  probe)
+    "$DS4TP" probe >"$T/probe.out" || fail "probe exited non-zero"
+    grep -q "libds4tp" "$T/probe.out" || fail "probe names no library version"
+    grep -qE "^  tcp +available" "$T/probe.out" || fail "probe does not list tcp as available"
+    grep -qE "^  rdma " "$T/probe.out" || fail "probe does not report rdma"
+    grep -q "auto would pick" "$T/probe.out" || fail "probe does not say what auto picks"
+    "$DS4TP" probe --json >"$T/probe.json" || fail "probe --json exited non-zero"
+    /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert {t["name"] for t in d["transports"]} >= {"tcp","shm","rdma"}; assert all(t["detail"] for t in d["transports"])' "$T/probe.json" || fail "probe --json is not the expected JSON"
+    ;;
+  pair-*)
+    tr="${CASE#pair-}"
+    if ! "$DS4TP" probe --json | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if any(t["name"]==sys.argv[1] and t["available"] for t in d["transports"]) else 1)' "$tr"; then
+      echo "SKIP: transport $tr is not available on this host"; exit 0
+    fi
+    pair_run ok "--transport $tr --count 300 --big 4194304" "--transport $tr --count 300 --big 4194304 --json"
+    [ $LRC -eq 0 ] || fail "leader exited $LRC"
+    [ $WRC -eq 0 ] || fail "worker exited $WRC"
+    grep -q "ds4tp pair OK: leader, transport $tr" "$T/ok.leader.out" || fail "leader output"
+    grep -qE "p50 [0-9.]+ us, p99 [0-9.]+ us" "$T/ok.leader.out" || fail "no latency line"
+    /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and d["transport"]==sys.argv[2] and d["gates"]==300 and d["gate_p50_us"]>0 and d["big_gate_gbps"]>0' "$T/ok.worker.out" "$tr" || fail "worker JSON"
+    ;;
+  identity-mismatch)
+    pair_run id "--identity n_layer=43,n_embd=4096,n_vocab=129280" "--identity n_layer=61,n_embd=4096,n_vocab=129280"
+    [ $LRC -ne 0 ] && [ $WRC -ne 0 ] || fail "a mismatched identity must fail on both hosts ($LRC/$WRC)"
+    grep -q "n_layer is 43 here but 61 on the peer" "$T/id.leader.err" || fail "leader must name the field and both values"
+    grep -q "DS4TP_EIDENTITY" "$T/id.worker.err" || fail "worker must report an identity error"
+    ;;
+  nothing-listening)
+    port=$(free_port)
+    start=$(date +%s)
+    "$DS4TP" pair --connect "127.0.0.1:$port" --timeout 1 >"$T/nl.out" 2>"$T/nl.err"
+    rc=$?
+    [ $rc -eq 1 ] || fail "exit code $rc, want 1"
+    [ $(( $(date +%s) - start )) -lt 10 ] || fail "did not give up at its deadline"
+    grep -q "is the leader running, and is the port open on its firewall" "$T/nl.err" || fail "no advice on what to check"
+    ;;
+  bad-usage)
+    "$DS4TP" pair >"$T/u.out" 2>"$T/u.err"; [ $? -eq 2 ] || fail "missing role must exit 2"
+    grep -q "needs --listen or --connect" "$T/u.err" || fail "usage error not explained"
+    "$DS4TP" frobnicate 2>"$T/u2.err"; [ $? -eq 2 ] || fail "unknown command must exit 2"
+    ;;
+  *) fail "unknown case $CASE" ;;
+esac
+echo "PASS: $CASE"

@@ -1,0 +1,385 @@
+// The control channel and session layer over real TCP sockets: every frame
+// type between two processes, every header fault a peer can commit, the
+// deadlines, and the allocation-free EVAL path.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "alloc_count.hpp"
+#include "control/channel.hpp"
+#include "control/liveness.hpp"
+#include "frame_samples.hpp"
+#include "session/session.hpp"
+#include "wire/codec.hpp"
+#include "wire/frames.hpp"
+
+using namespace ds4tp;
+using namespace ds4tp::wire;
+using control::Channel;
+using control::ChannelConfig;
+using control::Frame;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// A connected pair of loopback TCP sockets, non-blocking like the pair's.
+struct TcpPair {
+  int a = -1, b = -1;
+  TcpPair() {
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(l, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    getsockname(l, reinterpret_cast<sockaddr *>(&addr), &len);
+    listen(l, 1);
+    a = socket(AF_INET, SOCK_STREAM, 0);
+    connect(a, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
+    b = accept(l, nullptr, nullptr);
+    close(l);
+    int one = 1;
+    for (int fd : {a, b}) {
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    }
+  }
+  ~TcpPair() {
+    if (a >= 0) close(a);
+    if (b >= 0) close(b);
+  }
+};
+
+ChannelConfig cfg(int role, uint32_t max = 64u << 20) { return ChannelConfig{role, max, 0}; }
+
+void raw_write(int fd, const std::vector<uint8_t> &v) {
+  size_t done = 0;
+  while (done < v.size()) {
+    ssize_t n = ::send(fd, v.data() + done, v.size() - done, MSG_NOSIGNAL);
+    if (n > 0) done += size_t(n);
+    else if (errno != EAGAIN && errno != EINTR) return;
+  }
+}
+
+std::vector<uint8_t> header(uint16_t type, uint32_t bytes, uint32_t counter = 1,
+                            uint32_t magic = kFrameMagic) {
+  std::vector<uint8_t> h(kFrameHeaderBytes);
+  put_u32(h.data(), magic);
+  put_u16(h.data() + 4, type);
+  put_u16(h.data() + 6, 0);
+  put_u32(h.data() + 8, bytes);
+  put_u32(h.data() + 12, counter);
+  return h;
+}
+
+int send_sample(Channel &ch, const test::FrameSample &s, Error &err) {
+  return ch.send(FrameType(s.type), s.payload.size(), 5000,
+                 [&](Writer &w) { w.bytes(s.payload.data(), s.payload.size()); }, err);
+}
+
+// Receives one frame and checks it is `s`, byte for byte after a decode and
+// re-encode. Returns 0 or a nonzero failure code.
+int expect_sample(Channel &ch, const test::FrameSample &s) {
+  Error err;
+  Frame f;
+  if (ch.recv(f, 5000, "test", err) != DS4TP_OK) {
+    std::fprintf(stderr, "recv %s: %s\n", frame_name(s.type), err.message.c_str());
+    return 1;
+  }
+  if (f.header.type != s.type || f.bytes() != s.payload.size()) return 2;
+  std::vector<uint8_t> again;
+  if (test::reencode(s.type, f.payload, f.bytes(), again, err) != DS4TP_OK) return 3;
+  return again == s.payload ? 0 : 4;
+}
+
+}  // namespace
+
+TEST_CASE("every frame type crosses real sockets between two processes in each direction it may travel") {
+  TcpPair tp;
+  auto samples = test::frame_samples();
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(tp.a);
+    tp.a = -1;
+    Channel ch(tp.b, cfg(DS4TP_ROLE_WORKER));
+    int bad = 0;
+    for (const auto &s : samples)
+      if (frame_rule(s.type)->sender != Sender::Worker) bad += expect_sample(ch, s) ? 1 : 0;
+    Error err;
+    for (const auto &s : samples)
+      if (frame_rule(s.type)->sender != Sender::Leader && send_sample(ch, s, err) != DS4TP_OK) bad++;
+    _exit(bad);
+  }
+  close(tp.b);
+  tp.b = -1;
+  Channel ch(tp.a, cfg(DS4TP_ROLE_LEADER));
+  Error err;
+  int sent = 0, got = 0;
+  for (const auto &s : samples)
+    if (frame_rule(s.type)->sender != Sender::Worker) {
+      REQUIRE(send_sample(ch, s, err) == DS4TP_OK);
+      sent++;
+    }
+  for (const auto &s : samples)
+    if (frame_rule(s.type)->sender != Sender::Leader) {
+      INFO(frame_name(s.type));
+      REQUIRE(expect_sample(ch, s) == 0);
+      got++;
+    }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  // Leader-only 15 + both 11 one way; worker-only 5 + both 11 back.
+  REQUIRE(sent == 26);
+  REQUIRE(got == 16);
+  REQUIRE(ch.frames_sent() == 26);
+  REQUIRE(ch.frames_received() == 16);
+}
+
+TEST_CASE("a hostile or broken peer gets a named protocol error, never an allocation or a hang") {
+  TcpPair tp;
+  Channel ch(tp.b, cfg(DS4TP_ROLE_WORKER, 64u << 20));
+  Error err;
+  Frame f;
+
+  SECTION("a frame announcing 1 GiB is refused at its header") {
+    raw_write(tp.a, header(uint16_t(FrameType::Sync), 1u << 30));
+    auto t0 = Clock::now();
+    REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
+    REQUIRE(ms_since(t0) < 1000);  // no wait for a payload that never comes
+    REQUIRE_THAT(err.message, Catch::Contains("SYNC") && Catch::Contains("1073741824") &&
+                                  Catch::Contains("max_frame_bytes 67108864"));
+  }
+  SECTION("bad magic") {
+    raw_write(tp.a, header(uint16_t(FrameType::Eval), 24, 1, 0x12345678u));
+    REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("magic 0x12345678"));
+  }
+  SECTION("unknown type, named with its size") {
+    raw_write(tp.a, header(77, 12));
+    REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("type 77") && Catch::Contains("12 payload bytes"));
+  }
+  SECTION("a size that breaks the type's rule") {
+    raw_write(tp.a, header(uint16_t(FrameType::Eval), 20));
+    REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("EVAL") && Catch::Contains("20 bytes"));
+  }
+  SECTION("a frame only the receiver's own role may send") {
+    raw_write(tp.a, header(uint16_t(FrameType::CommandAck), 16));
+    REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("COMMAND_ACK") && Catch::Contains("only the worker"));
+  }
+  SECTION("a lost or duplicated frame shows as a counter jump") {
+    auto h = header(uint16_t(FrameType::Stop), 0, 2);
+    raw_write(tp.a, h);
+    REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
+    REQUIRE_THAT(err.message, Catch::Contains("counter jumped from 0 to 2"));
+  }
+  SECTION("a frame cut short by the peer closing") {
+    auto h = header(uint16_t(FrameType::Eval), 24);
+    h.insert(h.end(), 10, 0);
+    raw_write(tp.a, h);
+    close(tp.a);
+    tp.a = -1;
+    REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPEERCLOSED);
+    REQUIRE_THAT(err.message, Catch::Contains("truncated") && Catch::Contains("26 of 40"));
+  }
+  SECTION("silence ends at the deadline, naming it") {
+    auto t0 = Clock::now();
+    REQUIRE(ch.recv(f, 200, "waiting for the COMMAND_ACK", err) == DS4TP_ETIMEDOUT);
+    double took = ms_since(t0);
+    REQUIRE(took >= 190);
+    REQUIRE(took < 2000);
+    REQUIRE_THAT(err.message, Catch::Contains("COMMAND_ACK") && Catch::Contains("200 ms"));
+  }
+  SECTION("abandon() wakes a wait without a deadline at once") {
+    std::thread t([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ch.abandon();
+    });
+    auto t0 = Clock::now();
+    int rc = ch.recv(f, control::kNoTimeout, "waiting for a command", err);
+    t.join();
+    REQUIRE(rc == DS4TP_EFAILED);
+    REQUIRE(ms_since(t0) < 1500);
+  }
+  SECTION("the peer closing wakes a wait without a deadline at once") {
+    std::thread t([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ::shutdown(tp.a, SHUT_RDWR);
+    });
+    auto t0 = Clock::now();
+    int rc = ch.recv(f, control::kNoTimeout, "waiting for a command", err);
+    t.join();
+    REQUIRE(rc == DS4TP_EPEERCLOSED);
+    REQUIRE(ms_since(t0) < 1500);
+  }
+  SECTION("a payload above max_frame_bytes is not sent") {
+    Channel small(tp.a, cfg(DS4TP_ROLE_LEADER, 4096));
+    int rc = small.send(FrameType::Sync, 5000, 1000, [](Writer &) {}, err);
+    REQUIRE(rc == DS4TP_EINVAL);
+    REQUIRE_THAT(err.message, Catch::Contains("max_frame_bytes 4096"));
+  }
+}
+
+TEST_CASE("an EVAL and its logits half cross without allocating once warm") {
+  TcpPair tp;
+  session::SessionConfig lc;
+  lc.role = DS4TP_ROLE_LEADER;
+  lc.n_layer = 4;
+  lc.n_embd = 64;
+  lc.frame_timeout_ms = 5000;
+  session::SessionConfig wc = lc;
+  wc.role = DS4TP_ROLE_WORKER;
+  Logger log(nullptr, nullptr, DS4TP_LOG_ERROR);
+  session::Session leader(tp.a, lc, log), worker(tp.b, wc, log);
+  session::Command cmd;
+  std::vector<float> half(500, 1.25f), got(500);
+  Error err;
+  long allocs = 0;
+  for (uint64_t seq = 1; seq <= 50; seq++) {
+    uint64_t before = test::alloc::this_thread();
+    int rc = leader.send_eval(7, seq, int32_t(seq), 500, err);
+    if (rc == DS4TP_OK) rc = worker.recv_command(cmd, 5000, err);
+    if (rc == DS4TP_OK) rc = worker.send_logits(half.data(), 500, err);
+    if (rc == DS4TP_OK) rc = leader.recv_logits(got.data(), 500, err);
+    uint64_t used = test::alloc::this_thread() - before;
+    INFO(err.message);
+    REQUIRE(rc == DS4TP_OK);
+    REQUIRE(cmd.type == FrameType::Eval);
+    REQUIRE(cmd.seq == seq);
+    REQUIRE(got == half);
+    if (seq > 2) allocs += long(used);  // the first rounds may size buffers
+  }
+  REQUIRE(allocs == 0);
+}
+
+TEST_CASE("the session refuses calls that would break the reply order, naming what is due") {
+  TcpPair tp;
+  session::SessionConfig lc;
+  lc.role = DS4TP_ROLE_LEADER;
+  lc.n_layer = 4;
+  lc.n_embd = 64;
+  lc.frame_timeout_ms = 2000;
+  session::SessionConfig wc = lc;
+  wc.role = DS4TP_ROLE_WORKER;
+  Logger log(nullptr, nullptr, DS4TP_LOG_ERROR);
+  session::Session leader(tp.a, lc, log), worker(tp.b, wc, log);
+  session::Command cmd;
+  Error err;
+  int32_t status = -1;
+
+  REQUIRE(leader.send_session_create(5, 4096, err) == DS4TP_OK);
+  REQUIRE(leader.send_eval(5, 1, 1, 0, err) == DS4TP_ESTATE);
+  REQUIRE_THAT(err.message, Catch::Contains("COMMAND_ACK") && Catch::Contains("SESSION_CREATE") &&
+                                Catch::Contains("session 5"));
+  REQUIRE(leader.wait_ack(6, &status, err) == DS4TP_EINVAL);
+  REQUIRE(worker.recv_command(cmd, 2000, err) == DS4TP_OK);
+  REQUIRE(worker.recv_command(cmd, 2000, err) == DS4TP_ESTATE);  // the ack is owed
+  REQUIRE(worker.send_sync_ack(0, 0, err) == DS4TP_ESTATE);
+  REQUIRE(worker.send_ack(0, err) == DS4TP_OK);
+  REQUIRE(leader.wait_ack(5, &status, err) == DS4TP_OK);
+  REQUIRE(status == 0);
+
+  // Logits of an EVAL must be read before the next command.
+  REQUIRE(leader.send_eval(5, 1, 3, 8, err) == DS4TP_OK);
+  REQUIRE(leader.send_eval(5, 2, 3, 8, err) == DS4TP_ESTATE);
+  REQUIRE_THAT(err.message, Catch::Contains("LOGITS"));
+  float v[8] = {1, 2, 3, 4, 5, 6, 7, 8}, w[8] = {};
+  REQUIRE(worker.recv_command(cmd, 2000, err) == DS4TP_OK);
+  REQUIRE(worker.send_logits(v, 7, err) == DS4TP_EINVAL);  // the leader asked for 8
+  REQUIRE(worker.send_logits(v, 8, err) == DS4TP_OK);
+  REQUIRE(worker.send_logits(v, 8, err) == DS4TP_ESTATE);  // only one was due
+  REQUIRE(leader.recv_logits(w, 8, err) == DS4TP_OK);
+  REQUIRE(std::memcmp(v, w, sizeof v) == 0);
+  REQUIRE(leader.recv_logits(w, 8, err) == DS4TP_ESTATE);
+
+  // Eval seqs rise; a verify must be followed by its commit.
+  REQUIRE(leader.send_eval(5, 1, 3, 0, err) == DS4TP_EINVAL);
+  int32_t drafts[3] = {1, 2, 3};
+  REQUIRE(leader.send_verify(5, drafts, 3, 0, err) == DS4TP_OK);
+  REQUIRE(leader.send_eval(5, 9, 3, 0, err) == DS4TP_ESTATE);
+  REQUIRE(leader.send_verify_commit(DS4TP_COMMIT_PREFIX, 3, 0, err) == DS4TP_EINVAL);  // 1..2
+  REQUIRE(leader.send_verify_commit(DS4TP_COMMIT_PREFIX, 2, 0, err) == DS4TP_OK);
+  REQUIRE(worker.recv_command(cmd, 2000, err) == DS4TP_OK);
+  REQUIRE(cmd.type == FrameType::Verify);
+  REQUIRE(worker.recv_command(cmd, 2000, err) == DS4TP_OK);
+  REQUIRE(cmd.type == FrameType::VerifyCommit);
+  REQUIRE(cmd.count == 2);
+
+  // Role checks.
+  REQUIRE(worker.send_eval(5, 10, 1, 0, err) == DS4TP_ESTATE);
+  REQUIRE(leader.send_ack(0, err) == DS4TP_ESTATE);
+  REQUIRE(worker.hash_check(5, 1, 1, err) == DS4TP_ESTATE);  // no HASH was received
+  REQUIRE(worker.head_row_send(0, v, 8, err) == DS4TP_ESTATE);  // no verify block yet
+}
+
+TEST_CASE("a worker that stops reading makes the leader's send time out, not hang") {
+  TcpPair tp;
+  int small = 4096;
+  setsockopt(tp.a, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  setsockopt(tp.b, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  session::SessionConfig lc;
+  lc.role = DS4TP_ROLE_LEADER;
+  lc.n_layer = 4;
+  lc.n_embd = 64;
+  lc.frame_timeout_ms = 300;
+  Logger log(nullptr, nullptr, DS4TP_LOG_ERROR);
+  session::Session leader(tp.a, lc, log);
+  std::vector<int32_t> tokens(4u << 20, 1);  // 16 MiB: far more than the buffers hold
+  Error err;
+  auto t0 = Clock::now();
+  REQUIRE(leader.send_sync(3, tokens.data(), uint32_t(tokens.size()), 0, err) == DS4TP_ETIMEDOUT);
+  REQUIRE(ms_since(t0) < 3000);
+  REQUIRE_THAT(err.message, Catch::Contains("SYNC") && Catch::Contains("300 ms"));
+}
+
+TEST_CASE("the liveness scan finds a STOP or a worker's error among unread frames, and nothing mid-frame") {
+  auto frame = [](FrameType t, uint32_t counter, const std::vector<uint8_t> &payload) {
+    auto f = header(uint16_t(t), uint32_t(payload.size()), counter);
+    f.insert(f.end(), payload.begin(), payload.end());
+    return f;
+  };
+  auto samples = test::frame_samples();
+  auto logits = frame(FrameType::Logits, 1, samples[size_t(FrameType::Logits) - 1].payload);
+  auto error = frame(FrameType::WorkerError, 2, samples[size_t(FrameType::WorkerError) - 1].payload);
+  auto stop = frame(FrameType::Stop, 3, {});
+  std::string why;
+  int status = 0;
+  std::vector<uint8_t> buf = logits;
+  buf.insert(buf.end(), error.begin(), error.end());
+  REQUIRE(control::scan_pending(buf.data(), buf.size(), 1u << 20, why, status) ==
+          control::Pending::WorkerError);
+  REQUIRE(status == -5);
+  REQUIRE_THAT(why, Catch::Contains("EVAL") && Catch::Contains("engine ran out of KV cache"));
+  // The error is cut short: not found.
+  REQUIRE(control::scan_pending(buf.data(), buf.size() - 1, 1u << 20, why, status) ==
+          control::Pending::Nothing);
+  // Starting inside a frame (a reader consumed part of it): not found.
+  REQUIRE(control::scan_pending(buf.data() + 5, buf.size() - 5, 1u << 20, why, status) ==
+          control::Pending::Nothing);
+  buf = logits;
+  buf.insert(buf.end(), stop.begin(), stop.end());
+  REQUIRE(control::scan_pending(buf.data(), buf.size(), 1u << 20, why, status) == control::Pending::Stop);
+  REQUIRE(control::scan_pending(logits.data(), logits.size(), 1u << 20, why, status) ==
+          control::Pending::Nothing);
+}

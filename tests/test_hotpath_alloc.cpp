@@ -1,0 +1,216 @@
+// Hot path proof: once a pair is connected and its slab attached, row
+// gates, batch gates and big gates allocate nothing, on either rank; nor
+// do eval frames (EVAL with its logits reply, MTP with its ack) on the
+// control connection.
+// Allocations are counted by tests/alloc_count.cpp (malloc replaced, or
+// the sanitizer's hook), so this covers everything a call does on the
+// calling thread: the library, libstdc++, fmt and libuv alike.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "alloc_count.hpp"
+#include "support/ranks.hpp"
+
+using namespace ds4tp::test;
+
+namespace {
+
+struct Counts {
+  uint64_t row = 0, batch = 0, big = 0;  // allocations on the gate thread
+  uint64_t others = 0;                   // on other threads meanwhile (not asserted)
+  int gates = 0, batches = 0, bigs = 0;  // exchanges that ran
+};
+
+constexpr int kTokens = 40;
+constexpr uint64_t kBigBytes = 1 << 20;
+
+// Runs the three kinds of gate on a connected pair and counts what each
+// allocates. Returns 0, or a nonzero code naming the failed call.
+int run_gates(ds4tp_pair *tp, Counts &c) {
+  int rc = ds4tp_connect(tp);
+  if (rc) return report("connect", tp, rc);
+  if ((rc = ds4tp_attach_slab(tp, nullptr, 0))) return report("attach", tp, rc);
+  const int rank = ds4tp_rank(tp);
+  auto *slab = static_cast<uint8_t *>(ds4tp_slab_base(tp));
+  ds4tp_slab_layout l{};
+  l.size = sizeof l;
+  ds4tp_slab_layout_get(tp, &l);
+  const uint32_t n_layer = l.slots / 2;
+  std::vector<uint8_t> big_out(kBigBytes, uint8_t(rank + 1)), big_in(kBigBytes, 0);
+  // Set-up ends here: from now on nothing may allocate.
+
+  const uint64_t all0 = alloc::all_threads();
+  uint64_t t = alloc::this_thread();
+  uint64_t seq = 0;
+  for (int tok = 0; tok < kTokens; tok++)
+    for (uint32_t layer = 0; layer < n_layer; layer++)
+      for (uint32_t gate = 0; gate < 2; gate++) {
+        seq++;
+        uint8_t *out = slab + ds4tp_slab_out_offset(tp, layer, gate);
+        std::memcpy(out, &seq, sizeof seq);
+        out[8] = uint8_t(rank);
+        if ((rc = ds4tp_gate_exchange(tp, layer, gate, seq))) return report("gate", tp, rc);
+        const uint8_t *in = slab + ds4tp_slab_in_offset(tp, layer, gate);
+        if (std::memcmp(in, &seq, sizeof seq) != 0 || in[8] != uint8_t(1 - rank)) return 90;
+        c.gates++;
+      }
+  c.row = alloc::this_thread() - t;
+
+  t = alloc::this_thread();
+  for (uint64_t b = 1; b <= 2 * DS4TP_BATCH_MAX_ROWS; b++) {
+    uint32_t rows = uint32_t((b - 1) % DS4TP_BATCH_MAX_ROWS) + 1;
+    uint32_t index = uint32_t(b % l.batch_gates);
+    uint8_t *out = slab + ds4tp_slab_batch_out_offset(tp, index);
+    uint8_t *last = out + (rows - 1) * l.vec_stride;
+    std::memcpy(last, &b, sizeof b);
+    if ((rc = ds4tp_batch_gate_exchange(tp, index, rows, b))) return report("batch", tp, rc);
+    const uint8_t *in = slab + ds4tp_slab_batch_in_offset(tp, index) + (rows - 1) * l.vec_stride;
+    if (std::memcmp(in, &b, sizeof b) != 0) return 91;
+    c.batches++;
+  }
+  c.batch = alloc::this_thread() - t;
+
+  t = alloc::this_thread();
+  for (uint64_t b = 1; b <= 4; b++) {
+    std::memcpy(big_out.data() + kBigBytes - 8, &b, sizeof b);
+    if ((rc = ds4tp_big_gate_exchange(tp, 0, b, big_out.data(), big_in.data(), kBigBytes)))
+      return report("big", tp, rc);
+    if (big_in[0] != uint8_t(2 - rank) ||
+        std::memcmp(big_in.data() + kBigBytes - 8, &b, sizeof b) != 0)
+      return 92;
+    c.bigs++;
+  }
+  c.big = alloc::this_thread() - t;
+  c.others = alloc::all_threads() - all0 - c.row - c.batch - c.big;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("the allocation counter sees malloc and operator new", "[hotpath]") {
+  uint64_t before = alloc::this_thread();
+  void *volatile p = std::malloc(48);
+  std::free(p);
+  void *q = ::operator new(64);  // a direct call: never elided
+  ::operator delete(q);
+  std::vector<int> *v = new std::vector<int>(100);
+  delete v;
+  CHECK(alloc::this_thread() - before >= 3);
+  CHECK(alloc::all_threads() >= alloc::this_thread());
+}
+
+TEST_CASE("gates allocate nothing after set-up", "[hotpath]") {
+  int transport = GENERATE(from_range(local_transports()));
+  CAPTURE(ds4tp_transport_name(transport));
+  RankSetup s;
+  s.transport = transport;
+  Counts lead;
+  Outcome o = run_pair(
+      s, [&](ds4tp_pair *tp, Ctx &) { return run_gates(tp, lead); },
+      [](ds4tp_pair *tp, Ctx &) {
+        Counts w;
+        int rc = run_gates(tp, w);
+        if (rc) return rc;
+        if (w.row || w.batch || w.big) {
+          std::fprintf(stderr,
+                       "[worker] allocations after set-up: %llu in %d row gates, %llu in %d "
+                       "batch gates, %llu in %d big gates\n",
+                       (unsigned long long)w.row, w.gates, (unsigned long long)w.batch,
+                       w.batches, (unsigned long long)w.big, w.bigs);
+          return 80;
+        }
+        return 0;
+      });
+  REQUIRE(o.leader == 0);
+  CHECK(o.worker_exit == 0);  // 80: the worker's gates allocated (stderr says how much)
+  INFO("allocations on other threads during the gates: " << lead.others);
+  CHECK(lead.gates == kTokens * 8);  // small_identity: 4 layers x 2 gates
+  CHECK(lead.batches == 2 * DS4TP_BATCH_MAX_ROWS);
+  CHECK(lead.bigs == 4);
+  CHECK(lead.row == 0);
+  CHECK(lead.batch == 0);
+  CHECK(lead.big == 0);
+}
+
+namespace {
+
+constexpr int kEvals = 200;
+
+// Leader: EVAL + one logits half, then MTP + COMMAND_ACK, kEvals times
+// each, then STOP. Counts what the round trips allocate on this thread.
+int lead_evals(ds4tp_pair *tp, uint64_t &allocs, int &rounds) {
+  int rc = ds4tp_connect(tp);
+  if (rc) return report("connect", tp, rc);
+  float half[4] = {};
+  uint64_t t = alloc::this_thread();
+  for (uint64_t seq = 1; seq <= 2 * kEvals; seq++) {
+    if (seq % 2) {
+      if ((rc = ds4tp_send_eval(tp, 7, seq, int32_t(seq), 4))) return report("send_eval", tp, rc);
+      if ((rc = ds4tp_recv_logits(tp, half, 4))) return report("recv_logits", tp, rc);
+      if (half[3] != float(seq)) return 93;
+    } else {
+      if ((rc = ds4tp_send_mtp(tp, 7, seq, int32_t(seq), 2))) return report("send_mtp", tp, rc);
+      int32_t status = -1;
+      if ((rc = ds4tp_wait_ack(tp, 7, &status))) return report("wait_ack", tp, rc);
+      if (status != DS4TP_ACK_DONE) return 94;
+    }
+    rounds++;
+  }
+  allocs = alloc::this_thread() - t;
+  if ((rc = ds4tp_send_stop(tp))) return report("send_stop", tp, rc);
+  return 0;
+}
+
+// Worker: takes each command and answers it; STOP ends the loop. Returns
+// 81 when anything allocated between the first command and STOP.
+int serve_evals(ds4tp_pair *tp) {
+  int rc = ds4tp_connect(tp);
+  if (rc) return report("connect", tp, rc);
+  ds4tp_command cmd;
+  ds4tp_command_init(&cmd);
+  float half[4] = {};
+  uint64_t t = alloc::this_thread();
+  int served = 0;
+  for (;;) {
+    if ((rc = ds4tp_recv_command(tp, &cmd, 5000))) return report("recv_command", tp, rc);
+    if (cmd.kind == DS4TP_CMD_STOP) break;
+    if (cmd.kind == DS4TP_CMD_EVAL) {
+      half[3] = float(cmd.seq);
+      if ((rc = ds4tp_send_logits(tp, half, cmd.logits_floats))) return report("send_logits", tp, rc);
+    } else if (cmd.kind == DS4TP_CMD_MTP) {
+      if ((rc = ds4tp_send_ack(tp, DS4TP_ACK_DONE))) return report("send_ack", tp, rc);
+    } else {
+      return 95;
+    }
+    served++;
+  }
+  uint64_t n = alloc::this_thread() - t;
+  ds4tp_command_free(&cmd);
+  if (served != 2 * kEvals) return 96;
+  if (n) {
+    std::fprintf(stderr, "[worker] %llu allocations while serving %d EVAL/MTP commands\n",
+                 (unsigned long long)n, served);
+    return 81;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("eval frames allocate nothing after set-up", "[hotpath]") {
+  RankSetup s;  // control frames use the control connection whatever the transport
+  uint64_t allocs = 0;
+  int rounds = 0;
+  Outcome o = run_pair(
+      s, [&](ds4tp_pair *tp, Ctx &) { return lead_evals(tp, allocs, rounds); },
+      [](ds4tp_pair *tp, Ctx &) { return serve_evals(tp); });
+  REQUIRE(o.leader == 0);
+  CHECK(o.worker_exit == 0);  // 81: serving the commands allocated (stderr says how much)
+  CHECK(rounds == 2 * kEvals);
+  CHECK(allocs == 0);
+}

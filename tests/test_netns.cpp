@@ -1,0 +1,173 @@
+// TCP across two network namespaces joined by a veth pair, made by the test
+// itself (addresses exist only inside those namespaces), with the link cut
+// in the middle of the gates: both ranks must end with a named error within
+// the gate deadline. Each rank is a child that unshares its own network
+// namespace, so everything vanishes with the children. Skips (printing
+// "ds4tp-skip:") where namespaces or `ip` are not available.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support/procs.hpp"
+#include "support/ranks.hpp"
+
+using namespace ds4tp::test;
+
+namespace {
+
+constexpr int kGateMs = 1000, kGraceMs = 1500;
+const char kKey[] = "netns-suite-key-0123456789abcdef";
+
+// Runs a command with a time limit; returns its exit status (or -1).
+int run(const std::vector<std::string> &argv, int timeout_ms = 5000) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    std::vector<char *> a;
+    for (auto &s : argv) a.push_back(const_cast<char *>(s.c_str()));
+    a.push_back(nullptr);
+    execvp(a[0], a.data());
+    _exit(127);
+  }
+  int status = 0;
+  for (int waited = 0;; waited += 5) {
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    if (waited >= timeout_ms) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    usleep(5000);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::vector<std::string> in_ns(pid_t pid, std::vector<std::string> cmd) {
+  std::vector<std::string> a = {"nsenter", "-t", std::to_string(pid), "-n"};
+  a.insert(a.end(), cmd.begin(), cmd.end());
+  return a;
+}
+
+// A rank in its own network namespace: reports READY(0) once unshared,
+// waits for the go byte, then pairs over the veth and runs gates until a
+// call fails. READY(1) after the first 64 gates.
+int ns_rank(int fd, int go_fd, int role) {
+  if (unshare(CLONE_NEWNET) != 0) {
+    send_report(fd, kReportResult, 0, 77);
+    return 0;
+  }
+  send_report(fd, kReportReady, 0);
+  char b;
+  pollfd p{go_fd, POLLIN, 0};
+  if (poll(&p, 1, 10000) <= 0 || read(go_fd, &b, 1) != 1 || b != 'g') return 0;
+  ds4tp_options o = rank_options(role, 7077);
+  o.listen_host = "10.77.0.1";
+  o.leader_host = "10.77.0.1";
+  o.connect_timeout_ms = 5000;
+  o.gate_timeout_ms = kGateMs;
+  o.psk = kKey;
+  o.psk_bytes = sizeof kKey - 1;
+  ds4tp_identity id = small_identity(4, 1024);
+  ds4tp_pair *tp = nullptr;
+  int rc = ds4tp_new(&tp, &o, &id);
+  if (rc == 0) rc = ds4tp_connect(tp);
+  if (rc == 0) rc = ds4tp_attach_slab(tp, nullptr, 0);
+  if (rc) {
+    send_report(fd, kReportResult, 1, rc, tp);
+    ds4tp_free(tp);
+    return 0;
+  }
+  for (uint64_t seq = 1;; seq++) {
+    uint32_t slot = uint32_t((seq - 1) % 8);
+    rc = ds4tp_gate_exchange(tp, slot / 2, slot % 2, seq);
+    if (rc) break;
+    if (seq == 64) send_report(fd, kReportReady, 1);
+  }
+  send_report(fd, kReportResult, 2, rc, tp);
+  ds4tp_free(tp);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a link cut between two network namespaces ends both ranks in time") {
+  const char *cut_side = GENERATE("leader", "worker");
+  int go_l[2], go_w[2];
+  REQUIRE(pipe(go_l) == 0);
+  REQUIRE(pipe(go_w) == 0);
+  Child leader = Child::spawn([&](int fd) { return ns_rank(fd, go_l[0], DS4TP_ROLE_LEADER); });
+  Child worker = Child::spawn([&](int fd) { return ns_rank(fd, go_w[0], DS4TP_ROLE_WORKER); });
+  close(go_l[0]);
+  close(go_w[0]);
+  Report rl, rw;
+  bool ready = leader.next(rl, 5000) && worker.next(rw, 5000) && rl.kind == kReportReady &&
+               rw.kind == kReportReady;
+  auto skip = [&](const std::string &why) {
+    leader.signal(SIGKILL);
+    worker.signal(SIGKILL);
+    std::printf("ds4tp-skip: %s\n", why.c_str());
+  };
+  if (!ready) {
+    skip("cannot create network namespaces here (unshare(CLONE_NEWNET) refused)");
+    return;
+  }
+  pid_t pl = leader.pid(), pw = worker.pid();
+  bool ok =
+      run({"ip", "link", "add", "d4tp0", "netns", std::to_string(pl), "type", "veth", "peer",
+           "name", "d4tp1", "netns", std::to_string(pw)}) == 0 &&
+      run(in_ns(pl, {"ip", "addr", "add", "10.77.0.1/24", "dev", "d4tp0"})) == 0 &&
+      run(in_ns(pw, {"ip", "addr", "add", "10.77.0.2/24", "dev", "d4tp1"})) == 0 &&
+      run(in_ns(pl, {"ip", "link", "set", "d4tp0", "up"})) == 0 &&
+      run(in_ns(pw, {"ip", "link", "set", "d4tp1", "up"})) == 0 &&
+      run(in_ns(pl, {"ip", "link", "set", "lo", "up"})) == 0 &&
+      run(in_ns(pw, {"ip", "link", "set", "lo", "up"})) == 0;
+  if (!ok) {
+    skip("cannot make a veth pair between namespaces (needs `ip`, `nsenter` and CAP_NET_ADMIN)");
+    return;
+  }
+  (void)!write(go_l[1], "g", 1);
+  (void)!write(go_w[1], "g", 1);
+  close(go_l[1]);
+  close(go_w[1]);
+  REQUIRE(leader.next_of(kReportReady, rl, 15000));
+  REQUIRE(worker.next_of(kReportReady, rw, 15000));
+  // Cut the link mid-run, from one side.
+  usleep(20000);
+  bool cut_leader = std::strcmp(cut_side, "leader") == 0;
+  std::string dev = cut_leader ? "d4tp0" : "d4tp1";
+  REQUIRE(run(in_ns(cut_leader ? pl : pw, {"ip", "link", "set", dev, "down"})) == 0);
+  uint64_t cut = mono_ns();
+  bool gl = leader.next_of(kReportResult, rl, kGateMs + kGraceMs + 3000);
+  bool gw = worker.next_of(kReportResult, rw, kGateMs + kGraceMs + 3000);
+  leader.signal(SIGKILL);
+  worker.signal(SIGKILL);
+  leader.reap(2000);
+  worker.reap(2000);
+  double ml = gl ? double(rl.t_ns - cut) / 1e6 : -1, mw = gw ? double(rw.t_ns - cut) / 1e6 : -1;
+  std::printf("fault-summary: netns link cut on the %s side | leader %s after %.1f ms | worker "
+              "%s after %.1f ms\n",
+              cut_side, ds4tp_err_name(rl.rc), ml, ds4tp_err_name(rw.rc), mw);
+  INFO("leader: " << rl.msg << "\nworker: " << rw.msg);
+  REQUIRE(gl);
+  REQUIRE(gw);
+  REQUIRE(rl.rc < 0);
+  REQUIRE(rw.rc < 0);
+  REQUIRE(std::string(ds4tp_err_name(rl.rc)) != "DS4TP_UNKNOWN");
+  REQUIRE(std::string(ds4tp_err_name(rw.rc)) != "DS4TP_UNKNOWN");
+  REQUIRE(rl.failed == 1);
+  REQUIRE(rw.failed == 1);
+  REQUIRE(ml <= kGateMs + kGraceMs);
+  REQUIRE(mw <= kGateMs + kGraceMs);
+}

@@ -1,0 +1,468 @@
+// ds4tp: operator tool. Answers "will these two ranks work together, and how
+// fast?" before an engine loads its weights. Uses only the public C API.
+//
+//   ds4tp probe [--json]
+//   ds4tp pair --listen [HOST:]PORT  [options]      (on one host)
+//   ds4tp pair --connect HOST:PORT   [options]      (on the other)
+#include <algorithm>
+#include <chrono>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ds4tp/ds4tp.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string cmd;
+  bool json = false;
+  bool quiet = false;
+  int role = DS4TP_ROLE_NONE;
+  std::string host = "127.0.0.1";
+  int port = 0;
+  int transport = DS4TP_TRANSPORT_AUTO;
+  std::string rdma_device;
+  int rdma_gid_index = -1;
+  std::string key_file;
+  uint64_t size = 16384;  // bytes per gate vector
+  uint64_t count = 2000;  // gates
+  uint64_t big = 8ull << 20;
+  int timeout_s = 60;
+  std::string identity;  // "k=v,k=v" or "@file"
+};
+
+void usage(FILE *f) {
+  std::fprintf(f,
+               "usage:\n"
+               "  ds4tp probe [--json]\n"
+               "  ds4tp pair (--listen [HOST:]PORT | --connect HOST:PORT) [options]\n"
+               "options:\n"
+               "  --transport auto|tcp|shm|rdma   transport to request (default auto)\n"
+               "  --rdma-device NAME  --rdma-gid-index N\n"
+               "  --key-file PATH     pre-shared key (both hosts need the same file)\n"
+               "  --size BYTES        gate vector size (default 16384 = n_embd 4096)\n"
+               "  --count N           gates to run (default 2000)\n"
+               "  --big BYTES         big-gate payload each way (default 8 MiB, 0 = skip)\n"
+               "  --timeout SEC       bring-up deadline (default 60)\n"
+               "  --identity SPEC     engine identity to compare with the peer:\n"
+               "                      k=v,... or @FILE with k=v lines; keys: model_bytes,\n"
+               "                      model_id, n_layer, n_embd, n_vocab, quant_bits,\n"
+               "                      ctx_size, features, blob\n"
+               "  --json              machine-readable output on stdout\n");
+}
+
+int parse_transport(const std::string &s) {
+  if (s == "auto") return DS4TP_TRANSPORT_AUTO;
+  if (s == "tcp") return DS4TP_TRANSPORT_TCP;
+  if (s == "shm") return DS4TP_TRANSPORT_SHM;
+  if (s == "rdma") return DS4TP_TRANSPORT_RDMA;
+  return -1;
+}
+
+bool parse_u64(const std::string &s, uint64_t &out) {
+  if (s.empty()) return false;
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s.c_str(), &end, 0);
+  if (errno || *end || s[0] == '-') return false;
+  out = v;
+  return true;
+}
+
+bool split_host_port(const std::string &s, std::string &host, int &port) {
+  size_t colon = s.rfind(':');
+  std::string p = colon == std::string::npos ? s : s.substr(colon + 1);
+  if (colon != std::string::npos) host = s.substr(0, colon);
+  uint64_t v;
+  if (!parse_u64(p, v) || v > 65535) return false;
+  port = int(v);
+  return true;
+}
+
+int parse_args(int argc, char **argv, Args &a, std::string &err) {
+  if (argc < 2) {
+    err = "missing command";
+    return -1;
+  }
+  a.cmd = argv[1];
+  if (a.cmd == "-h" || a.cmd == "--help") {
+    usage(stdout);
+    std::exit(0);
+  }
+  if (a.cmd != "probe" && a.cmd != "pair") {
+    err = "unknown command '" + a.cmd + "'";
+    return -1;
+  }
+  for (int i = 2; i < argc; i++) {
+    std::string o = argv[i];
+    auto val = [&](std::string &v) {
+      if (i + 1 >= argc) {
+        err = o + " needs a value";
+        return false;
+      }
+      v = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (o == "--json") {
+      a.json = true;
+    } else if (o == "--quiet") {
+      a.quiet = true;
+    } else if (o == "--listen") {
+      if (!val(v)) return -1;
+      a.role = DS4TP_ROLE_LEADER;
+      a.host = "127.0.0.1";
+      if (!split_host_port(v, a.host, a.port)) return err = "bad --listen " + v, -1;
+    } else if (o == "--connect") {
+      if (!val(v)) return -1;
+      a.role = DS4TP_ROLE_WORKER;
+      if (v.find(':') == std::string::npos || !split_host_port(v, a.host, a.port) ||
+          a.port == 0)
+        return err = "--connect needs HOST:PORT, got " + v, -1;
+    } else if (o == "--transport") {
+      if (!val(v)) return -1;
+      a.transport = parse_transport(v);
+      if (a.transport < 0) return err = "unknown transport " + v, -1;
+    } else if (o == "--rdma-device") {
+      if (!val(a.rdma_device)) return -1;
+    } else if (o == "--rdma-gid-index") {
+      uint64_t n;
+      if (!val(v) || !parse_u64(v, n) || n > 255) return err = "bad --rdma-gid-index", -1;
+      a.rdma_gid_index = int(n);
+    } else if (o == "--key-file") {
+      if (!val(a.key_file)) return -1;
+    } else if (o == "--size" || o == "--count" || o == "--big" || o == "--timeout") {
+      uint64_t n;
+      if (!val(v) || !parse_u64(v, n)) return err = "bad " + o + " value", -1;
+      if (o == "--size") a.size = n;
+      if (o == "--count") a.count = n;
+      if (o == "--big") a.big = n;
+      if (o == "--timeout") a.timeout_s = int(std::min<uint64_t>(n, 86400));
+    } else if (o == "--identity") {
+      if (!val(a.identity)) return -1;
+    } else {
+      err = "unknown option " + o;
+      return -1;
+    }
+  }
+  if (a.cmd == "pair") {
+    if (a.role == DS4TP_ROLE_NONE) return err = "pair needs --listen or --connect", -1;
+    if (a.size < 4 || a.size % 4 || a.size > (16u << 20))
+      return err = "--size must be a multiple of 4 between 4 and 16 MiB", -1;
+    if (a.count < 1) return err = "--count must be at least 1", -1;
+    if (a.timeout_s < 1) return err = "--timeout must be at least 1", -1;
+  }
+  return 0;
+}
+
+// ---- identity -----------------------------------------------------------
+
+struct IdentitySpec {
+  ds4tp_identity id;
+  std::string blob;
+};
+
+int parse_identity(const Args &a, IdentitySpec &spec, std::string &err) {
+  ds4tp_identity_init(&spec.id);
+  ds4tp_identity &id = spec.id;
+  // The default identity: what two ds4tp tools compare when no engine is named.
+  id.model_bytes = 0;
+  id.model_id = 0x7e57;
+  id.n_layer = 4;
+  id.n_embd = uint32_t(a.size / 4);
+  id.n_vocab = 32000;
+  id.quant_bits = 32;
+  if (a.identity.empty()) return 0;
+  std::string text = a.identity;
+  if (text[0] == '@') {
+    std::ifstream f(text.substr(1));
+    if (!f) return err = "cannot read identity file " + text.substr(1), -1;
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
+  }
+  for (char &c : text)
+    if (c == '\n' || c == ';') c = ',';
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t\r"));
+    item.erase(item.find_last_not_of(" \t\r") + 1);
+    if (item.empty() || item[0] == '#') continue;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) return err = "identity entry '" + item + "' is not key=value", -1;
+    std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    if (k == "blob") {
+      spec.blob = v;
+      continue;
+    }
+    uint64_t n;
+    if (!parse_u64(v, n)) return err = "identity " + k + " value '" + v + "' is not a number", -1;
+    if (k == "model_bytes") id.model_bytes = n;
+    else if (k == "model_id") id.model_id = uint32_t(n);
+    else if (k == "n_layer") id.n_layer = uint32_t(n);
+    else if (k == "n_embd") id.n_embd = uint32_t(n);
+    else if (k == "n_vocab") id.n_vocab = uint32_t(n);
+    else if (k == "quant_bits") id.quant_bits = uint32_t(n);
+    else if (k == "ctx_size") id.ctx_size = uint32_t(n);
+    else if (k == "features") id.features = n;
+    else return err = "unknown identity key '" + k + "'", -1;
+  }
+  if (!spec.blob.empty()) {
+    id.engine_blob = spec.blob.data();
+    id.engine_blob_bytes = uint32_t(spec.blob.size());
+  }
+  return 0;
+}
+
+// ---- output -------------------------------------------------------------
+
+std::string json_escape(const std::string &s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (c == '\n') o += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      o += buf;
+    } else o += c;
+  }
+  return o;
+}
+
+struct LogCtx {
+  bool json;
+};
+
+void log_cb(void *ud, int level, const char *msg) {
+  auto *ctx = static_cast<LogCtx *>(ud);
+  if (ctx->json && level > DS4TP_LOG_WARN) return;
+  static const char *names[] = {"error", "warning", "", ""};
+  if (level <= DS4TP_LOG_WARN)
+    std::fprintf(stderr, "ds4tp: %s: %s\n", names[level], msg);
+  else
+    std::fprintf(stderr, "ds4tp: %s\n", msg);
+}
+
+// ---- probe --------------------------------------------------------------
+
+int cmd_probe(const Args &a) {
+  struct Row {
+    int t;
+    int ok;
+    std::string why;
+  };
+  std::vector<Row> rows;
+  for (int t : {DS4TP_TRANSPORT_TCP, DS4TP_TRANSPORT_SHM, DS4TP_TRANSPORT_RDMA}) {
+    char why[512] = "";
+    int ok = ds4tp_transport_available(t, why, sizeof why);
+    rows.push_back({t, ok, why});
+  }
+  int auto_pick = DS4TP_TRANSPORT_TCP;
+  for (auto &r : rows)
+    if (r.ok && r.t == DS4TP_TRANSPORT_RDMA) auto_pick = r.t;
+  if (auto_pick == DS4TP_TRANSPORT_TCP)
+    for (auto &r : rows)
+      if (r.ok && r.t == DS4TP_TRANSPORT_SHM) auto_pick = r.t;
+  if (a.json) {
+    std::printf("{\"library\":\"%s\",\"protocol\":%u,\"transports\":[", ds4tp_version_string(),
+                ds4tp_protocol_version());
+    for (size_t i = 0; i < rows.size(); i++)
+      std::printf("%s{\"name\":\"%s\",\"available\":%s,\"detail\":\"%s\"}", i ? "," : "",
+                  ds4tp_transport_name(rows[i].t), rows[i].ok ? "true" : "false",
+                  json_escape(rows[i].why).c_str());
+    std::printf("],\"auto_same_host\":\"%s\",\"auto_two_hosts\":\"%s\"}\n",
+                ds4tp_transport_name(auto_pick),
+                ds4tp_transport_name(auto_pick == DS4TP_TRANSPORT_SHM ? DS4TP_TRANSPORT_TCP
+                                                                      : auto_pick));
+    return 0;
+  }
+  std::printf("libds4tp %s, wire protocol %u\n", ds4tp_version_string(),
+              ds4tp_protocol_version());
+  std::printf("transports on this host:\n");
+  for (auto &r : rows)
+    std::printf("  %-5s %-13s %s\n", ds4tp_transport_name(r.t),
+                r.ok ? "available" : "unavailable", r.why.c_str());
+  std::printf("auto would pick: %s with a peer on this host, %s with a peer on another host\n",
+              ds4tp_transport_name(auto_pick),
+              ds4tp_transport_name(auto_pick == DS4TP_TRANSPORT_SHM ? DS4TP_TRANSPORT_TCP
+                                                                    : auto_pick));
+  return 0;
+}
+
+// ---- pair ---------------------------------------------------------------
+
+float pattern(int rank, uint64_t seq, uint64_t i) {
+  uint64_t x = (uint64_t(rank) << 60) ^ (seq * 0x9e3779b97f4a7c15ull) ^ (i * 0xbf58476d1ce4e5b9ull);
+  x ^= x >> 31;
+  uint32_t bits = uint32_t(x) & 0x3fffffffu;  // finite, no NaN patterns
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+struct PairResult {
+  int rc = 0;
+  std::string step, error;
+  int transport = 0;
+  uint64_t gates = 0;
+  double p50 = 0, p99 = 0, max = 0, big_gbps = 0;
+};
+
+int fail(PairResult &r, const char *step, int rc, const char *msg) {
+  r.rc = rc;
+  r.step = step;
+  r.error = msg ? msg : "";
+  return rc;
+}
+
+int run_pair(const Args &a, const IdentitySpec &spec, PairResult &r, LogCtx &lc) {
+  ds4tp_options opt;
+  ds4tp_options_init(&opt);
+  opt.role = a.role;
+  opt.transport = a.transport;
+  opt.connect_timeout_ms = a.timeout_s * 1000;
+  opt.log_fn = log_cb;
+  opt.log_user_data = &lc;
+  opt.log_level = a.quiet ? DS4TP_LOG_WARN : DS4TP_LOG_INFO;
+  if (a.role == DS4TP_ROLE_LEADER) {
+    opt.listen_host = a.host.c_str();
+    opt.listen_port = a.port;
+  } else {
+    opt.leader_host = a.host.c_str();
+    opt.leader_port = a.port;
+  }
+  if (!a.rdma_device.empty()) opt.rdma_device = a.rdma_device.c_str();
+  opt.rdma_gid_index = a.rdma_gid_index;
+  if (!a.key_file.empty()) opt.psk_file = a.key_file.c_str();
+
+  ds4tp_pair *tp = nullptr;
+  int rc = ds4tp_new(&tp, &opt, &spec.id);
+  if (rc) return fail(r, "setup", rc, ds4tp_last_error());
+  struct Free {
+    ds4tp_pair *p;
+    ~Free() { ds4tp_free(p); }
+  } guard{tp};
+  if (a.role == DS4TP_ROLE_LEADER && !a.json)
+    std::fprintf(stderr, "ds4tp: waiting up to %d s for the other host: run there\n"
+                         "         ds4tp pair --connect THIS_HOST:%d\n",
+                 a.timeout_s, ds4tp_listen_port(tp));
+  rc = ds4tp_connect(tp);
+  if (rc) return fail(r, "bring-up", rc, ds4tp_errmsg(tp));
+  r.transport = ds4tp_transport_active(tp);
+  rc = ds4tp_attach_slab(tp, nullptr, 0);
+  if (rc) return fail(r, "slab", rc, ds4tp_errmsg(tp));
+
+  auto *slab = static_cast<uint8_t *>(ds4tp_slab_base(tp));
+  int rank = ds4tp_rank(tp);
+  uint64_t floats = uint64_t(spec.id.n_embd);
+  std::vector<double> lat;
+  lat.reserve(a.count);
+  for (uint64_t seq = 1; seq <= a.count; seq++) {
+    int64_t slot = ds4tp_schedule_slot(&spec.id, seq);
+    uint32_t layer = uint32_t(slot / 2), gate = uint32_t(slot % 2);
+    auto *out = reinterpret_cast<float *>(slab + ds4tp_slab_out_offset(tp, layer, gate));
+    auto *in = reinterpret_cast<float *>(slab + ds4tp_slab_in_offset(tp, layer, gate));
+    for (uint64_t i = 0; i < floats; i++) out[i] = pattern(rank, seq, i);
+    auto t0 = Clock::now();
+    rc = ds4tp_gate_exchange(tp, layer, gate, seq);
+    auto t1 = Clock::now();
+    if (rc) return fail(r, "gate test", rc, ds4tp_errmsg(tp));
+    lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    for (uint64_t i = 0; i < floats; i++) {
+      float want = pattern(1 - rank, seq, i);
+      if (std::memcmp(&in[i], &want, 4) != 0) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg,
+                      "gate seq %" PRIu64 " payload corrupted at float %" PRIu64
+                      ": the link altered data",
+                      seq, i);
+        return fail(r, "gate test", DS4TP_EIO, msg);
+      }
+    }
+    if (!a.json && !a.quiet && a.count >= 1000 && seq % (a.count / 4) == 0)
+      std::fprintf(stderr, "ds4tp: gate test %" PRIu64 "/%" PRIu64 "\n", seq, a.count);
+  }
+  r.gates = a.count;
+  std::sort(lat.begin(), lat.end());
+  r.p50 = lat[lat.size() / 2];
+  r.p99 = lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
+  r.max = lat.back();
+
+  if (a.big > 0) {
+    std::vector<uint8_t> out(a.big), in(a.big);
+    for (uint64_t i = 0; i < a.big; i++) out[i] = uint8_t((i * 131 + 7) ^ uint64_t(rank));
+    double best = 0;
+    for (uint64_t round = 1; round <= 3; round++) {
+      auto t0 = Clock::now();
+      rc = ds4tp_big_gate_exchange(tp, 0, round, out.data(), in.data(), a.big);
+      double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (rc) return fail(r, "big gate", rc, ds4tp_errmsg(tp));
+      for (uint64_t i = 0; i < a.big; i++)
+        if (in[i] != uint8_t((i * 131 + 7) ^ uint64_t(1 - rank)))
+          return fail(r, "big gate", DS4TP_EIO, "big gate payload corrupted: the link altered data");
+      best = std::max(best, double(a.big) / s / 1e9);
+    }
+    r.big_gbps = best;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  Args a;
+  std::string err;
+  if (parse_args(argc, argv, a, err) != 0) {
+    std::fprintf(stderr, "ds4tp: %s\n", err.c_str());
+    usage(stderr);
+    return 2;
+  }
+  if (a.cmd == "probe") return cmd_probe(a);
+
+  IdentitySpec spec;
+  if (parse_identity(a, spec, err) != 0) {
+    std::fprintf(stderr, "ds4tp: %s\n", err.c_str());
+    return 2;
+  }
+  LogCtx lc{a.json};
+  PairResult r;
+  run_pair(a, spec, r, lc);
+  const char *role = a.role == DS4TP_ROLE_LEADER ? "leader" : "worker";
+  if (a.json) {
+    std::printf("{\"ok\":%s,\"role\":\"%s\",\"transport\":\"%s\"", r.rc ? "false" : "true", role,
+                ds4tp_transport_name(r.transport));
+    if (r.rc)
+      std::printf(",\"step\":\"%s\",\"status\":\"%s\",\"error\":\"%s\"", r.step.c_str(),
+                  ds4tp_err_name(r.rc), json_escape(r.error).c_str());
+    else
+      std::printf(",\"gate_bytes\":%" PRIu64 ",\"gates\":%" PRIu64
+                  ",\"gate_p50_us\":%.2f,\"gate_p99_us\":%.2f,\"gate_max_us\":%.2f,"
+                  "\"big_gate_bytes\":%" PRIu64 ",\"big_gate_gbps\":%.3f",
+                  uint64_t(spec.id.n_embd) * 4, r.gates, r.p50, r.p99, r.max, a.big, r.big_gbps);
+    std::printf("}\n");
+  } else if (r.rc) {
+    std::fprintf(stderr, "ds4tp pair FAILED at %s: %s: %s\n", r.step.c_str(), ds4tp_err_name(r.rc),
+                 r.error.c_str());
+  } else {
+    std::printf("ds4tp pair OK: %s, transport %s\n", role, ds4tp_transport_name(r.transport));
+    std::printf("  %" PRIu64 " gates of %" PRIu64 " bytes, every payload verified: p50 %.1f us, "
+                "p99 %.1f us, max %.1f us\n",
+                r.gates, uint64_t(spec.id.n_embd) * 4, r.p50, r.p99, r.max);
+    if (a.big)
+      std::printf("  big gate %" PRIu64 " bytes each way: %.2f GB/s per direction\n", a.big,
+                  r.big_gbps);
+  }
+  return r.rc ? 1 : 0;
+}
