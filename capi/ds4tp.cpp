@@ -812,12 +812,26 @@ int ds4tp_send_stop(ds4tp_pair *p) {
   return control_call(p, [&](Session &s, Error &e) { return s.send_stop(e); });
 }
 
+// A worker failure can reach the leader two ways: read by this call, or
+// latched first by the liveness watcher (the worker reported and closed).
+// Either way the caller gets EREMOTE and the worker's status.
+static int remote_result(ds4tp_pair *p, int rc, int32_t *status) {
+  if (rc != DS4TP_EREMOTE && rc != DS4TP_EFAILED) return rc;
+  if (p == nullptr || !p->impl || p->impl->session() == nullptr) return rc;
+  int32_t remote = p->impl->session()->remote_status();
+  if (remote == 0) return rc;
+  if (status != nullptr) *status = remote;
+  return DS4TP_EREMOTE;
+}
+
 int ds4tp_wait_ack(ds4tp_pair *p, uint64_t session_id, int32_t *status) {
-  return control_call(p, [&](Session &s, Error &e) { return s.wait_ack(session_id, status, e); });
+  int rc = control_call(p, [&](Session &s, Error &e) { return s.wait_ack(session_id, status, e); });
+  return remote_result(p, rc, status);
 }
 
 int ds4tp_wait_sync(ds4tp_pair *p, uint64_t session_id, int32_t *status, uint32_t *position) {
-  return control_call(p, [&](Session &s, Error &e) { return s.wait_sync(session_id, status, position, e); });
+  int rc = control_call(p, [&](Session &s, Error &e) { return s.wait_sync(session_id, status, position, e); });
+  return remote_result(p, rc, status);
 }
 
 int ds4tp_recv_logits(ds4tp_pair *p, float *half, uint32_t count) {
@@ -914,6 +928,7 @@ int ds4tp_recv_command(ds4tp_pair *p, ds4tp_command *cmd, int32_t timeout_ms) {
     return invalid(p, "ds4tp_recv_command: cmd->size is invalid: call ds4tp_command_init");
   if (timeout_ms < DS4TP_WAIT_FOREVER)
     return invalid(p, "ds4tp_recv_command: timeout_ms must be >= 0 or DS4TP_WAIT_FOREVER");
+  ds4tp_command_free(cmd);  // a reused command gives back the previous arrays
   return control_call(p, [&](Session &s, Error &e) {
     ds4tp::session::Command c;
     int rc = s.recv_command(c, timeout_ms, e);

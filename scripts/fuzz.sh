@@ -11,7 +11,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
 dir="${DS4TP_FUZZ_BUILD:-build-fuzz}"
-targets="${DS4TP_FUZZ_TARGETS:-hello gate_header frame_header frame_payloads}"
 scripts/install-deps.sh clang libclang-rt-14-dev
 CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDS4TP_BUILD_FUZZ=ON -DDS4TP_SANITIZE=address -DDS4TP_BUILD_TESTS=OFF \
@@ -19,16 +18,20 @@ CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDeb
   -DDS4TP_WITH_RDMA=OFF >/dev/null
 cmake --build "$dir" -j"$(nproc)" --target ds4tp_fuzz_all
 "$dir/tests/fuzz/ds4tp_fuzz_seeds" "$dir/fuzz-corpus" >/dev/null
+# Every target tests/fuzz/CMakeLists.txt builds, unless a subset is named.
+targets="${DS4TP_FUZZ_TARGETS:-$(cd "$dir/tests/fuzz" && ls fuzz_* | sed 's/^fuzz_//')}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 failed=0
 for t in $targets; do
   mkdir -p "$dir/fuzz-corpus/$t" "$dir/fuzz-artifacts/$t"
+  extra=()
+  if [ -d "tests/fuzz/regressions/$t" ]; then extra=("tests/fuzz/regressions/$t"); fi
   log="$dir/fuzz-$t.log"
   if "$dir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -print_final_stats=1 \
       -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$dir/fuzz-artifacts/$t/" \
-      "$dir/fuzz-corpus/$t" "tests/fuzz/regressions/$t" >"$log" 2>&1; then
+      "$dir/fuzz-corpus/$t" "${extra[@]}" >"$log" 2>&1; then
     execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log")
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
     echo "fuzz_$t: ${execs:-?} executions in ${secs} s, ${cov:-cov: ?}, no crash"

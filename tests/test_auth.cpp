@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "auth/proof.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/procs.hpp"
 #include "support/ranks.hpp"
@@ -455,4 +456,87 @@ TEST_CASE("listening beyond loopback without a key logs a warning") {
   ds4tp_pair *tp = keyed_leader(nullptr, log);
   ds4tp_free(tp);
   REQUIRE(log.get().find("without a pre-shared key") == std::string::npos);
+}
+
+TEST_CASE("proofs are bound to the key, both nonces, the transcript and the role") {
+  using namespace ds4tp;
+  auth::Key key(kKey, sizeof kKey - 1), other(kOtherKey, sizeof kOtherKey - 1);
+  auth::Transcript t;
+  Error err;
+  REQUIRE(auth::fresh_nonce(t.worker_nonce, err) == DS4TP_OK);
+  REQUIRE(auth::fresh_nonce(t.leader_nonce, err) == DS4TP_OK);
+  REQUIRE(t.worker_nonce != t.leader_nonce);  // 256 random bits each
+  t.worker_nonce_msg = wire::encode_auth_nonce(t.worker_nonce);
+  t.leader_nonce_msg = wire::encode_auth_nonce(t.leader_nonce);
+  wire::Hello h;
+  h.role = DS4TP_ROLE_WORKER;
+  h.id.n_layer = 4;
+  t.worker_hello_msg = wire::encode_hello(h);
+  h.role = DS4TP_ROLE_LEADER;
+  h.cookie = 99;
+  t.leader_hello_msg = wire::encode_hello(h);
+
+  wire::Mac w{}, l{}, d{}, a{}, x{};
+  REQUIRE(auth::worker_proof(key, t, w, err) == DS4TP_OK);
+  REQUIRE(auth::leader_proof(key, t, l, err) == DS4TP_OK);
+  REQUIRE(auth::data_proof(key, t, 99, d, err) == DS4TP_OK);
+  REQUIRE(auth::data_ack_proof(key, t, 99, a, err) == DS4TP_OK);
+  // Deterministic, and every label gives a different MAC.
+  REQUIRE(auth::worker_proof(key, t, x, err) == DS4TP_OK);
+  REQUIRE(auth::mac_equal(w, x));
+  REQUIRE(!auth::mac_equal(w, l));
+  REQUIRE(!auth::mac_equal(d, a));
+  REQUIRE(!auth::mac_equal(w, d));
+  // Another key, another nonce, a changed hello byte or cookie: no match.
+  REQUIRE(auth::worker_proof(other, t, x, err) == DS4TP_OK);
+  REQUIRE(!auth::mac_equal(w, x));
+  auth::Transcript t2 = t;
+  t2.leader_nonce[0] ^= 1;
+  t2.leader_nonce_msg = wire::encode_auth_nonce(t2.leader_nonce);
+  REQUIRE(auth::worker_proof(key, t2, x, err) == DS4TP_OK);
+  REQUIRE(!auth::mac_equal(w, x));
+  REQUIRE(auth::data_proof(key, t2, 99, x, err) == DS4TP_OK);
+  REQUIRE(!auth::mac_equal(d, x));
+  t2 = t;
+  t2.worker_hello_msg[12 + 60] ^= 1;  // ctx_size, which nothing else checks
+  REQUIRE(auth::worker_proof(key, t2, x, err) == DS4TP_OK);
+  REQUIRE(!auth::mac_equal(w, x));
+  REQUIRE(auth::leader_proof(key, t2, x, err) == DS4TP_OK);
+  REQUIRE(!auth::mac_equal(l, x));
+  REQUIRE(auth::data_proof(key, t, 98, x, err) == DS4TP_OK);
+  REQUIRE(!auth::mac_equal(d, x));
+  // No key, no proof.
+  REQUIRE(auth::worker_proof(auth::Key(), t, x, err) == DS4TP_EAUTH);
+}
+
+TEST_CASE("auth messages round trip and reject wrong sizes") {
+  using namespace ds4tp::wire;
+  ds4tp::Error err;
+  Nonce n{};
+  n.fill(3);
+  auto m = encode_auth_nonce(n);
+  Preamble p;
+  REQUIRE(decode_preamble(m.data(), m.size(), kHelloMaxBytes, p, err) == DS4TP_OK);
+  REQUIRE(p.kind == uint16_t(Kind::AuthNonce));
+  Nonce back{};
+  REQUIRE(decode_auth_nonce_body(m.data() + kPreambleBytes, p.body_bytes, back, err) == DS4TP_OK);
+  REQUIRE(back == n);
+  REQUIRE(decode_auth_nonce_body(m.data() + kPreambleBytes, 31, back, err) == DS4TP_EPROTO);
+  Mac mac{};
+  mac.fill(9);
+  auto d = encode_data(0x1122334455667788ull, &mac);
+  uint64_t cookie = 0;
+  bool has = false;
+  Mac got{};
+  REQUIRE(decode_data_body(d.data() + kPreambleBytes, d.size() - kPreambleBytes, cookie, has, got,
+                           err) == DS4TP_OK);
+  REQUIRE((has && got == mac && cookie == 0x1122334455667788ull));
+  // The plain decoder (no key) refuses a body with a proof.
+  REQUIRE(decode_data_body(d.data() + kPreambleBytes, d.size() - kPreambleBytes, cookie, err) ==
+          DS4TP_EPROTO);
+  auto r = encode_auth_reject(RejectReason::BadProof);
+  uint32_t reason = 0;
+  REQUIRE(decode_auth_reject_body(r.data() + kPreambleBytes, 4, reason, err) == DS4TP_OK);
+  REQUIRE(reason == uint32_t(RejectReason::BadProof));
+  REQUIRE_THAT(std::string(reject_reason_name(reason)), Catch::Contains("keys differ"));
 }

@@ -124,13 +124,15 @@ TEST_CASE("a link cut between two network namespaces ends both ranks in time") {
     return;
   }
   pid_t pl = leader.pid(), pw = worker.pid();
+  // Names unique per run, in case the kernel checks them in this namespace.
+  const std::string dl = "d4l" + std::to_string(pl), dw = "d4w" + std::to_string(pw);
   bool ok =
-      run({"ip", "link", "add", "d4tp0", "netns", std::to_string(pl), "type", "veth", "peer",
-           "name", "d4tp1", "netns", std::to_string(pw)}) == 0 &&
-      run(in_ns(pl, {"ip", "addr", "add", "10.77.0.1/24", "dev", "d4tp0"})) == 0 &&
-      run(in_ns(pw, {"ip", "addr", "add", "10.77.0.2/24", "dev", "d4tp1"})) == 0 &&
-      run(in_ns(pl, {"ip", "link", "set", "d4tp0", "up"})) == 0 &&
-      run(in_ns(pw, {"ip", "link", "set", "d4tp1", "up"})) == 0 &&
+      run({"ip", "link", "add", dl, "netns", std::to_string(pl), "type", "veth", "peer",
+           "name", dw, "netns", std::to_string(pw)}) == 0 &&
+      run(in_ns(pl, {"ip", "addr", "add", "10.77.0.1/24", "dev", dl})) == 0 &&
+      run(in_ns(pw, {"ip", "addr", "add", "10.77.0.2/24", "dev", dw})) == 0 &&
+      run(in_ns(pl, {"ip", "link", "set", dl, "up"})) == 0 &&
+      run(in_ns(pw, {"ip", "link", "set", dw, "up"})) == 0 &&
       run(in_ns(pl, {"ip", "link", "set", "lo", "up"})) == 0 &&
       run(in_ns(pw, {"ip", "link", "set", "lo", "up"})) == 0;
   if (!ok) {
@@ -146,7 +148,7 @@ TEST_CASE("a link cut between two network namespaces ends both ranks in time") {
   // Cut the link mid-run, from one side.
   usleep(20000);
   bool cut_leader = std::strcmp(cut_side, "leader") == 0;
-  std::string dev = cut_leader ? "d4tp0" : "d4tp1";
+  std::string dev = cut_leader ? dl : dw;
   REQUIRE(run(in_ns(cut_leader ? pl : pw, {"ip", "link", "set", dev, "down"})) == 0);
   uint64_t cut = mono_ns();
   bool gl = leader.next_of(kReportResult, rl, kGateMs + kGraceMs + 3000);

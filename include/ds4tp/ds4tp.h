@@ -832,8 +832,10 @@ DS4TP_API void ds4tp_command_init(ds4tp_command *cmd);
 DS4TP_API void ds4tp_command_free(ds4tp_command *cmd);
 
 /* Worker: waits up to timeout_ms (DS4TP_WAIT_FOREVER: as long as the
- * leader lives) for the next command and fills `cmd` (its arrays are
- * replaced; free them with ds4tp_command_free). ESTATE while a reply to
+ * leader lives) for the next command and fills `cmd`, which must come
+ * from ds4tp_command_init: the arrays of a previous command in it are
+ * freed first, so one struct can be reused; free the last one with
+ * ds4tp_command_free. ESTATE while a reply to
  * the previous command is still owed or after STOP; EPROTO for a
  * malformed frame; EDESYNC for a frame that is no command here;
  * ETIMEDOUT, EPEERCLOSED, EFAILED. */

@@ -47,7 +47,9 @@ int negotiate_transport(const wire::Hello &mine, const wire::Hello &peer, int &c
     return err.set(DS4TP_EUNSUPPORTED, "transport {} was requested but {}", name(want),
                    who);
   }
-  for (int t : {DS4TP_TRANSPORT_RDMA, DS4TP_TRANSPORT_SHM, DS4TP_TRANSPORT_TCP}) {
+  // Same host: shared memory beats looping through a NIC. Across hosts:
+  // RDMA where both have it, else TCP.
+  for (int t : {DS4TP_TRANSPORT_SHM, DS4TP_TRANSPORT_RDMA, DS4TP_TRANSPORT_TCP}) {
     if (both(t)) {
       chosen = t;
       return DS4TP_OK;

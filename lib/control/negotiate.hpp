@@ -9,8 +9,8 @@ namespace ds4tp::control {
 
 // Chooses the transport both ranks will use, or fails with EUNSUPPORTED
 // naming which rank lacks what. An explicit request on either side wins
-// over AUTO; two different explicit requests fail. AUTO prefers rdma, then
-// shm (same host only), then tcp.
+// over AUTO; two different explicit requests fail. AUTO prefers shm (same
+// host only), then rdma, then tcp.
 int negotiate_transport(const wire::Hello &mine, const wire::Hello &peer,
                         int &chosen, Error &err);
 

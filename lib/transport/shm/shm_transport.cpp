@@ -6,7 +6,8 @@
 #include <cstring>
 #include <string_view>
 
-#include <poll.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -30,16 +31,19 @@ using wire::GateKind;
 // One page after the slab in each rank's segment. Each 64-byte line has
 // one writer, so a spinning reader and the writer never share a line with
 // a third party:
-//   header  (owner, before the handshake ends) u32 magic "D4SM",
-//           u32 version, u64 slab bytes, u64 owner pid
-//   gate    (peer) u64 arrive ticket, u64 kind, u64 layer | aux << 32,
-//           u64 seq, u64 bytes, u64 done ticket
-//   big     (peer) u64 chunks it filled into this segment's big_in,
-//           u64 chunks it drained from its own big_in
-//   waiting (owner) u32, 1 while the owner sleeps on the data connection
+//   header   (owner, before the handshake ends) u32 magic "D4SM",
+//            u32 version, u64 slab bytes, u64 owner pid
+//   gate[2]  (peer) for tickets of parity 0 and 1: u64 arrive ticket,
+//            u64 done ticket, u64 kind, u64 layer | aux << 32, u64 seq,
+//            u64 bytes. Two lines, so the peer can start gate t+1 while we
+//            still read its header of gate t.
+//   big      (peer) u64 chunks it filled into this segment's big_in,
+//            u64 chunks it drained from its own big_in
+//   waiting  (owner sets, peer clears) u32 futex word, 1 while the owner
+//            sleeps
 constexpr uint64_t kCtlBytes = 4096;
-constexpr uint64_t kLineHeader = 0, kLineGate = 64, kLineBig = 128, kLineWaiting = 192;
-constexpr uint64_t kArrive = 0, kKind = 8, kLayerAux = 16, kSeq = 24, kBytes = 32, kDone = 40;
+constexpr uint64_t kLineHeader = 0, kLineGate = 64, kLineBig = 192, kLineWaiting = 256;
+constexpr uint64_t kArrive = 0, kDone = 8, kKind = 16, kLayerAux = 24, kSeq = 32, kBytes = 40;
 constexpr uint64_t kFilled = 0, kDrained = 8;
 constexpr uint32_t kCtlMagic = 0x4d533444u;  // "D4SM"
 constexpr uint32_t kCtlVersion = 1;
@@ -51,7 +55,7 @@ constexpr uint32_t kBigChunks = 8;
 // process (a /proc read) is checked less often. Both only off the fast path.
 constexpr uint64_t kSocketCheckNs = 1000000;
 constexpr uint64_t kProcessCheckNs = 20000000;
-constexpr int kSleepSliceMs = 20;
+constexpr uint64_t kSleepSliceNs = 2000000;
 // memcpy may switch to non-temporal stores for large copies; those need a
 // store fence before the release store that publishes them.
 constexpr uint64_t kFenceCopyBytes = 256 * 1024;
@@ -71,6 +75,15 @@ void copy(uint8_t *dst, const uint8_t *src, uint64_t n) {
 #if defined(__x86_64__) || defined(__i386__)
   if (n >= kFenceCopyBytes) __builtin_ia32_sfence();
 #endif
+}
+
+// Sleeps while the u32 at `p` (in a shared mapping) is 1, at most `ns`.
+void futex_wait(uint8_t *p, uint64_t ns) {
+  timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(p), FUTEX_WAIT, 1u, &ts, nullptr, 0);
+}
+void futex_wake(uint8_t *p) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(p), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 const char *aux_name(uint16_t kind) { return kind == uint16_t(GateKind::Batch) ? "rows" : "gate"; }
@@ -125,39 +138,44 @@ class ShmTransport final : public Transport {
   int small_exchange(const GateHeader &h, uint32_t region, uint64_t out_off, uint64_t in_off,
                      uint64_t bytes, uint64_t flag_off, Error &err);
 
-  // Writes our header and ticket `t` into the peer's gate line. No poke:
-  // a peer asleep waiting for this has announced already, so we meet it at
-  // once and our done, which does poke, follows right after.
-  void announce(const GateHeader &h, uint64_t t) {
-    uint8_t *g = peer_ctl_ + kLineGate;
+  // The gate line of ticket `t` in a control page.
+  static uint8_t *gate_line(uint8_t *ctl, uint64_t t) { return ctl + kLineGate + (t & 1) * 64; }
+
+  // Writes our header for ticket `t` into the peer's gate line, then the
+  // arrive ticket (release); `wake` wakes a peer asleep waiting for it.
+  void announce(const GateHeader &h, uint64_t t, bool wake) {
+    uint8_t *g = gate_line(peer_ctl_, t);
     word(g + kKind).store(h.kind, std::memory_order_relaxed);
     word(g + kLayerAux).store(uint64_t(h.layer) | uint64_t(h.aux) << 32,
                               std::memory_order_relaxed);
     word(g + kSeq).store(h.seq, std::memory_order_relaxed);
     word(g + kBytes).store(h.bytes, std::memory_order_relaxed);
-    word(g + kArrive).store(t, std::memory_order_release);
+    if (wake)
+      publish(g + kArrive, t);
+    else
+      word(g + kArrive).store(t, std::memory_order_release);
   }
 
-  // Release-stores `v` into a word of the peer's control page and pokes
+  // Release-stores `v` into a word of the peer's control page and wakes
   // the peer if it sleeps. The fence pairs with the one in wait(): either
-  // we see its waiting flag or it sees our store before sleeping.
+  // we see its waiting word or it sees our store before sleeping. Only a
+  // sleeping peer costs a system call (FUTEX_WAKE).
   void publish(uint8_t *w, uint64_t v) {
     word(w).store(v, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (word32(peer_ctl_ + kLineWaiting).load(std::memory_order_relaxed) != 0) {
-      uint8_t b = 1;
-      // EAGAIN: pokes are already queued; a dead peer is noticed by its waits.
-      (void)::send(fd_.get(), &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
+    auto waiting = word32(peer_ctl_ + kLineWaiting);
+    if (waiting.load(std::memory_order_relaxed) != 0 &&
+        waiting.exchange(0, std::memory_order_relaxed) != 0)
+      futex_wake(peer_ctl_ + kLineWaiting);
   }
 
   // 1 when the peer announced ticket `t` (then its header matched ours),
   // 0 not yet, EDESYNC (err set) when it is at another gate.
   int met(const GateHeader &h, uint64_t t, Error &err) {
-    uint8_t *g = my_ctl_ + kLineGate;
+    uint8_t *g = gate_line(my_ctl_, t);
     if (word(g + kArrive).load(std::memory_order_acquire) < t) return 0;
-    // Stable: the peer rewrites these only after passing gate t, which
-    // needs our done, which we publish only after this check.
+    // Stable: the peer rewrites this line for ticket t+2, after passing
+    // gate t+1, which needs our done t+1, which comes after this check.
     GateHeader p;
     p.kind = uint16_t(word(g + kKind).load(std::memory_order_relaxed));
     uint64_t la = word(g + kLayerAux).load(std::memory_order_relaxed);
@@ -170,19 +188,20 @@ class ShmTransport final : public Transport {
   }
 
   bool done(uint64_t t) {
-    return word(my_ctl_ + kLineGate + kDone).load(std::memory_order_acquire) >= t;
+    return word(gate_line(my_ctl_, t) + kDone).load(std::memory_order_acquire) >= t;
   }
 
   // Waits until ready() returns 1 (OK) or a negative code (returned; err
-  // set by ready). Spins for spin_ns, then sleeps on the data connection
-  // with our waiting flag up. `deadline` may be moved by ready() on
+  // set by ready). Spins for spin_ns, then sleeps on our waiting word. `deadline` may be moved by ready() on
   // progress. ETIMEDOUT / EPEERCLOSED are returned with err untouched:
   // the caller words them (gone_why_ says how the peer went).
   template <class Ready>
   int wait(Ready &&ready, const uint64_t &deadline);
 
-  // Reads and drops pokes; true when the connection closed or failed.
-  bool drain_pokes() {
+  // True when the data connection closed or failed (the kernel closes it
+  // when the peer process dies). Nothing else travels on it after the
+  // handshake; stray bytes are read and dropped.
+  bool connection_closed() {
     uint8_t buf[64];
     for (;;) {
       ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
@@ -255,7 +274,7 @@ int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
     t = now_ns();
     if (t >= deadline) return DS4TP_ETIMEDOUT;
     if (t >= next_sock) {
-      bool closed = drain_pokes();
+      bool closed = connection_closed();
       if ((r = ready()) != 0) return r > 0 ? DS4TP_OK : r;
       if (closed) return DS4TP_EPEERCLOSED;
       next_sock = t + kSocketCheckNs;
@@ -267,26 +286,30 @@ int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
       next_proc = t + kProcessCheckNs;
     }
   }
-  // Sleep: raise the flag, then re-check before every sleep, so a publish
-  // either sees the flag (and pokes) or lands before our check.
+  // Sleep on our waiting word (a futex in shared memory): raise it, then
+  // re-check before every sleep, so a publish either sees it (clears it
+  // and wakes us) or lands before our check. Sleeps are cut into slices
+  // so a dead peer is noticed within kSleepSliceNs.
   auto waiting = word32(my_ctl_ + kLineWaiting);
-  waiting.store(1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   int rc;
   for (;;) {
-    bool closed = drain_pokes();
+    waiting.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     if ((r = ready()) != 0) {
       rc = r > 0 ? DS4TP_OK : r;
-      break;
-    }
-    if (closed) {
-      rc = DS4TP_EPEERCLOSED;
       break;
     }
     t = now_ns();
     if (t >= deadline) {
       rc = DS4TP_ETIMEDOUT;
       break;
+    }
+    if (t >= next_sock) {
+      if (connection_closed()) {
+        rc = (r = ready()) != 0 ? (r > 0 ? DS4TP_OK : r) : DS4TP_EPEERCLOSED;
+        break;
+      }
+      next_sock = t + kSleepSliceNs;
     }
     if (t >= next_proc) {
       if (peer_process_gone()) {
@@ -295,8 +318,7 @@ int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
       }
       next_proc = t + kProcessCheckNs;
     }
-    pollfd p{fd_.get(), POLLIN, 0};
-    ::poll(&p, 1, std::min(ms_left(deadline), kSleepSliceMs));
+    futex_wait(my_ctl_ + kLineWaiting, std::min(deadline - t, kSleepSliceNs));
   }
   waiting.store(0, std::memory_order_relaxed);
   return rc;
@@ -311,25 +333,32 @@ int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t 
   const bool reuse = region == prev_region_;
   prev_region_ = region;
   uint8_t *const peer = peer_.base();
+  uint8_t *const line = gate_line(peer_ctl_, t);
   uint64_t deadline = now_ns() + cfg_.gate_timeout_ns;
   bool peer_met = false;
-  auto meet = [&]() -> int {
-    int m = met(h, t, err);
-    if (m > 0) peer_met = true;
-    return m;
+  // Our payload lands and is published before we look for the peer, so a
+  // peer that arrives later finds everything in place and never waits for
+  // us to wake up.
+  auto land = [&] {
+    copy(peer + in_off, slab_ + out_off, bytes);
+    if (flag_off != kNoFlag) word(peer + flag_off).store(h.seq, std::memory_order_release);
+    publish(line + kDone, t);
   };
-
-  announce(h, t);
-  if (!reuse) copy(peer + in_off, slab_ + out_off, bytes);
-  int rc = wait(meet, deadline);
+  announce(h, t, reuse);
+  if (!reuse) land();
+  int rc = wait(
+      [&]() -> int {
+        if (!peer_met) {
+          int m = met(h, t, err);
+          if (m <= 0) return m;
+          peer_met = true;
+          deadline = now_ns() + cfg_.gate_timeout_ns;  // the peer showed up: progress
+          if (reuse) land();
+        }
+        return done(t) ? 1 : 0;
+      },
+      deadline);
   if (rc != DS4TP_OK) return fail(h, rc, peer_met, cfg_.gate_timeout_ns, err);
-  deadline = now_ns() + cfg_.gate_timeout_ns;  // the peer showed up: progress
-  if (reuse) copy(peer + in_off, slab_ + out_off, bytes);
-  if (flag_off != kNoFlag) word(peer + flag_off).store(h.seq, std::memory_order_release);
-  publish(peer_ctl_ + kLineGate + kDone, t);
-
-  rc = wait([&]() -> int { return done(t) ? 1 : 0; }, deadline);
-  if (rc != DS4TP_OK) return fail(h, rc, true, cfg_.gate_timeout_ns, err);
   if (staged_) {
     std::memcpy(slab_ + in_off, mine_.base() + in_off, bytes);
     if (flag_off != kNoFlag) word(slab_ + flag_off).store(h.seq, std::memory_order_release);
@@ -349,11 +378,11 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
     return m;
   };
   // Meet: the peer may be a prefill step behind.
-  announce(h, t);
+  announce(h, t, true);
   uint64_t deadline = now_ns() + cfg_.big_gate_timeout_ns;
   int rc = wait(meet, deadline);
   if (rc != DS4TP_OK) return fail(h, rc, peer_met, cfg_.big_gate_timeout_ns, err);
-  publish(peer_ctl_ + kLineGate + kDone, t);
+  publish(gate_line(peer_ctl_, t) + kDone, t);
 
   // Stream: chunk i of the pair's life goes to staging slot i % kBigChunks
   // once the peer has drained chunk i - kBigChunks from it.

@@ -5,9 +5,10 @@
 // page, and maps the peer's segment too. A gate copies this rank's out
 // vector straight into the peer's in vector (one copy, no kernel), then
 // publishes on the peer's control page with a release store; the peer
-// waits with acquire loads, spinning for spin_ns and then sleeping on the
-// data connection, which the writer pokes only when the peer sleeps and
-// which ends at once when the peer dies. docs/PROTOCOL.md, "shm transport".
+// waits with acquire loads, spinning for spin_ns and then sleeping on a
+// futex word the writer wakes only when the peer sleeps. A dead peer is
+// noticed by its data connection closing (checked each millisecond of
+// waiting) or its process being gone. docs/PROTOCOL.md, "shm transport".
 //
 // Threading: as Transport. The segment handshake runs inside
 // ds4tp_connect on the connecting thread.
