@@ -39,7 +39,7 @@ void require_rejected(uint16_t type, const std::vector<uint8_t> &p, const std::s
 
 }  // namespace
 
-TEST_CASE("frame types 1..31 have a name, a sender and a size rule; others do not") {
+TEST_CASE("frame types 1..31 have a name, a sender and a size rule and others do not") {
   for (uint16_t t = kFrameTypeMin; t <= kFrameTypeMax; t++) {
     const FrameRule *r = frame_rule(t);
     REQUIRE(r != nullptr);

@@ -572,14 +572,15 @@ TEST_CASE("gate service: a killed peer poisons every waiting kernel within the d
     double took = ms_since(t0);
     if (v != DS4TP_GATE_POISON) return 40;
     if (took > 1500 + 3000) return 41;  // the gate deadline plus slack
-    // Every release word is poisoned, so a kernel arriving later gives up
-    // at once, and the state says why.
-    for (uint32_t slot = 0; slot < w.l.slots; slot++)
-      if (__atomic_load_n(w.release(slot), __ATOMIC_ACQUIRE) != DS4TP_GATE_POISON) return 42;
+    // Once the service has ended FAILED, every release word is poisoned, so
+    // a kernel arriving later gives up at once. (Our own word can be
+    // poisoned before the service has finished the others.)
     auto deadline = Clock::now() + std::chrono::seconds(5);
     while (ds4tp_gate_service_state(tp) != DS4TP_SERVICE_FAILED && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (ds4tp_gate_service_state(tp) != DS4TP_SERVICE_FAILED) return 43;
+    for (uint32_t slot = 0; slot < w.l.slots; slot++)
+      if (__atomic_load_n(w.release(slot), __ATOMIC_ACQUIRE) != DS4TP_GATE_POISON) return 42;
     if (!ds4tp_failed(tp)) return 44;
     // The service's own error, or the liveness watcher's if it saw the
     // death first: either way a message.

@@ -133,7 +133,7 @@ TEST_CASE("an identity mismatch aborts both ranks naming the field and values") 
   REQUIRE(o.worker_exit == 0);
 }
 
-TEST_CASE("an engine blob mismatch is an identity mismatch; ctx_size is only reported") {
+TEST_CASE("an engine blob mismatch is an identity mismatch, and ctx_size is only reported") {
   int transport = GENERATE(from_range(local_transports()));
   RankSetup s;
   s.transport = transport;

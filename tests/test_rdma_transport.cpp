@@ -437,7 +437,7 @@ TEST_CASE("a message lost on the connection is named, never placed in the wrong 
   CHECK_THAT(rig.err[1].message, Catch::Contains("seq 8") && Catch::Contains("400 ms"));
 }
 
-TEST_CASE("shape changes drain the receive window; rows, batches and big gates interleave") {
+TEST_CASE("shape changes drain the receive window while rows, batches and big gates interleave") {
   RigConfig c;
   SECTION("completions on time") {}
   SECTION("completions late, waits past the spin window") { c.spin_us = 0; }

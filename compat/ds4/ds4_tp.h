@@ -202,8 +202,9 @@ int ds4_tp_send_eval_batch(ds4_tp *tp, const ds4_tp_batch_item *items,
 int ds4_tp_send_mixed_batch(ds4_tp *tp, uint64_t prefill_session_id,
                             const int *prompt, uint32_t prompt_count,
                             const ds4_tp_batch_item *items, uint32_t count);
-/* Worker: acknowledges the last command (a negative status reports a
- * failure; the worker then takes no more commands). */
+/* Worker: acknowledges the last command, which must be for session_id
+ * (0 for EVAL_BATCH). A negative status reports a failure: the leader's
+ * wait returns it and its pair is failed. */
 int ds4_tp_send_command_ack(ds4_tp *tp, uint64_t session_id, int status);
 /* Leader: 1 when the ack arrived with status 0, else 0. */
 int ds4_tp_wait_command_ack(ds4_tp *tp, uint64_t session_id,

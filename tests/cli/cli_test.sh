@@ -52,6 +52,23 @@ case "$CASE" in
     grep -q "n_layer is 43 here but 61 on the peer" "$T/id.leader.err" || fail "leader must name the field and both values"
     grep -q "DS4TP_EIDENTITY" "$T/id.worker.err" || fail "worker must report an identity error"
     ;;
+  wrong-key)
+    head -c 32 /dev/urandom >"$T/key.a"; head -c 32 /dev/urandom >"$T/key.b"
+    chmod 600 "$T/key.a" "$T/key.b"
+    port=$(free_port)
+    timeout 60 "$DS4TP" pair --listen "127.0.0.1:$port" --timeout 3 --key-file "$T/key.a" >"$T/wk.leader.out" 2>"$T/wk.leader.err" &
+    lpid=$!
+    timeout 60 "$DS4TP" pair --connect "127.0.0.1:$port" --timeout 3 --key-file "$T/key.b" >"$T/wk.worker.out" 2>"$T/wk.worker.err"
+    WRC=$?
+    wait $lpid; LRC=$?
+    [ $WRC -eq 1 ] || fail "a worker with the wrong key must exit 1 (got $WRC)"
+    grep -q "DS4TP_EAUTH" "$T/wk.worker.err" || fail "the worker must report an authentication error"
+    [ $LRC -eq 1 ] || fail "the leader must give up at its deadline (got $LRC)"
+    grep -qi "key" "$T/wk.leader.err" || fail "the leader must say connections failed on the key"
+    # The same key on both sides pairs.
+    pair_run key "--key-file $T/key.a --count 50 --big 0" "--key-file $T/key.a --count 50 --big 0"
+    [ $LRC -eq 0 ] && [ $WRC -eq 0 ] || fail "the same key must pair ($LRC/$WRC)"
+    ;;
   nothing-listening)
     port=$(free_port)
     start=$(date +%s)

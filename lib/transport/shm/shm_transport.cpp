@@ -132,9 +132,9 @@ class ShmTransport final : public Transport {
                Error &err) override;
 
  private:
-  // Row and batch gates (docs/PROTOCOL.md, "shm transport"): announce,
-  // copy out -> peer's in, meet the peer's announcement and compare
-  // headers, publish done, wait for the peer's done.
+  // Row and batch gates (docs/PROTOCOL.md 3.3): announce, land our
+  // partial in the peer's in region and publish done, meet the peer's
+  // announcement and compare headers, wait for the peer's done.
   int small_exchange(const GateHeader &h, uint32_t region, uint64_t out_off, uint64_t in_off,
                      uint64_t bytes, uint64_t flag_off, Error &err);
 
@@ -192,9 +192,10 @@ class ShmTransport final : public Transport {
   }
 
   // Waits until ready() returns 1 (OK) or a negative code (returned; err
-  // set by ready). Spins for spin_ns, then sleeps on our waiting word. `deadline` may be moved by ready() on
-  // progress. ETIMEDOUT / EPEERCLOSED are returned with err untouched:
-  // the caller words them (gone_why_ says how the peer went).
+  // set by ready). Spins for spin_ns, then sleeps on our waiting word.
+  // `deadline` may be moved by ready() on progress. ETIMEDOUT and
+  // EPEERCLOSED are returned with err untouched: the caller words them
+  // (gone_why_ says how the peer went).
   template <class Ready>
   int wait(Ready &&ready, const uint64_t &deadline);
 
@@ -202,8 +203,8 @@ class ShmTransport final : public Transport {
   // when the peer process dies). Nothing else travels on it after the
   // handshake; stray bytes are read and dropped.
   bool connection_closed() {
-    uint8_t buf[64];
-    for (;;) {
+    uint8_t buf[256];
+    for (int i = 0; i < 16; i++) {  // bounded: a chatty peer cannot keep us here
       ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
       if (n > 0) continue;
       if (n == 0) {
@@ -215,6 +216,7 @@ class ShmTransport final : public Transport {
       gone_why_ = "reset the data connection";
       return true;
     }
+    return false;
   }
 
   bool peer_process_gone() {
