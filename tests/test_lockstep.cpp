@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <poll.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -735,4 +736,45 @@ TEST_CASE("a leader that sends STOP and exits at once does not fail a worker tha
   Outcome o = run_pair(s, leader, worker);
   REQUIRE(o.leader == 0);
   REQUIRE(o.worker_exit == 0);
+}
+
+TEST_CASE("a reply sent just before the worker closes is still delivered to the leader") {
+  int transport = GENERATE(from_range(local_transports()));
+  RankSetup s;
+  s.transport = transport;
+  auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
+    int rc = ds4tp_connect(tp);
+    if (rc) return report("connect", tp, rc);
+    ds4tp_command cmd;
+    ds4tp_command_init(&cmd);
+    rc = ds4tp_recv_command(tp, &cmd, 10000);
+    if (rc) return report("recv", tp, rc);
+    ds4tp_command_free(&cmd);
+    rc = ds4tp_send_ack(tp, 0);
+    if (rc) return report("ack", tp, rc);
+    return 0;  // the harness frees the pair and exits at once
+  };
+  auto leader = [](ds4tp_pair *tp, Ctx &c) -> int {
+    int rc = ds4tp_connect(tp);
+    if (rc) return report("connect", tp, rc);
+    rc = ds4tp_send_session_create(tp, 7, 128);
+    if (rc) return report("create", tp, rc);
+    // Let the worker ack and close before this rank reads anything.
+    int st = 0;
+    waitpid(c.worker_pid, &st, 0);
+    // A leader busy with its own half for a while (longer than a reader
+    // needs to finish a frame it started) must still get the reply.
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    int32_t status = -1;
+    rc = ds4tp_wait_ack(tp, 7, &status);
+    if (rc) return report("wait_ack after the worker closed", tp, rc) + 50;
+    if (status != 0) return 60;
+    // Once the reply is taken, the close counts: failed latches by itself.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!ds4tp_failed(tp) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return ds4tp_failed(tp) ? 0 : 61;
+  };
+  Outcome o = run_pair(s, leader, worker);
+  REQUIRE(o.leader == 0);
 }

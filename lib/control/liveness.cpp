@@ -22,6 +22,10 @@ constexpr size_t kPeekMax = 256 * 1024;  // enough for a few logits halves befor
 // How long unread bytes that start mid-frame may delay the verdict: a
 // reader in the middle of a frame finishes it well within this.
 constexpr uint64_t kGraceNs = 250ull * 1000 * 1000;
+// How long whole unread replies may delay the verdict: a leader waiting
+// for them reads them at once; one that never reads learns of the close
+// after this.
+constexpr uint64_t kRepliesGraceNs = 2000ull * 1000 * 1000;
 
 void tune_keepalive(int fd, int dead_peer_ms) {
   int one = 1, idle = 2, intvl = 1, cnt = 4;
@@ -61,7 +65,7 @@ Pending scan_pending(const uint8_t *buf, size_t len, uint32_t max_frame_bytes, s
     }
     off = end;
   }
-  return Pending::Nothing;
+  return off > 0 && off == len ? Pending::Replies : Pending::Nothing;
 }
 
 struct Liveness::Impl {
@@ -122,9 +126,12 @@ struct Liveness::Impl {
         report(DS4TP_EREMOTE, why, status);
         return;
       }
-      // Unread bytes that do not start at a frame boundary: a reader is in
-      // the middle of a frame. Look again once it had time to finish.
-      if (now_ns() - gone_ns < kGraceNs) {
+      // Whole replies the peer sent before closing (e.g. its last ack):
+      // they are still valid, so let the reader take them and latch once
+      // the stream is drained. Unread bytes that do not start at a frame
+      // boundary: a reader is mid-frame; look again once it had time.
+      uint64_t grace = p == Pending::Replies ? kRepliesGraceNs : kGraceNs;
+      if (now_ns() - gone_ns < grace) {
         uv_timer_start(&recheck, on_recheck, 10, 0);
         return;
       }

@@ -63,6 +63,7 @@ enum class Pending {
   Nothing,      // no complete frame of interest at a frame boundary
   Stop,         // a STOP: the lockstep ended normally, the close is expected
   WorkerError,  // a WORKER_ERROR: `why` and `status` say what failed
+  Replies,      // only whole frames of other kinds: replies not read yet
 };
 
 // Walks the complete frames at the start of `buf` (bytes peeked from the
