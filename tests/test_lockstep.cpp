@@ -22,11 +22,6 @@ using namespace ds4tp::test;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
 constexpr uint32_t kHalf = 96;  // logits floats per half
 
 #define CALL(expr)                                                     \
@@ -45,14 +40,6 @@ constexpr uint32_t kHalf = 96;  // logits floats per half
       return code;                                                             \
     }                                                                          \
   } while (0)
-
-int connect_attach(ds4tp_pair *tp) {
-  int rc = ds4tp_connect(tp);
-  if (rc) return report("connect", tp, rc);
-  rc = ds4tp_attach_slab(tp, nullptr, 0);
-  if (rc) return report("attach", tp, rc);
-  return 0;
-}
 
 // A pipe both processes inherit: the worker tells the leader its digest, or
 // the leader tells the worker it may exit.

@@ -21,20 +21,6 @@ using namespace ds4tp::test;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
-int connect_attach(ds4tp_pair *tp) {
-  int rc = ds4tp_connect(tp);
-  if (rc) return report("connect", tp, rc);
-  rc = ds4tp_attach_slab(tp, nullptr, 0);
-  if (rc) return report("attach", tp, rc);
-  return 0;
-}
-
 // N tokens of every row gate plus one batch gate per token, each payload
 // checked bit for bit against the peer's pattern.
 int token_loop(ds4tp_pair *tp, int tokens) {

@@ -26,12 +26,6 @@ namespace wire = ds4tp::wire;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
 // Linux hosts have /dev/shm; a host without it fails these cases loudly.
 bool shm_here() {
   std::string why;

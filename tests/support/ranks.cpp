@@ -45,6 +45,18 @@ int report(const char *what, ds4tp_pair *tp, int rc) {
   return rc == 0 ? 1 : (-rc) & 0x7f;
 }
 
+int connect_attach(ds4tp_pair *tp) {
+  int rc = ds4tp_connect(tp);
+  if (rc) return report("connect", tp, rc);
+  rc = ds4tp_attach_slab(tp, nullptr, 0);
+  if (rc) return report("attach", tp, rc);
+  return 0;
+}
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
 namespace {
 
 ds4tp_options base_options(const RankSetup &s, int role) {

@@ -3,6 +3,7 @@
 // transport by taking the transport as a parameter (GENERATE).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -56,5 +57,12 @@ float pattern(int rank, uint64_t seq, uint64_t index);
 
 // Prints a failing call's status and message (used inside worker bodies).
 int report(const char *what, ds4tp_pair *tp, int rc);
+
+// ds4tp_connect then ds4tp_attach_slab(NULL): 0, or report()'s code.
+int connect_attach(ds4tp_pair *tp);
+
+using Clock = std::chrono::steady_clock;
+// Milliseconds since `t`, for deadline checks (never speed assertions).
+double ms_since(Clock::time_point t);
 
 }  // namespace ds4tp::test
