@@ -416,24 +416,27 @@ int Session::wait_ack(uint64_t session, int32_t *status, Error &err) {
   char what[96];
   std::snprintf(what, sizeof what, "waiting for the COMMAND_ACK of %s (session %llu)",
                 name(await_type_), (unsigned long long)await_session_);
+  // A worker failure read here (EREMOTE) gets its status from the C layer,
+  // which also covers one the liveness watcher latched first.
   control::Frame f;
-  if (int rc = read_expect(FrameType::CommandAck, what, f, err)) {
-    if (rc == DS4TP_EREMOTE && status) *status = remote_status();
-    return rc;
-  }
+  if (int rc = read_expect(FrameType::CommandAck, what, f, err)) return rc;
   wire::AckMsg m;
   if (int rc = wire::decode(f.payload, f.bytes(), m, err)) return rc;
   if (m.session != await_session_ || m.command != uint16_t(await_type_))
     return err.set(DS4TP_EDESYNC, "{}: the worker acknowledged {} for session {} instead", what,
                    wire::frame_name(m.command), m.session);
+  return settle_ack(m.session, m.status, status, err);
+}
+
+int Session::settle_ack(uint64_t session, int32_t st, int32_t *status, Error &err) {
   await_ = Await::None;
-  if (status) *status = m.status;
-  if (m.status < 0) {
-    set_remote_status(m.status);
+  if (status) *status = st;
+  if (st < 0) {
+    set_remote_status(st);
     return err.set(DS4TP_EREMOTE, "the worker failed {} for session {} with status {}",
-                   name(await_type_), m.session, m.status);
+                   name(await_type_), session, st);
   }
-  logits_left_ = m.status == 0 ? logits_after_ack_ : 0;
+  logits_left_ = st == 0 ? logits_after_ack_ : 0;
   return DS4TP_OK;
 }
 
@@ -450,24 +453,13 @@ int Session::wait_sync(uint64_t session, int32_t *status, uint32_t *position, Er
   std::snprintf(what, sizeof what, "waiting for the SYNC_ACK of %s (session %llu)",
                 name(await_type_), (unsigned long long)await_session_);
   control::Frame f;
-  if (int rc = read_expect(FrameType::SyncAck, what, f, err)) {
-    if (rc == DS4TP_EREMOTE && status) *status = remote_status();
-    return rc;
-  }
+  if (int rc = read_expect(FrameType::SyncAck, what, f, err)) return rc;
   wire::SyncAckMsg m;
   if (int rc = wire::decode(f.payload, f.bytes(), m, err)) return rc;
   if (m.session != await_session_)
     return err.set(DS4TP_EDESYNC, "{}: the worker answered for session {} instead", what, m.session);
-  await_ = Await::None;
-  if (status) *status = m.status;
   if (position) *position = m.position;
-  if (m.status < 0) {
-    set_remote_status(m.status);
-    return err.set(DS4TP_EREMOTE, "the worker failed {} for session {} with status {}",
-                   name(await_type_), m.session, m.status);
-  }
-  logits_left_ = m.status == 0 ? logits_after_ack_ : 0;
-  return DS4TP_OK;
+  return settle_ack(m.session, m.status, status, err);
 }
 
 int Session::recv_logits(float *dst, uint32_t count, Error &err) {

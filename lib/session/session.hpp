@@ -155,6 +155,10 @@ class Session {
   // (a row of a verify block the leader moved past) and turns a
   // WORKER_ERROR into EREMOTE.
   int read_expect(wire::FrameType want, const char *what, control::Frame &f, Error &err);
+  // The end of an awaited COMMAND_ACK or SYNC_ACK with worker status `st`:
+  // clears the wait, hands out the status, and turns a negative one into
+  // EREMOTE (a zero one opens the logits that follow).
+  int settle_ack(uint64_t session, int32_t st, int32_t *status, Error &err);
   template <typename Msg>
   int swap(wire::FrameType t, size_t bytes, const Msg &mine, Msg &peer, const char *what,
            Error &err);
