@@ -1,7 +1,7 @@
 // Transport negotiation: a pure function both ranks evaluate alike.
 #include <catch2/catch.hpp>
 
-#include "control/negotiate.hpp"
+#include "connect/negotiate.hpp"
 
 using namespace ds4tp;
 using namespace ds4tp::wire;
@@ -18,8 +18,8 @@ Hello rank(int role, uint32_t caps, int request, uint8_t host) {
 int pick(const Hello &a, const Hello &b, Error &err) {
   int x = -1, y = -1;
   Error e2;
-  int rc1 = control::negotiate_transport(a, b, x, err);
-  int rc2 = control::negotiate_transport(b, a, y, e2);
+  int rc1 = connect::negotiate_transport(a, b, x, err);
+  int rc2 = connect::negotiate_transport(b, a, y, e2);
   REQUIRE(rc1 == rc2);  // both ranks reach the same verdict...
   REQUIRE(err.message == e2.message);  // ...worded the same way
   if (rc1) return rc1;

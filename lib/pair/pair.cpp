@@ -12,7 +12,7 @@
 
 #include "common/clock.hpp"
 #include "control/liveness.hpp"
-#include "control/negotiate.hpp"
+#include "connect/negotiate.hpp"
 #include "session/session.hpp"
 #include "transport/rdma/rdma_transport.hpp"
 #include "transport/rdma/setup_link.hpp"
@@ -84,7 +84,7 @@ int Pair::create(const Options &opt, wire::Identity id, std::unique_ptr<Pair> &o
   if (!bad.empty()) return err.set(DS4TP_EINVAL, "identity: {}", bad);
   p->id_ = std::move(id);
 
-  control::BringupConfig bc;
+  connect::BringupConfig bc;
   bc.role = opt.role;
   bc.host = opt.role == DS4TP_ROLE_LEADER ? opt.listen_host : opt.leader_host;
   bc.port = opt.role == DS4TP_ROLE_LEADER ? opt.listen_port : opt.leader_port;
@@ -94,7 +94,7 @@ int Pair::create(const Options &opt, wire::Identity id, std::unique_ptr<Pair> &o
   if (!opt.psk.empty())
     p->log_.info("authentication on: pre-shared key ({} bytes) from {}", opt.psk.size(),
                  opt.psk_source);
-  p->bringup_ = std::make_unique<control::Bringup>(bc, p->log_);
+  p->bringup_ = std::make_unique<connect::Bringup>(bc, p->log_);
   if (opt.role == DS4TP_ROLE_LEADER) {
     int rc = p->bringup_->listen(err);
     if (rc != DS4TP_OK) return rc;
@@ -165,9 +165,9 @@ int Pair::connect(Error &err) {
   mine.id = id_;
 
   int chosen = DS4TP_TRANSPORT_TCP;
-  control::HelloJudge judge = [&](const wire::Preamble &, const wire::Hello &peer,
+  connect::HelloJudge judge = [&](const wire::Preamble &, const wire::Hello &peer,
                                   Error &e) {
-    int jrc = control::judge_hello(mine, peer, chosen, e);
+    int jrc = connect::judge_hello(mine, peer, chosen, e);
     // An rdma request this rank cannot serve: say why in this rank's words.
     const int l = mine.transport_request, p = peer.transport_request;
     const bool want_rdma = (l == DS4TP_TRANSPORT_RDMA || p == DS4TP_TRANSPORT_RDMA) &&
@@ -178,7 +178,7 @@ int Pair::connect(Error &err) {
             rdma_probe_.reason.empty() ? "it was not probed" : rdma_probe_.reason);
     return jrc;
   };
-  control::BringupResult res;
+  connect::BringupResult res;
   int rc = bringup_->run(mine, judge, res, err);
   bringup_.reset();  // closes the listener: a pair takes exactly one worker
   if (rc != DS4TP_OK) return rc;

@@ -14,7 +14,7 @@
 #include "auth/key.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "control/bringup.hpp"
+#include "connect/bringup.hpp"
 #include "net/socket.hpp"
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
@@ -111,7 +111,7 @@ class Pair {
   Logger log_;
   slab::Layout layout_;
   slab::Schedule schedule_;
-  std::unique_ptr<control::Bringup> bringup_;
+  std::unique_ptr<connect::Bringup> bringup_;
   net::Fd control_;
   net::Fd data_;  // until the transport takes it
   std::unique_ptr<Transport> transport_;

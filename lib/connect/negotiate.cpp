@@ -1,6 +1,6 @@
-#include "control/negotiate.hpp"
+#include "connect/negotiate.hpp"
 
-namespace ds4tp::control {
+namespace ds4tp::connect {
 
 namespace {
 
@@ -69,4 +69,4 @@ int judge_hello(const wire::Hello &mine, const wire::Hello &peer, int &chosen,
   return negotiate_transport(mine, peer, chosen, err);
 }
 
-}  // namespace ds4tp::control
+}  // namespace ds4tp::connect

@@ -1,4 +1,4 @@
-#include "control/bringup.hpp"
+#include "connect/bringup.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -15,7 +15,7 @@
 #include "auth/proof.hpp"
 #include "common/clock.hpp"
 
-namespace ds4tp::control {
+namespace ds4tp::connect {
 
 namespace {
 
@@ -1097,4 +1097,4 @@ int Bringup::run(wire::Hello mine, const HelloJudge &judge, BringupResult &out,
   return rc;
 }
 
-}  // namespace ds4tp::control
+}  // namespace ds4tp::connect

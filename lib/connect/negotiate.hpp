@@ -5,7 +5,7 @@
 #include "common/error.hpp"
 #include "wire/hello.hpp"
 
-namespace ds4tp::control {
+namespace ds4tp::connect {
 
 // Chooses the transport both ranks will use, or fails with EUNSUPPORTED
 // naming which rank lacks what. An explicit request on either side wins
@@ -19,4 +19,4 @@ int negotiate_transport(const wire::Hello &mine, const wire::Hello &peer,
 int judge_hello(const wire::Hello &mine, const wire::Hello &peer, int &chosen,
                 Error &err);
 
-}  // namespace ds4tp::control
+}  // namespace ds4tp::connect
