@@ -58,3 +58,18 @@ TEST_CASE("an impossible explicit request says which rank lacks it") {
           DS4TP_EUNSUPPORTED);
   REQUIRE_THAT(err.message, Catch::Contains("the worker does not offer it"));
 }
+
+TEST_CASE("the hello judgement: a role clash, and rdma refused in this rank's words") {
+  Error err;
+  int chosen = -1;
+  REQUIRE(connect::judge_hello(rank(1, kAll, 0, 1), rank(1, kAll, 0, 1), "", chosen, err) ==
+          DS4TP_EPROTO);
+  REQUIRE_THAT(err.message, Catch::Contains("both ranks claim the leader role"));
+  REQUIRE(connect::judge_hello(rank(2, kCapTcp, 0, 1), rank(1, kAll, DS4TP_TRANSPORT_RDMA, 2),
+                               "no port", chosen, err) == DS4TP_EUNSUPPORTED);
+  REQUIRE_THAT(err.message,
+               Catch::Contains("this rank (worker) has no RDMA device: no port"));
+  REQUIRE(connect::judge_hello(rank(1, kAll, 0, 1), rank(2, kAll, 0, 2), "", chosen, err) ==
+          DS4TP_OK);
+  REQUIRE(chosen == DS4TP_TRANSPORT_RDMA);
+}

@@ -167,16 +167,7 @@ int Pair::connect(Error &err) {
   int chosen = DS4TP_TRANSPORT_TCP;
   connect::HelloJudge judge = [&](const wire::Preamble &, const wire::Hello &peer,
                                   Error &e) {
-    int jrc = connect::judge_hello(mine, peer, chosen, e);
-    // An rdma request this rank cannot serve: say why in this rank's words.
-    const int l = mine.transport_request, p = peer.transport_request;
-    const bool want_rdma = (l == DS4TP_TRANSPORT_RDMA || p == DS4TP_TRANSPORT_RDMA) &&
-                           (l == p || l == DS4TP_TRANSPORT_AUTO || p == DS4TP_TRANSPORT_AUTO);
-    if (jrc == DS4TP_EUNSUPPORTED && want_rdma && !(mine.caps & wire::kCapRdma))
-      e.set(jrc, "transport rdma was requested but this rank ({}) has no RDMA device: {}",
-            opt_.role == DS4TP_ROLE_LEADER ? "leader" : "worker",
-            rdma_probe_.reason.empty() ? "it was not probed" : rdma_probe_.reason);
-    return jrc;
+    return connect::judge_hello(mine, peer, rdma_probe_.reason, chosen, e);
   };
   connect::BringupResult res;
   int rc = bringup_->run(mine, judge, res, err);
