@@ -106,7 +106,7 @@ int Pair::create(const Options &opt, wire::Identity id, std::unique_ptr<Pair> &o
 }
 
 Pair::~Pair() {
-  service_.reset();     // stops and joins the service thread before anything it uses
+  service_.reset();   // joins the service thread before anything it uses goes
   liveness_.reset();  // joins the watcher before the control fd closes
   transport_.reset();
   if (owned_slab_ != nullptr) munmap(owned_slab_, owned_bytes_);
