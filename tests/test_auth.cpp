@@ -8,12 +8,9 @@
 #include <mutex>
 #include <string>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -330,23 +327,10 @@ TEST_CASE("a hello altered on the way is caught by the key") {
 }
 
 namespace {
-int raw_connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Sends `msg` and returns the bytes the leader answers before closing
 // (-1 if it neither answers nor closes within 3 s).
 long answer_bytes(int port, const std::vector<uint8_t> &msg) {
-  int fd = raw_connect(port);
+  int fd = loopback_connect(port);
   if (fd < 0) return -1;
   (void)!write(fd, msg.data(), msg.size());
   long total = 0;

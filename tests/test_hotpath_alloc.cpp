@@ -32,10 +32,8 @@ constexpr uint64_t kBigBytes = 1 << 20;
 // Runs the three kinds of gate on a connected pair and counts what each
 // allocates. Returns 0, or a nonzero code naming the failed call.
 int run_gates(ds4tp_pair *tp, Counts &c) {
-  int rc = ds4tp_connect(tp);
-  CHILD_EXPECT_OK(rc, tp, "connect");
-  rc = ds4tp_attach_slab(tp, nullptr, 0);
-  CHILD_EXPECT_OK(rc, tp, "attach");
+  int rc = connect_attach(tp);
+  if (rc) return rc;
   const int rank = ds4tp_rank(tp);
   auto *slab = static_cast<uint8_t *>(ds4tp_slab_base(tp));
   ds4tp_slab_layout l{};

@@ -646,48 +646,40 @@ TEST_CASE("gate service: a ready word that contradicts the schedule fails loudly
       return rc;
     };
   };
+  // A leader whose "kernel" waits at `slot` with `seq`, which the schedule
+  // contradicts: the service poisons it and its message names `a` and `b`.
+  auto contradicted_leader = [](const Hold &attached, const Hold &checked, uint32_t slot,
+                                uint64_t seq, const char *a, const char *b) {
+    return [=, &attached, &checked](ds4tp_pair *tp, Ctx &) -> int {
+      Signal sig{checked};
+      int rc = connect_attach(tp);
+      if (rc) return rc;
+      CHILD_EXPECT(attached.wait(15000), tp);
+      ds4tp_gate_service_options o = test_service_options();
+      CHILD_EXPECT_OK(ds4tp_gate_service_start(tp, &o), tp, "service start");
+      const Words w = words_of(tp);
+      CHILD_EXPECT(kernel_gate(w, slot, seq, 5000) == DS4TP_GATE_POISON, tp);
+      std::string m = ds4tp_errmsg(tp);
+      CHILD_EXPECT(m.find(a) != std::string::npos && m.find(b) != std::string::npos, tp,
+                   "wanted \"%s\" and \"%s\"", a, b);
+      CHILD_EXPECT(ds4tp_gate_service_state(tp) == DS4TP_SERVICE_FAILED, tp);
+      return 0;
+    };
+  };
   Hold first, second, first_attached, second_attached;
-  auto leader = [&](ds4tp_pair *tp, Ctx &) -> int {
-    Signal sig{first};
-    int rc = connect_attach(tp);
-    if (rc) return rc;
-    CHILD_EXPECT(first_attached.wait(15000), tp);
-    ds4tp_gate_service_options o = test_service_options();
-    rc = ds4tp_gate_service_start(tp, &o);
-    CHILD_EXPECT_OK(rc, tp, "service start");
-    const Words w = words_of(tp);
-    // seq 1 belongs to slot 0 (layer 0 ATTN); the "kernel" waits at slot 3.
-    CHILD_EXPECT(kernel_gate(w, 3, 1, 5000) == DS4TP_GATE_POISON, tp);
-    std::string m = ds4tp_errmsg(tp);
-    CHILD_EXPECT(m.find("slot 3 (layer 1, gate 1)") != std::string::npos &&
-                     m.find("slot 0 (layer 0, gate 0)") != std::string::npos,
-                 tp);
-    CHILD_EXPECT(ds4tp_gate_service_state(tp) == DS4TP_SERVICE_FAILED, tp);
-    return 0;
-  };
-  auto leader_ahead = [&](ds4tp_pair *tp, Ctx &) -> int {
-    Signal sig{second};
-    int rc = connect_attach(tp);
-    if (rc) return rc;
-    CHILD_EXPECT(second_attached.wait(15000), tp);
-    ds4tp_gate_service_options o = test_service_options();
-    rc = ds4tp_gate_service_start(tp, &o);
-    CHILD_EXPECT_OK(rc, tp, "service start");
-    const Words w = words_of(tp);
-    // Right slot, but a seq from the future.
-    CHILD_EXPECT(kernel_gate(w, 0, 9, 5000) == DS4TP_GATE_POISON, tp);
-    std::string m = ds4tp_errmsg(tp);
-    CHILD_EXPECT(m.find("holds seq 9") != std::string::npos && m.find("seq 1") != std::string::npos,
-                 tp);
-    return 0;
-  };
-  Outcome o = run_pair(s, leader, idle_worker(first_attached, first));
+  // seq 1 belongs to slot 0 (layer 0 ATTN); the "kernel" waits at slot 3.
+  Outcome o = run_pair(s,
+                       contradicted_leader(first_attached, first, 3, 1, "slot 3 (layer 1, gate 1)",
+                                           "slot 0 (layer 0, gate 0)"),
+                       idle_worker(first_attached, first));
   REQUIRE_RANKS_OK(o);
-  o = run_pair(s, leader_ahead, idle_worker(second_attached, second));
+  // Right slot, but a seq from the future.
+  o = run_pair(s, contradicted_leader(second_attached, second, 0, 9, "holds seq 9", "seq 1"),
+               idle_worker(second_attached, second));
   REQUIRE_RANKS_OK(o);
 }
 
-TEST_CASE("gate service and hooks: argument and state checks") {
+TEST_CASE("gate service and staging hooks: option defaults, and bad arguments or states refused without failing the pair") {
   ds4tp_gate_service_options d;
   ds4tp_gate_service_options_init(&d);
   REQUIRE(d.size == sizeof d);

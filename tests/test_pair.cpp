@@ -7,10 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "support/ranks.hpp"
@@ -80,7 +77,7 @@ int big_gate(ds4tp_pair *tp, uint64_t bytes) {
 
 }  // namespace
 
-TEST_CASE("two processes: gates and batch gates and a 64 MiB big gate bit for bit") {
+TEST_CASE("row gates, batch gates and a 64 MiB big gate cross two processes bit for bit") {
   int transport = GENERATE(from_range(local_transports()));
   RankSetup s;
   s.transport = transport;
@@ -254,21 +251,6 @@ TEST_CASE("gate order is checked against the schedule before any traffic") {
   REQUIRE_RANKS_OK(o);
 }
 
-namespace {
-int raw_connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-}  // namespace
-
 TEST_CASE("stray connections cannot wedge the leader") {
   int transport = GENERATE(from_range(local_transports()));
   RankSetup s;
@@ -280,8 +262,8 @@ TEST_CASE("stray connections cannot wedge the leader") {
     // Before the worker can complete: one connection sends garbage, one
     // stays silent, one sends a half preamble, one a foreign-endian magic.
     int p = ds4tp_listen_port(tp);
-    int garbage = raw_connect(p), silent = raw_connect(p), half = raw_connect(p),
-        swapped = raw_connect(p);
+    int garbage = loopback_connect(p), silent = loopback_connect(p), half = loopback_connect(p),
+        swapped = loopback_connect(p);
     CHILD_EXPECT(garbage >= 0 && silent >= 0 && half >= 0 && swapped >= 0, tp);
     const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     (void)!write(garbage, junk, sizeof junk - 1);
@@ -316,7 +298,7 @@ TEST_CASE("a peer speaking another protocol version gets a version error") {
   REQUIRE(ds4tp_new(&tp, &o, &id) == DS4TP_OK);
   int port = ds4tp_listen_port(tp);
   std::thread fake([port] {
-    int fd = raw_connect(port);
+    int fd = loopback_connect(port);
     uint8_t pre[12];
     ds4tp::wire::put_u32(pre, ds4tp::wire::kMagic);
     ds4tp::wire::put_u16(pre + 4, 99);
@@ -335,16 +317,7 @@ TEST_CASE("a peer speaking another protocol version gets a version error") {
 }
 
 TEST_CASE("a worker with nobody listening gives up at its connect deadline") {
-  // Find a free port, then close it so nothing listens there.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  int port = ntohs(a.sin_port);
-  close(fd);
+  int port = unused_loopback_port();
 
   ds4tp_options o;
   ds4tp_options_init(&o);

@@ -178,10 +178,8 @@ TEST_CASE("without libibverbs at run time the library still pairs over tcp") {
   RankSetup s;
   s.transport = DS4TP_TRANSPORT_AUTO;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    CHILD_EXPECT_OK(rc, tp, "connect");
-    rc = ds4tp_attach_slab(tp, nullptr, 0);
-    CHILD_EXPECT_OK(rc, tp, "attach");
+    int rc = connect_attach(tp);
+    if (rc) return rc;
     return gates(tp, 8);
   };
   Outcome o = run_pair(s, body, body);

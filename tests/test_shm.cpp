@@ -278,10 +278,8 @@ TEST_CASE("a slot hit twice in a row: the next partial never lands while the las
   s.leader_id = s.worker_id = small_identity(2, 256);
   s.leader_id.gates_per_token = s.worker_id.gates_per_token = 1;
   auto body = [](ds4tp_pair *tp, Ctx &c) -> int {
-    int rc = ds4tp_connect(tp);
-    CHILD_EXPECT_OK(rc, tp, "connect");
-    rc = ds4tp_attach_slab(tp, nullptr, 0);
-    CHILD_EXPECT_OK(rc, tp, "attach");
+    int rc = connect_attach(tp);
+    if (rc) return rc;
     View v = view(tp);
     uint64_t floats = v.l.vec_bytes / 4;
     auto *out = reinterpret_cast<float *>(v.slab + ds4tp_slab_out_offset(tp, 0, 0));
@@ -310,10 +308,8 @@ TEST_CASE("big gates larger than the staging ring are pipelined bit for bit") {
   RankSetup s;
   s.transport = transport;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    CHILD_EXPECT_OK(rc, tp, "connect");
-    rc = ds4tp_attach_slab(tp, nullptr, 0);
-    CHILD_EXPECT_OK(rc, tp, "attach");
+    int rc = connect_attach(tp);
+    if (rc) return rc;
     const uint64_t mib = 1u << 20;
     const uint64_t sizes[] = {0, 1, 4 * mib - 1, 4 * mib, 4 * mib + 3, 9 * mib + 5, 512 * 1024};
     uint64_t seq = 0, rseq = 0;
@@ -334,10 +330,8 @@ TEST_CASE("ranks at different kinds of gates report a desync naming both") {
   RankSetup s;
   s.transport = transport;
   auto leader = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    CHILD_EXPECT_OK(rc, tp, "connect");
-    rc = ds4tp_attach_slab(tp, nullptr, 0);
-    CHILD_EXPECT_OK(rc, tp, "attach");
+    int rc = connect_attach(tp);
+    if (rc) return rc;
     rc = ds4tp_gate_exchange(tp, 0, 0, 1);
     CHILD_EXPECT_RC(rc, DS4TP_EDESYNC, tp, "desync");
     std::string m = ds4tp_errmsg(tp);
@@ -347,10 +341,8 @@ TEST_CASE("ranks at different kinds of gates report a desync naming both") {
     return 0;
   };
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    CHILD_EXPECT_OK(rc, tp, "connect");
-    rc = ds4tp_attach_slab(tp, nullptr, 0);
-    CHILD_EXPECT_OK(rc, tp, "attach");
+    int rc = connect_attach(tp);
+    if (rc) return rc;
     CHILD_EXPECT_RC(ds4tp_batch_gate_exchange(tp, 0, 1, 1), DS4TP_EDESYNC, tp);
     return 0;
   };

@@ -72,6 +72,11 @@ float pattern(int rank, uint64_t seq, uint64_t index);
 // ds4tp_connect then ds4tp_attach_slab(NULL): 0, or a failed check's code.
 int connect_attach(ds4tp_pair *tp);
 
+// A plain TCP connection to 127.0.0.1:port (close-on-exec); -1 if refused.
+int loopback_connect(int port);
+// A loopback port nothing listens on: bound once for a number, then closed.
+int unused_loopback_port();
+
 using Clock = std::chrono::steady_clock;
 // Milliseconds since `t`, for deadline checks (never speed assertions).
 double ms_since(Clock::time_point t);
