@@ -69,6 +69,27 @@ struct TcpPair {
 
 ChannelConfig cfg(int role, uint32_t max = 64u << 20) { return ChannelConfig{role, max, 0}; }
 
+// A leader and a worker session (4 layers, 64 floats) over one loopback pair.
+struct SessionPair {
+  TcpPair tp;
+  session::SessionConfig lc, wc;
+  Logger log{nullptr, nullptr, DS4TP_LOG_ERROR};
+  session::Session leader, worker;
+  explicit SessionPair(int frame_timeout_ms)
+      : lc(config(DS4TP_ROLE_LEADER, frame_timeout_ms)),
+        wc(config(DS4TP_ROLE_WORKER, frame_timeout_ms)),
+        leader(tp.a, lc, log),
+        worker(tp.b, wc, log) {}
+  static session::SessionConfig config(int role, int frame_timeout_ms) {
+    session::SessionConfig c;
+    c.role = role;
+    c.n_layer = 4;
+    c.n_embd = 64;
+    c.frame_timeout_ms = frame_timeout_ms;
+    return c;
+  }
+};
+
 void raw_write(int fd, const std::vector<uint8_t> &v) {
   size_t done = 0;
   while (done < v.size()) {
@@ -252,16 +273,8 @@ TEST_CASE("a hostile or broken peer gets a named protocol error, never an alloca
 }
 
 TEST_CASE("an EVAL and its logits half cross without allocating once warm") {
-  TcpPair tp;
-  session::SessionConfig lc;
-  lc.role = DS4TP_ROLE_LEADER;
-  lc.n_layer = 4;
-  lc.n_embd = 64;
-  lc.frame_timeout_ms = 5000;
-  session::SessionConfig wc = lc;
-  wc.role = DS4TP_ROLE_WORKER;
-  Logger log(nullptr, nullptr, DS4TP_LOG_ERROR);
-  session::Session leader(tp.a, lc, log), worker(tp.b, wc, log);
+  SessionPair sessions(5000);
+  session::Session &leader = sessions.leader, &worker = sessions.worker;
   session::Command cmd;
   std::vector<float> half(500, 1.25f), got(500);
   Error err;
@@ -284,16 +297,8 @@ TEST_CASE("an EVAL and its logits half cross without allocating once warm") {
 }
 
 TEST_CASE("the session refuses calls that would break the reply order, naming what is due") {
-  TcpPair tp;
-  session::SessionConfig lc;
-  lc.role = DS4TP_ROLE_LEADER;
-  lc.n_layer = 4;
-  lc.n_embd = 64;
-  lc.frame_timeout_ms = 2000;
-  session::SessionConfig wc = lc;
-  wc.role = DS4TP_ROLE_WORKER;
-  Logger log(nullptr, nullptr, DS4TP_LOG_ERROR);
-  session::Session leader(tp.a, lc, log), worker(tp.b, wc, log);
+  SessionPair sessions(2000);
+  session::Session &leader = sessions.leader, &worker = sessions.worker;
   session::Command cmd;
   Error err;
   int32_t status = -1;

@@ -145,8 +145,7 @@ TEST_CASE("gate callbacks are registered as function pointers and return 1 on su
   RankSetup s;
   s.transport = transport;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     // What a GPU backend holds: function pointers and one user-data word.
     struct {
       ds4tp_gate_fn row;
@@ -207,8 +206,7 @@ TEST_CASE("a failing gate callback returns 0 and leaves the pair failed") {
   s.gate_timeout_ms = 2000;
   Hold worker_attached;
   auto leader = [&](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     CHILD_EXPECT(worker_attached.wait(15000), tp);
     // A caller mistake (seq 5 first) is a plain EINVAL for a call, but a
     // callback's 0 always means "this pair is failed".
@@ -410,8 +408,7 @@ TEST_CASE("a failing staging hook fails the gate with EIO naming the hook and va
   auto before_fails = [&](ds4tp_pair *tp, Ctx &) -> int { return run(tp, true); };
   auto after_fails = [&](ds4tp_pair *tp, Ctx &) -> int { return run(tp, false); };
   auto plain = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     for (uint64_t seq = 1; seq <= 4; seq++)
       if (ds4tp_gate_exchange(tp, uint32_t((seq - 1) / 2), uint32_t((seq - 1) % 2), seq)) break;
     return 0;
@@ -652,8 +649,7 @@ TEST_CASE("gate service: a ready word that contradicts the schedule fails loudly
                                 uint64_t seq, const char *a, const char *b) {
     return [=, &attached, &checked](ds4tp_pair *tp, Ctx &) -> int {
       Signal sig{checked};
-      int rc = connect_attach(tp);
-      if (rc) return rc;
+      if (int rc = connect_attach(tp)) return rc;
       CHILD_EXPECT(attached.wait(15000), tp);
       ds4tp_gate_service_options o = test_service_options();
       CHILD_EXPECT_OK(ds4tp_gate_service_start(tp, &o), tp, "service start");

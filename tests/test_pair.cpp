@@ -186,8 +186,7 @@ TEST_CASE("a stalled worker: the gate times out within its deadline") {
   s.transport = transport;
   s.gate_timeout_ms = 300;
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     // Alive but never at the gate.
     std::this_thread::sleep_for(std::chrono::seconds(3));
     return 0;
@@ -213,8 +212,7 @@ TEST_CASE("ranks at different gates report a desync naming both") {
   RankSetup s;
   s.transport = transport;
   auto leader = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     char in[4];
     CHILD_EXPECT_RC(ds4tp_big_gate_exchange(tp, 1, 7, "abcd", in, 4), DS4TP_EDESYNC, tp);
     std::string m = ds4tp_errmsg(tp);
@@ -222,8 +220,7 @@ TEST_CASE("ranks at different gates report a desync naming both") {
     return 0;
   };
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     char in[4];
     CHILD_EXPECT_RC(ds4tp_big_gate_exchange(tp, 1, 8, "abcd", in, 4), DS4TP_EDESYNC, tp);
     return 0;
@@ -237,8 +234,7 @@ TEST_CASE("gate order is checked against the schedule before any traffic") {
   RankSetup s;
   s.transport = transport;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     // seq 1 must be slot 0 (layer 0 ATTN) under the identity schedule.
     CHILD_EXPECT_RC(ds4tp_gate_exchange(tp, 0, 1, 1), DS4TP_EINVAL, tp);
     CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("schedule") != std::string::npos, tp);
@@ -279,8 +275,7 @@ TEST_CASE("stray connections cannot wedge the leader") {
   };
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
     usleep(100000);  // let the strays arrive first
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     return token_loop(tp, 1);
   };
   Outcome o = run_pair(s, leader, worker);

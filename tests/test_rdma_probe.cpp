@@ -178,8 +178,7 @@ TEST_CASE("without libibverbs at run time the library still pairs over tcp") {
   RankSetup s;
   s.transport = DS4TP_TRANSPORT_AUTO;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     return gates(tp, 8);
   };
   Outcome o = run_pair(s, body, body);

@@ -341,8 +341,7 @@ TEST_CASE("ranks at different kinds of gates report a desync naming both") {
     return 0;
   };
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     CHILD_EXPECT_RC(ds4tp_batch_gate_exchange(tp, 0, 1, 1), DS4TP_EDESYNC, tp);
     return 0;
   };
