@@ -253,13 +253,13 @@ struct Pair2 {
 bool spawn_pair(Pair2 &p, RankPlan lp, RankPlan wp,
                 const std::function<int(int)> &before_worker = nullptr) {
   lp.role = DS4TP_ROLE_LEADER;
-  p.leader = Child::spawn([lp](int fd) { return rank_main(fd, lp); });
+  p.leader = Child::spawn([lp](int fd) { return rank_main(fd, lp); }, "leader");
   Report r;
   if (!p.leader.next_of(kReportPort, r, 5000)) return false;
   p.port = int(r.value);
   wp.role = DS4TP_ROLE_WORKER;
   wp.port = before_worker ? before_worker(p.port) : p.port;
-  p.worker = Child::spawn([wp](int fd) { return rank_main(fd, wp); });
+  p.worker = Child::spawn([wp](int fd) { return rank_main(fd, wp); }, "worker");
   return true;
 }
 

@@ -107,8 +107,10 @@ TEST_CASE("a link cut between two network namespaces ends both ranks in time") {
   int go_l[2], go_w[2];
   REQUIRE(pipe(go_l) == 0);
   REQUIRE(pipe(go_w) == 0);
-  Child leader = Child::spawn([&](int fd) { return ns_rank(fd, go_l[0], DS4TP_ROLE_LEADER); });
-  Child worker = Child::spawn([&](int fd) { return ns_rank(fd, go_w[0], DS4TP_ROLE_WORKER); });
+  Child leader =
+      Child::spawn([&](int fd) { return ns_rank(fd, go_l[0], DS4TP_ROLE_LEADER); }, "leader");
+  Child worker =
+      Child::spawn([&](int fd) { return ns_rank(fd, go_w[0], DS4TP_ROLE_WORKER); }, "worker");
   close(go_l[0]);
   close(go_w[0]);
   Report rl, rw;
