@@ -106,10 +106,11 @@ int rank_main(int fd, const RankPlan &p) {
       for (uint64_t i = 0; i < floats; i++) out[i] = pattern(rank, seq, i);
     int r = ds4tp_gate_exchange(tp, layer, gate, seq);
     if (r == 0 && check)
-      for (uint64_t i = 0; i < floats; i++)
-        if (float w = pattern(1 - rank, seq, i); true)
-          CHILD_EXPECT(std::memcmp(&in[i], &w, 4) == 0, tp, "gate seq %llu float %llu",
-                       (unsigned long long)seq, (unsigned long long)i);
+      for (uint64_t i = 0; i < floats; i++) {
+        float w = pattern(1 - rank, seq, i);
+        CHILD_EXPECT(std::memcmp(&in[i], &w, 4) == 0, tp, "gate seq %llu float %llu",
+                     (unsigned long long)seq, (unsigned long long)i);
+      }
     return r;
   };
   auto batch = [&](bool check) -> int {

@@ -1,16 +1,22 @@
 // Checks for code that cannot use Catch2 assertions: forked children and
 // rank bodies or threads whose int return becomes an exit code.
 //
+//   CHILD_EXPECT(cond, pair, ...)          cond holds
+//   CHILD_EXPECT_OK(rc, pair, ...)         the ds4tp status rc is DS4TP_OK
+//   CHILD_EXPECT_RC(rc, want, pair, ...)   the ds4tp status rc is `want`
+//
 // A failed check writes one block to stderr:
 //
-//   tests/test_pair.cpp:112: [worker rank 1 pid 4242] check failed: rc == DS4TP_EIDENTITY
-//     status: DS4TP_OK (0)
-//     library: "identity mismatch: n_vocab is 1000 here but 1001 on the peer"
+//   tests/test_pair.cpp:204: [leader rank 0 pid 4242] check failed: rc == DS4TP_ETIMEDOUT
+//     status: DS4TP_EPEERCLOSED (-3), wanted DS4TP_ETIMEDOUT (-2)
+//     pair failed: yes
+//     library: "gate (layer 0, gate 0, seq 1): the peer closed the connection"
 //
 // appends the same text to the failure channel of this process (which a
 // parent reads back, see run_pair and Child) and returns kChildFailed from
 // the enclosing function, which must return int. Inside a void lambda or
 // a thread, wrap the checks in an int-returning lambda and keep its value.
+// `pair` may be NULL: the message is then ds4tp_last_error().
 //
 // An optional printf-style note may follow the pair:
 //   CHILD_EXPECT(got == want, tp, "gate seq %llu float %llu", seq, i);
