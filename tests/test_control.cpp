@@ -151,7 +151,7 @@ TEST_CASE("every frame type crosses real sockets between two processes in each d
             int rc = send_sample(ch, s, err);
             if (rc != DS4TP_OK) {
               test::expect_failed(__FILE__, __LINE__, "send_sample == DS4TP_OK", nullptr, true, rc,
-                            false, 0, "send %s: %s", frame_name(s.type), err.message.c_str());
+                                  false, 0, "send %s: %s", frame_name(s.type), err.message.c_str());
               bad++;
             }
           }

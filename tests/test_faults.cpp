@@ -127,9 +127,10 @@ int rank_main(int fd, const RankPlan &p) {
       for (uint32_t r = 0; r < rows; r++)
         for (uint64_t i = 0; i < floats; i++) {
           float w = pattern(1 - rank, bseq, r * floats + i);
-          CHILD_EXPECT(std::memcmp(reinterpret_cast<float *>(bin + r * l.vec_stride) + i, &w, 4) == 0,
-                       tp, "batch seq %llu row %u float %llu", (unsigned long long)bseq, r,
-                       (unsigned long long)i);
+          CHILD_EXPECT(
+              std::memcmp(reinterpret_cast<float *>(bin + r * l.vec_stride) + i, &w, 4) == 0, tp,
+              "batch seq %llu row %u float %llu", (unsigned long long)bseq, r,
+              (unsigned long long)i);
         }
     return rc2;
   };
@@ -142,8 +143,9 @@ int rank_main(int fd, const RankPlan &p) {
                                     big_out.size() * 4);
     if (r == 0 && check)
       for (size_t i = 0; i < big_in.size(); i++)
-        CHILD_EXPECT(big_in[i] == (uint32_t(i * 2654435761u) ^ uint32_t(gseq << 8) ^ uint32_t(1 - rank)),
-                     tp, "big gate seq %llu word %zu", (unsigned long long)gseq, i);
+        CHILD_EXPECT(
+            big_in[i] == (uint32_t(i * 2654435761u) ^ uint32_t(gseq << 8) ^ uint32_t(1 - rank)), tp,
+            "big gate seq %llu word %zu", (unsigned long long)gseq, i);
     return r;
   };
   uint64_t fseq = 0;
@@ -460,8 +462,9 @@ TEST_CASE("delay and slicing by the proxy: everything arrives bit for bit") {
   std::printf("fault-summary: proxy %s | leader %s | worker %s | %llu bytes to the leader\n",
               s.name, ds4tp_err_name(rl.rc), ds4tp_err_name(rw.rc),
               (unsigned long long)(proxy->forwarded(0, 0) + proxy->forwarded(1, 0)));
-  INFO("leader: " << rl.msg << "\n" << p.leader.failures() << "worker: " << rw.msg << "\n"
-                   << p.worker.failures());
+  INFO("leader: " << rl.msg << "\n"
+                  << p.leader.failures() << "worker: " << rw.msg << "\n"
+                  << p.worker.failures());
   REQUIRE(gl);
   REQUIRE(gw);
   REQUIRE(rl.rc == 0);

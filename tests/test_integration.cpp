@@ -161,8 +161,7 @@ TEST_CASE("gate callbacks are registered as function pointers and return 1 on su
       for (uint32_t slot = 0; slot < w.l.slots; slot++) {
         ++seq;
         for (uint64_t i = 0; i < floats; i++) w.out(slot)[i] = pattern(rank, seq, i);
-        CHILD_EXPECT(machinery.row(machinery.ud, slot / 2, slot % 2, seq) == 1, tp,
-                     "row callback");
+        CHILD_EXPECT(machinery.row(machinery.ud, slot / 2, slot % 2, seq) == 1, tp, "row callback");
         for (uint64_t i = 0; i < floats; i++) {
           float want = pattern(1 - rank, seq, i);
           CHILD_EXPECT(std::memcmp(&w.in(slot)[i], &want, 4) == 0, tp);
@@ -174,7 +173,8 @@ TEST_CASE("gate callbacks are registered as function pointers and return 1 on su
     auto *bin = reinterpret_cast<float *>(w.base + ds4tp_slab_batch_in_offset(tp, 3));
     const uint64_t rstride = w.l.vec_stride / 4;
     for (uint32_t r = 0; r < 5; r++)
-      for (uint64_t i = 0; i < floats; i++) bout[r * rstride + i] = pattern(rank, 777, r * 7919 + i);
+      for (uint64_t i = 0; i < floats; i++)
+        bout[r * rstride + i] = pattern(rank, 777, r * 7919 + i);
     CHILD_EXPECT(machinery.batch(machinery.ud, 3, 5, 1) == 1, tp, "batch callback");
     for (uint32_t r = 0; r < 5; r++)
       for (uint64_t i = 0; i < floats; i++) {
@@ -602,7 +602,8 @@ TEST_CASE("gate service: ds4tp_mark_failed from the engine poisons and stops it"
     while (ds4tp_gate_service_state(tp) != DS4TP_SERVICE_FAILED && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     CHILD_EXPECT(ds4tp_gate_service_state(tp) == DS4TP_SERVICE_FAILED, tp);
-    CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("GPU fault at layer 3") != std::string::npos, tp);
+    CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("GPU fault at layer 3") != std::string::npos,
+                 tp);
     CHILD_EXPECT(ds4tp_gate_seq(tp) == 0, tp);  // no exchange ran after the failure
     return 0;
   };
@@ -675,7 +676,9 @@ TEST_CASE("gate service: a ready word that contradicts the schedule fails loudly
   REQUIRE_RANKS_OK(o);
 }
 
-TEST_CASE("gate service and staging hooks: option defaults, and bad arguments or states refused without failing the pair") {
+TEST_CASE(
+    "gate service and staging hooks: option defaults, and bad arguments or states refused without "
+    "failing the pair") {
   ds4tp_gate_service_options d;
   ds4tp_gate_service_options_init(&d);
   REQUIRE(d.size == sizeof d);

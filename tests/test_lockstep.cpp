@@ -181,7 +181,8 @@ int leader_script(ds4tp_pair *tp, uint64_t &digest) {
   img.height = img.content_height = 32;
   for (int i = 0; i < DS4TP_IMAGE_FINGERPRINT_BYTES; i++) img.fingerprint[i] = uint8_t(i);
   img.embd = embd.data();
-  CHILD_EXPECT_OK(ds4tp_send_sync_images(tp, C, ctoks.data(), uint32_t(ctoks.size()), &img, 1, kHalf), tp);
+  CHILD_EXPECT_OK(
+      ds4tp_send_sync_images(tp, C, ctoks.data(), uint32_t(ctoks.size()), &img, 1, kHalf), tp);
   CHILD_EXPECT_OK(e.sync(C, ctoks.data(), uint32_t(ctoks.size()), &img, 1, &pos), tp);
   CHILD_EXPECT_OK(ds4tp_wait_sync(tp, C, &st, &wpos), tp);
   CHILD_EXPECT(st == 0 && wpos == 10, tp);
@@ -311,8 +312,10 @@ TEST_CASE("a failing worker callback reaches the leader's wait as DS4TP_EREMOTE 
     CHILD_EXPECT_RC(rc, DS4TP_EREMOTE, tp);
     CHILD_EXPECT(st == -42 && ds4tp_remote_status(tp) == -42, tp);
     std::string m = ds4tp_errmsg(tp);
-    CHILD_EXPECT(m.find("SESSION_CREATE") != std::string::npos && m.find("-42") != std::string::npos &&
-               m.find("no memory for a 4096-token KV cache") != std::string::npos, tp);
+    CHILD_EXPECT(m.find("SESSION_CREATE") != std::string::npos &&
+                     m.find("-42") != std::string::npos &&
+                     m.find("no memory for a 4096-token KV cache") != std::string::npos,
+                 tp);
     CHILD_EXPECT(ds4tp_failed(tp) == 1, tp);
     CHILD_EXPECT_RC(ds4tp_send_eval(tp, 9, 1, 1, 0), DS4TP_EFAILED, tp);
     return 0;
@@ -345,7 +348,9 @@ TEST_CASE("a worker that fails and exits while the leader is not reading latches
     CHILD_EXPECT(ds4tp_failed(tp) == 1, tp);
     CHILD_EXPECT(ds4tp_remote_status(tp) == -7, tp);
     std::string m = ds4tp_errmsg(tp);
-    CHILD_EXPECT(m.find("EVAL") != std::string::npos && m.find("GPU fault at token 123") != std::string::npos, tp);
+    CHILD_EXPECT(m.find("EVAL") != std::string::npos &&
+                     m.find("GPU fault at token 123") != std::string::npos,
+                 tp);
     CHILD_EXPECT_RC(ds4tp_send_eval(tp, 9, 2, 1, 0), DS4TP_EFAILED, tp);
     return 0;
   };
@@ -374,7 +379,9 @@ TEST_CASE("a killed worker latches the idle leader failed, and wakes a waiting o
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       CHILD_EXPECT(ds4tp_failed(tp) == 1, tp);
       CHILD_EXPECT(ms_since(t0) < 2000, tp);
-      CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("closed the control connection") != std::string::npos, tp);
+      CHILD_EXPECT(
+          std::string(ds4tp_errmsg(tp)).find("closed the control connection") != std::string::npos,
+          tp);
       return 0;
     };
     auto worker = [&](ds4tp_pair *tp, Ctx &) -> int {
@@ -433,7 +440,8 @@ TEST_CASE("a live worker that never answers times the leader's wait out at frame
     done.put(1);
     CHILD_EXPECT_RC(rc, DS4TP_ETIMEDOUT, tp);
     CHILD_EXPECT(took >= 280 && took < 3000, tp, "took %.0f ms", took);
-    CHILD_EXPECT(m.find("300 ms") != std::string::npos && m.find("SPEC_RESTORE") != std::string::npos, tp);
+    CHILD_EXPECT(
+        m.find("300 ms") != std::string::npos && m.find("SPEC_RESTORE") != std::string::npos, tp);
     return 0;
   };
   auto worker = [&](ds4tp_pair *tp, Ctx &) -> int {
@@ -521,7 +529,8 @@ TEST_CASE("start-up agreements and verify-block agreements on every transport") 
       CHILD_EXPECT_OK(ds4tp_head_row_send(tp, 1, row.data(), DS4TP_HEAD_ROW_MAX), tp);
     } else {
       CHILD_EXPECT_OK(ds4tp_head_row_recv(tp, 1, got.data(), DS4TP_HEAD_ROW_MAX), tp);
-      CHILD_EXPECT(got[0] == 99.0f && got[DS4TP_HEAD_ROW_MAX - 1] == row[DS4TP_HEAD_ROW_MAX - 1], tp);
+      CHILD_EXPECT(got[0] == 99.0f && got[DS4TP_HEAD_ROW_MAX - 1] == row[DS4TP_HEAD_ROW_MAX - 1],
+                   tp);
     }
     // Argument checks do not fail the pair.
     CHILD_EXPECT_RC(ds4tp_small_exchange(tp, mine, peer, 193), DS4TP_EINVAL, tp);
@@ -666,7 +675,8 @@ TEST_CASE("a worker driven by hand owns the command arrays it receives") {
     ds4tp_command_init(&cmd);
     CHILD_EXPECT_OK(ds4tp_recv_command(tp, &cmd, 5000), tp);
     CHILD_EXPECT(cmd.kind == DS4TP_CMD_SYNC_IMAGES && cmd.n_tokens == 4 && cmd.tokens[3] == 6, tp);
-    CHILD_EXPECT(cmd.n_images == 1 && cmd.images[0].token_count == 2 && cmd.images[0].embd[127] == 0.5f, tp);
+    CHILD_EXPECT(
+        cmd.n_images == 1 && cmd.images[0].token_count == 2 && cmd.images[0].embd[127] == 0.5f, tp);
     CHILD_EXPECT(cmd.logits_floats == 3, tp);
     CHILD_EXPECT_RC(ds4tp_recv_command(tp, &cmd, 10), DS4TP_ESTATE, tp);  // SYNC_ACK owed
     CHILD_EXPECT_OK(ds4tp_send_sync_ack(tp, 0, 4), tp);
@@ -674,7 +684,8 @@ TEST_CASE("a worker driven by hand owns the command arrays it receives") {
     CHILD_EXPECT_OK(ds4tp_send_logits(tp, half, 3), tp);
     ds4tp_command_free(&cmd);
     CHILD_EXPECT_OK(ds4tp_recv_command(tp, &cmd, 5000), tp);
-    CHILD_EXPECT(cmd.kind == DS4TP_CMD_EVAL_BATCH && cmd.n_items == 3 && cmd.items[2].session_id == 7, tp);
+    CHILD_EXPECT(
+        cmd.kind == DS4TP_CMD_EVAL_BATCH && cmd.n_items == 3 && cmd.items[2].session_id == 7, tp);
     CHILD_EXPECT_OK(ds4tp_send_ack(tp, 0), tp);
     ds4tp_command_free(&cmd);
     CHILD_EXPECT_OK(ds4tp_recv_command(tp, &cmd, 5000), tp);

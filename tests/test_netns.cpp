@@ -163,8 +163,9 @@ TEST_CASE("a link cut between two network namespaces ends both ranks in time") {
   std::printf("fault-summary: netns link cut on the %s side | leader %s after %.1f ms | worker "
               "%s after %.1f ms\n",
               cut_side, ds4tp_err_name(rl.rc), ml, ds4tp_err_name(rw.rc), mw);
-  INFO("leader: " << rl.msg << "\n" << leader.failures() << "worker: " << rw.msg << "\n"
-                   << worker.failures());
+  INFO("leader: " << rl.msg << "\n"
+                  << leader.failures() << "worker: " << rw.msg << "\n"
+                  << worker.failures());
   REQUIRE(gl);
   REQUIRE(gw);
   REQUIRE(rl.rc < 0);

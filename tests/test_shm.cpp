@@ -50,9 +50,10 @@ std::vector<std::string> segments_of(pid_t pid) {
 
 int connect_only(ds4tp_pair *tp, int want_transport) {
   CHILD_EXPECT_OK(ds4tp_connect(tp), tp);
-  CHILD_EXPECT(want_transport == DS4TP_TRANSPORT_AUTO || ds4tp_transport_active(tp) == want_transport,
-               tp, "transport %s, wanted %s", ds4tp_transport_name(ds4tp_transport_active(tp)),
-               ds4tp_transport_name(want_transport));
+  CHILD_EXPECT(
+      want_transport == DS4TP_TRANSPORT_AUTO || ds4tp_transport_active(tp) == want_transport, tp,
+      "transport %s, wanted %s", ds4tp_transport_name(ds4tp_transport_active(tp)),
+      ds4tp_transport_name(want_transport));
   return 0;
 }
 
@@ -360,9 +361,8 @@ TEST_CASE("shm forced across hosts is refused with the reason, and auto falls ba
       int rc = ds4tp_connect(tp);
       CHILD_EXPECT_RC(rc, DS4TP_EUNSUPPORTED, tp, "connect");
       std::string m = ds4tp_errmsg(tp);
-      CHILD_EXPECT(m.find("shm") != std::string::npos &&
-                       m.find("different hosts") != std::string::npos,
-                   tp);
+      CHILD_EXPECT(
+          m.find("shm") != std::string::npos && m.find("different hosts") != std::string::npos, tp);
       return 0;
     };
     Outcome o = run_pair(s, body, body);
@@ -474,7 +474,8 @@ TEST_CASE("a dead peer whose connection lives on in a child is noticed by its pi
     killer.join();
     CHILD_EXPECT_RC(rc, DS4TP_EPEERCLOSED, tp, "gate after kill");
     CHILD_EXPECT(took <= 1500, tp, "took %.0f ms", took);
-    CHILD_EXPECT(std::string(ds4tp_last_error()).find("process has exited") != std::string::npos, tp);
+    CHILD_EXPECT(std::string(ds4tp_last_error()).find("process has exited") != std::string::npos,
+                 tp);
     return 0;
   };
   Outcome o = run_pair(s, leader, worker);

@@ -56,30 +56,30 @@ std::string drain_failures(int fd);
 #define DS4TP_EXPECT_NOTE_(...) __VA_OPT__(, __VA_ARGS__)
 
 // `cond` must hold.
-#define CHILD_EXPECT(cond, pair, ...)                                                       \
-  do {                                                                                      \
-    if (!(cond))                                                                            \
-      return ::ds4tp::test::expect_failed(__FILE__, __LINE__, #cond, (pair), false, 0,      \
-                                          false, 0 DS4TP_EXPECT_NOTE_(__VA_ARGS__));        \
+#define CHILD_EXPECT(cond, pair, ...)                                                         \
+  do {                                                                                        \
+    if (!(cond))                                                                              \
+      return ::ds4tp::test::expect_failed(__FILE__, __LINE__, #cond, (pair), false, 0, false, \
+                                          0 DS4TP_EXPECT_NOTE_(__VA_ARGS__));                 \
   } while (0)
 
 // `expr` (a ds4tp status) must be DS4TP_OK.
-#define CHILD_EXPECT_OK(expr, pair, ...)                                                    \
-  do {                                                                                      \
-    int ds4tp_expect_rc_ = (expr);                                                          \
-    if (ds4tp_expect_rc_ != DS4TP_OK)                                                       \
-      return ::ds4tp::test::expect_failed(__FILE__, __LINE__, #expr " == DS4TP_OK", (pair), \
-                                          true, ds4tp_expect_rc_, false, 0                  \
-                                              DS4TP_EXPECT_NOTE_(__VA_ARGS__));             \
+#define CHILD_EXPECT_OK(expr, pair, ...)                                                          \
+  do {                                                                                            \
+    int ds4tp_expect_rc_ = (expr);                                                                \
+    if (ds4tp_expect_rc_ != DS4TP_OK)                                                             \
+      return ::ds4tp::test::expect_failed(__FILE__, __LINE__, #expr " == DS4TP_OK", (pair), true, \
+                                          ds4tp_expect_rc_, false,                                \
+                                          0 DS4TP_EXPECT_NOTE_(__VA_ARGS__));                     \
   } while (0)
 
 // `expr` (a ds4tp status) must be `want`.
-#define CHILD_EXPECT_RC(expr, want, pair, ...)                                              \
-  do {                                                                                      \
-    int ds4tp_expect_rc_ = (expr);                                                          \
-    int ds4tp_expect_want_ = (want);                                                        \
-    if (ds4tp_expect_rc_ != ds4tp_expect_want_)                                             \
-      return ::ds4tp::test::expect_failed(__FILE__, __LINE__, #expr " == " #want, (pair),   \
-                                          true, ds4tp_expect_rc_, true, ds4tp_expect_want_  \
-                                              DS4TP_EXPECT_NOTE_(__VA_ARGS__));             \
+#define CHILD_EXPECT_RC(expr, want, pair, ...)                                                  \
+  do {                                                                                          \
+    int ds4tp_expect_rc_ = (expr);                                                              \
+    int ds4tp_expect_want_ = (want);                                                            \
+    if (ds4tp_expect_rc_ != ds4tp_expect_want_)                                                 \
+      return ::ds4tp::test::expect_failed(__FILE__, __LINE__, #expr " == " #want, (pair), true, \
+                                          ds4tp_expect_rc_, true,                               \
+                                          ds4tp_expect_want_ DS4TP_EXPECT_NOTE_(__VA_ARGS__));  \
   } while (0)

@@ -135,8 +135,8 @@ Outcome run_pair(const RankSetup &s, const Body &leader, const Body &worker, int
     ds4tp_pair *wp = nullptr;
     int wrc = ds4tp_new(&wp, &wo, &s.worker_id);
     if (wrc != DS4TP_OK) {
-      expect_failed(__FILE__, __LINE__, "worker ds4tp_new == DS4TP_OK", nullptr, true, wrc,
-                    false, 0);
+      expect_failed(__FILE__, __LINE__, "worker ds4tp_new == DS4TP_OK", nullptr, true, wrc, false,
+                    0);
       _exit(100);
     }
     Ctx ctx;

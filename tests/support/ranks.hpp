@@ -55,11 +55,11 @@ struct Outcome {
 };
 
 // Parent side: both ranks succeeded; otherwise Catch2 shows describe().
-#define REQUIRE_RANKS_OK(o)         \
-  do {                              \
-    INFO((o).describe());           \
-    REQUIRE((o).leader == 0);       \
-    REQUIRE((o).worker_exit == 0);  \
+#define REQUIRE_RANKS_OK(o)        \
+  do {                             \
+    INFO((o).describe());          \
+    REQUIRE((o).leader == 0);      \
+    REQUIRE((o).worker_exit == 0); \
   } while (0)
 
 Outcome run_pair(const RankSetup &s, const Body &leader, const Body &worker,
