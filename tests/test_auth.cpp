@@ -8,12 +8,9 @@
 #include <mutex>
 #include <string>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -95,7 +92,7 @@ int connect_and_gate(ds4tp_pair *tp, int gates) {
     if (rc) return rc;
     for (int i = 0; i < 256; i++) {
       float want = pattern(1 - rank, uint64_t(s), uint64_t(i));
-      if (std::memcmp(&in[i], &want, 4) != 0) return 90;
+      CHILD_EXPECT(std::memcmp(&in[i], &want, 4) == 0, tp, "gate seq %d float %d", s, i);
     }
   }
   return 0;
@@ -114,10 +111,8 @@ Child spawn_worker(ds4tp_pair *leader, int port, const char *key, int delay_ms,
     ds4tp_identity id = small_identity();
     ds4tp_pair *tp = nullptr;
     int rc = ds4tp_new(&tp, &o, &id);
-    if (rc) {
-      send_report(fd, kReportResult, 0, rc);
-      return 1;
-    }
+    if (rc) send_report(fd, kReportResult, 0, rc);
+    CHILD_EXPECT_OK(rc, nullptr, "worker ds4tp_new");
     uint64_t t0 = mono_ns();
     rc = connect_and_gate(tp, gates);
     send_report(fd, kReportResult, int64_t((mono_ns() - t0) / 1000000), rc, tp);
@@ -219,14 +214,13 @@ TEST_CASE("ranks holding the same key pair up and exchange bit for bit") {
   s.leader_tweak = [](ds4tp_options &o) { use_key(o, kKey); };
   s.worker_tweak = [&](ds4tp_options &o) { o.psk_file = path.c_str(); };
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_and_gate(tp, 16);
-    return rc ? report("keyed pair", tp, rc) : 0;
+    CHILD_EXPECT_OK(connect_and_gate(tp, 16), tp, "keyed pair");
+    return 0;
   };
   Outcome o = run_pair(s, body, body);
   unlink(path.c_str());
   rmdir(dir.c_str());
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("a peer without the key or with another key is refused while the leader waits") {
@@ -251,7 +245,9 @@ TEST_CASE("a peer without the key or with another key is refused while the leade
   bool got_s = stranger.next_of(kReportResult, rs, 10000);
   bool got_w = worker.next_of(kReportResult, rw, 10000);
   stranger.reap(2000);
+  INFO("stranger: " << stranger.failures());
   worker.reap(2000);
+  INFO("worker: " << worker.failures());
   std::string leader_msg = ds4tp_errmsg(leader);
   ds4tp_free(leader);
   INFO("leader: " << leader_msg << "\nlog:\n" << log.get() << "stranger: " << rs.msg);
@@ -278,6 +274,7 @@ TEST_CASE("with only a wrong-key worker the leader times out naming the refusals
   Report rs;
   REQUIRE(stranger.next_of(kReportResult, rs, 5000));
   stranger.reap(2000);
+  INFO("stranger: " << stranger.failures());
   ds4tp_free(leader);
   INFO(msg);
   REQUIRE(rc == DS4TP_ETIMEDOUT);
@@ -312,6 +309,7 @@ TEST_CASE("a hello altered on the way is caught by the key") {
   bool got = worker.next_of(kReportResult, rw, 8000);
   proxy.stop();
   worker.reap(2000);
+  INFO("worker: " << worker.failures());
   ds4tp_free(leader);
   REQUIRE(got);
   INFO("leader rc " << rc << ", worker: " << rw.msg << "\nlog:\n" << log.get());
@@ -329,23 +327,10 @@ TEST_CASE("a hello altered on the way is caught by the key") {
 }
 
 namespace {
-int raw_connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Sends `msg` and returns the bytes the leader answers before closing
 // (-1 if it neither answers nor closes within 3 s).
 long answer_bytes(int port, const std::vector<uint8_t> &msg) {
-  int fd = raw_connect(port);
+  int fd = loopback_connect(port);
   if (fd < 0) return -1;
   (void)!write(fd, msg.data(), msg.size());
   long total = 0;
@@ -401,6 +386,7 @@ TEST_CASE("the pair cookie alone does not admit a data connection when a key is 
   bool got = worker.next_of(kReportResult, rw, 10000);
   proxy.stop();
   worker.reap(2000);
+  INFO("worker: " << worker.failures());
   ds4tp_free(leader);
   INFO("log:\n" << log.get());
   REQUIRE(proxy.triggered());
@@ -436,7 +422,8 @@ TEST_CASE("listening beyond loopback without a key logs a warning") {
       bool warned = log.get().find("without a pre-shared key") != std::string::npos;
       if (rc != 0 || warned != (key == nullptr)) {
         send_report(fd, kReportResult, key ? 2 : 1, rc ? rc : 1);
-        return 0;
+        CHILD_EXPECT_OK(rc, nullptr, "ds4tp_new %s a key", key ? "with" : "without");
+        CHILD_EXPECT(warned == (key == nullptr), nullptr, "%s a key", key ? "with" : "without");
       }
     }
     send_report(fd, kReportResult, 0, 0);
@@ -449,7 +436,7 @@ TEST_CASE("listening beyond loopback without a key logs a warning") {
     std::printf("ds4tp-skip: cannot create a network namespace here\n");
     return;
   }
-  INFO("case " << r.value);
+  INFO("case " << r.value << "\n" << c.failures());
   REQUIRE(r.rc == 0);
   // The loopback default never warns.
   LogSink log;

@@ -17,7 +17,7 @@ TEST_CASE("status table: names and messages for every code") {
   REQUIRE(std::string(ds4tp_strerror(12345)) == "unknown status");
 }
 
-TEST_CASE("versions") {
+TEST_CASE("the version calls match the version macros, and transports have names") {
   REQUIRE(ds4tp_version() == DS4TP_VERSION_HEX);
   REQUIRE(std::string(ds4tp_version_string()) == "0.1.0");
   REQUIRE(ds4tp_protocol_version() == DS4TP_PROTOCOL_VERSION);

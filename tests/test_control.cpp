@@ -21,6 +21,7 @@
 #include "control/channel.hpp"
 #include "control/liveness.hpp"
 #include "frame_samples.hpp"
+#include "support/procs.hpp"
 #include "session/session.hpp"
 #include "wire/codec.hpp"
 #include "wire/frames.hpp"
@@ -68,6 +69,27 @@ struct TcpPair {
 
 ChannelConfig cfg(int role, uint32_t max = 64u << 20) { return ChannelConfig{role, max, 0}; }
 
+// A leader and a worker session (4 layers, 64 floats) over one loopback pair.
+struct SessionPair {
+  TcpPair tp;
+  session::SessionConfig lc, wc;
+  Logger log{nullptr, nullptr, DS4TP_LOG_ERROR};
+  session::Session leader, worker;
+  explicit SessionPair(int frame_timeout_ms)
+      : lc(config(DS4TP_ROLE_LEADER, frame_timeout_ms)),
+        wc(config(DS4TP_ROLE_WORKER, frame_timeout_ms)),
+        leader(tp.a, lc, log),
+        worker(tp.b, wc, log) {}
+  static session::SessionConfig config(int role, int frame_timeout_ms) {
+    session::SessionConfig c;
+    c.role = role;
+    c.n_layer = 4;
+    c.n_embd = 64;
+    c.frame_timeout_ms = frame_timeout_ms;
+    return c;
+  }
+};
+
 void raw_write(int fd, const std::vector<uint8_t> &v) {
   size_t done = 0;
   while (done < v.size()) {
@@ -94,18 +116,20 @@ int send_sample(Channel &ch, const test::FrameSample &s, Error &err) {
 }
 
 // Receives one frame and checks it is `s`, byte for byte after a decode and
-// re-encode. Returns 0 or a nonzero failure code.
+// re-encode. Returns 0 or a failed check's code (runs in the child).
 int expect_sample(Channel &ch, const test::FrameSample &s) {
   Error err;
   Frame f;
-  if (ch.recv(f, 5000, "test", err) != DS4TP_OK) {
-    std::fprintf(stderr, "recv %s: %s\n", frame_name(s.type), err.message.c_str());
-    return 1;
-  }
-  if (f.header.type != s.type || f.bytes() != s.payload.size()) return 2;
+  CHILD_EXPECT_OK(ch.recv(f, 5000, "test", err), nullptr, "recv %s: %s", frame_name(s.type),
+                  err.message.c_str());
+  CHILD_EXPECT(f.header.type == s.type && f.bytes() == s.payload.size(), nullptr,
+               "wanted %s of %zu bytes, got type %d of %llu bytes", frame_name(s.type),
+               s.payload.size(), int(f.header.type), (unsigned long long)f.bytes());
   std::vector<uint8_t> again;
-  if (test::reencode(s.type, f.payload, f.bytes(), again, err) != DS4TP_OK) return 3;
-  return again == s.payload ? 0 : 4;
+  CHILD_EXPECT_OK(test::reencode(s.type, f.payload, f.bytes(), again, err), nullptr,
+                  "re-encode %s: %s", frame_name(s.type), err.message.c_str());
+  CHILD_EXPECT(again == s.payload, nullptr, "%s differs after a re-encode", frame_name(s.type));
+  return 0;
 }
 
 }  // namespace
@@ -113,20 +137,27 @@ int expect_sample(Channel &ch, const test::FrameSample &s) {
 TEST_CASE("every frame type crosses real sockets between two processes in each direction it may travel") {
   TcpPair tp;
   auto samples = test::frame_samples();
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(tp.a);
-    tp.a = -1;
-    Channel ch(tp.b, cfg(DS4TP_ROLE_WORKER));
-    int bad = 0;
-    for (const auto &s : samples)
-      if (frame_rule(s.type)->sender != Sender::Worker) bad += expect_sample(ch, s) ? 1 : 0;
-    Error err;
-    for (const auto &s : samples)
-      if (frame_rule(s.type)->sender != Sender::Leader && send_sample(ch, s, err) != DS4TP_OK) bad++;
-    _exit(bad);
-  }
+  test::Child worker = test::Child::spawn(
+      [&](int) {
+        close(tp.a);
+        tp.a = -1;
+        Channel ch(tp.b, cfg(DS4TP_ROLE_WORKER));
+        int bad = 0;  // samples that failed a check
+        for (const auto &s : samples)
+          if (frame_rule(s.type)->sender != Sender::Worker) bad += expect_sample(ch, s) ? 1 : 0;
+        Error err;
+        for (const auto &s : samples)
+          if (frame_rule(s.type)->sender != Sender::Leader) {
+            int rc = send_sample(ch, s, err);
+            if (rc != DS4TP_OK) {
+              test::expect_failed(__FILE__, __LINE__, "send_sample == DS4TP_OK", nullptr, true, rc,
+                                  false, 0, "send %s: %s", frame_name(s.type), err.message.c_str());
+              bad++;
+            }
+          }
+        return bad;
+      },
+      "worker");
   close(tp.b);
   tp.b = -1;
   Channel ch(tp.a, cfg(DS4TP_ROLE_LEADER));
@@ -143,8 +174,8 @@ TEST_CASE("every frame type crosses real sockets between two processes in each d
       REQUIRE(expect_sample(ch, s) == 0);
       got++;
     }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  int status = worker.reap(60000);
+  INFO(worker.describe(status));
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   // Leader-only 15 + both 11 one way; worker-only 5 + both 11 back.
@@ -242,16 +273,8 @@ TEST_CASE("a hostile or broken peer gets a named protocol error, never an alloca
 }
 
 TEST_CASE("an EVAL and its logits half cross without allocating once warm") {
-  TcpPair tp;
-  session::SessionConfig lc;
-  lc.role = DS4TP_ROLE_LEADER;
-  lc.n_layer = 4;
-  lc.n_embd = 64;
-  lc.frame_timeout_ms = 5000;
-  session::SessionConfig wc = lc;
-  wc.role = DS4TP_ROLE_WORKER;
-  Logger log(nullptr, nullptr, DS4TP_LOG_ERROR);
-  session::Session leader(tp.a, lc, log), worker(tp.b, wc, log);
+  SessionPair sessions(5000);
+  session::Session &leader = sessions.leader, &worker = sessions.worker;
   session::Command cmd;
   std::vector<float> half(500, 1.25f), got(500);
   Error err;
@@ -274,16 +297,8 @@ TEST_CASE("an EVAL and its logits half cross without allocating once warm") {
 }
 
 TEST_CASE("the session refuses calls that would break the reply order, naming what is due") {
-  TcpPair tp;
-  session::SessionConfig lc;
-  lc.role = DS4TP_ROLE_LEADER;
-  lc.n_layer = 4;
-  lc.n_embd = 64;
-  lc.frame_timeout_ms = 2000;
-  session::SessionConfig wc = lc;
-  wc.role = DS4TP_ROLE_WORKER;
-  Logger log(nullptr, nullptr, DS4TP_LOG_ERROR);
-  session::Session leader(tp.a, lc, log), worker(tp.b, wc, log);
+  SessionPair sessions(2000);
+  session::Session &leader = sessions.leader, &worker = sessions.worker;
   session::Command cmd;
   Error err;
   int32_t status = -1;

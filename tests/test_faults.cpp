@@ -78,10 +78,8 @@ int rank_main(int fd, const RankPlan &p) {
   ds4tp_identity id = small_identity(4, 256);
   ds4tp_pair *tp = nullptr;
   int rc = ds4tp_new(&tp, &o, &id);
-  if (rc) {
-    send_report(fd, kReportResult, 0, rc);
-    return 1;
-  }
+  if (rc) send_report(fd, kReportResult, 0, rc);
+  CHILD_EXPECT_OK(rc, nullptr, "ds4tp_new");
   if (p.role == DS4TP_ROLE_LEADER) send_report(fd, kReportPort, ds4tp_listen_port(tp));
   rc = ds4tp_connect(tp);
   if (rc == 0) rc = ds4tp_attach_slab(tp, nullptr, 0);
@@ -108,8 +106,11 @@ int rank_main(int fd, const RankPlan &p) {
       for (uint64_t i = 0; i < floats; i++) out[i] = pattern(rank, seq, i);
     int r = ds4tp_gate_exchange(tp, layer, gate, seq);
     if (r == 0 && check)
-      for (uint64_t i = 0; i < floats; i++)
-        if (float w = pattern(1 - rank, seq, i); std::memcmp(&in[i], &w, 4) != 0) return 90;
+      for (uint64_t i = 0; i < floats; i++) {
+        float w = pattern(1 - rank, seq, i);
+        CHILD_EXPECT(std::memcmp(&in[i], &w, 4) == 0, tp, "gate seq %llu float %llu",
+                     (unsigned long long)seq, (unsigned long long)i);
+      }
     return r;
   };
   auto batch = [&](bool check) -> int {
@@ -126,8 +127,10 @@ int rank_main(int fd, const RankPlan &p) {
       for (uint32_t r = 0; r < rows; r++)
         for (uint64_t i = 0; i < floats; i++) {
           float w = pattern(1 - rank, bseq, r * floats + i);
-          if (std::memcmp(reinterpret_cast<float *>(bin + r * l.vec_stride) + i, &w, 4) != 0)
-            return 91;
+          CHILD_EXPECT(
+              std::memcmp(reinterpret_cast<float *>(bin + r * l.vec_stride) + i, &w, 4) == 0, tp,
+              "batch seq %llu row %u float %llu", (unsigned long long)bseq, r,
+              (unsigned long long)i);
         }
     return rc2;
   };
@@ -140,8 +143,9 @@ int rank_main(int fd, const RankPlan &p) {
                                     big_out.size() * 4);
     if (r == 0 && check)
       for (size_t i = 0; i < big_in.size(); i++)
-        if (big_in[i] != (uint32_t(i * 2654435761u) ^ uint32_t(gseq << 8) ^ uint32_t(1 - rank)))
-          return 92;
+        CHILD_EXPECT(
+            big_in[i] == (uint32_t(i * 2654435761u) ^ uint32_t(gseq << 8) ^ uint32_t(1 - rank)), tp,
+            "big gate seq %llu word %zu", (unsigned long long)gseq, i);
     return r;
   };
   uint64_t fseq = 0;
@@ -152,7 +156,8 @@ int rank_main(int fd, const RankPlan &p) {
     int r = ds4tp_small_exchange(tp, mine, theirs, sizeof mine);
     if (r == 0 && check)
       for (int i = 0; i < 192; i++)
-        if (theirs[i] != uint8_t(fseq * 31 + uint64_t(i) * 7 + uint64_t(1 - rank))) return 93;
+        CHILD_EXPECT(theirs[i] == uint8_t(fseq * 31 + uint64_t(i) * 7 + uint64_t(1 - rank)), tp,
+                     "frame %llu byte %d", (unsigned long long)fseq, i);
     return r;
   };
   for (int round = 0;; round++) {
@@ -221,6 +226,10 @@ struct Tally {
       named++;
     }
   }
+  // A survivor's failed payload checks (CHILD_EXPECT) go with the notes.
+  void note_failures(const Child &c) {
+    if (!c.failures().empty()) notes.push_back(c.failures());
+  }
   static std::string fmt_signal(int s) { return std::string("signal ") + strsignal(s); }
   void print() const {
     std::string c;
@@ -247,13 +256,13 @@ struct Pair2 {
 bool spawn_pair(Pair2 &p, RankPlan lp, RankPlan wp,
                 const std::function<int(int)> &before_worker = nullptr) {
   lp.role = DS4TP_ROLE_LEADER;
-  p.leader = Child::spawn([lp](int fd) { return rank_main(fd, lp); });
+  p.leader = Child::spawn([lp](int fd) { return rank_main(fd, lp); }, "leader");
   Report r;
   if (!p.leader.next_of(kReportPort, r, 5000)) return false;
   p.port = int(r.value);
   wp.role = DS4TP_ROLE_WORKER;
   wp.port = before_worker ? before_worker(p.port) : p.port;
-  p.worker = Child::spawn([wp](int fd) { return rank_main(fd, wp); });
+  p.worker = Child::spawn([wp](int fd) { return rank_main(fd, wp); }, "worker");
   return true;
 }
 
@@ -270,6 +279,7 @@ void settle(Tally &t, Child &survivor, Child &victim, uint64_t fault_ns, int dea
   victim.signal(SIGKILL);
   victim.reap(2000);
   t.add(got, r, fault_ns, deadline_ms, status, hung);
+  t.note_failures(survivor);
 }
 
 }  // namespace
@@ -340,6 +350,7 @@ TEST_CASE("SIGKILL of either rank at a random byte of the hello exchange") {
     victim.signal(SIGKILL);
     victim.reap(2000);
     t.add(got, r, f, kConnectMs, status, hung || (!got && !WIFSIGNALED(status)));
+    t.note_failures(survivor);
   }
   t.print();
   REQUIRE(t.clean());
@@ -407,6 +418,7 @@ TEST_CASE("a stopped peer (SIGSTOP) times a gate out and fails the handle") {
     // A stall is judged by the gate timeout, even inside a big gate once
     // its bytes flow; big_gate_timeout only covers the first byte.
     t.add(got, res, fault, work == Work::Big ? kBigMs : kGateMs, status, hung);
+    t.note_failures(survivor);
   }
   t.print();
   REQUIRE(t.clean());
@@ -450,7 +462,9 @@ TEST_CASE("delay and slicing by the proxy: everything arrives bit for bit") {
   std::printf("fault-summary: proxy %s | leader %s | worker %s | %llu bytes to the leader\n",
               s.name, ds4tp_err_name(rl.rc), ds4tp_err_name(rw.rc),
               (unsigned long long)(proxy->forwarded(0, 0) + proxy->forwarded(1, 0)));
-  INFO("leader: " << rl.msg << "\nworker: " << rw.msg);
+  INFO("leader: " << rl.msg << "\n"
+                  << p.leader.failures() << "worker: " << rw.msg << "\n"
+                  << p.worker.failures());
   REQUIRE(gl);
   REQUIRE(gw);
   REQUIRE(rl.rc == 0);
@@ -511,6 +525,8 @@ TEST_CASE("stall, reset and blackhole by the proxy end in a named error in time"
     int sl = p.leader.reap(gl ? 3000 : 0, &hl), sw = p.worker.reap(gw ? 3000 : 0, &hw);
     t.add(gl, rl, fl, deadline, sl, hl || !gl);
     t.add(gw, rw, fl, deadline, sw, hw || !gw);
+    t.note_failures(p.leader);
+    t.note_failures(p.worker);
   }
   t.print();
   REQUIRE(t.clean());

@@ -32,9 +32,8 @@ constexpr uint64_t kBigBytes = 1 << 20;
 // Runs the three kinds of gate on a connected pair and counts what each
 // allocates. Returns 0, or a nonzero code naming the failed call.
 int run_gates(ds4tp_pair *tp, Counts &c) {
-  int rc = ds4tp_connect(tp);
-  if (rc) return report("connect", tp, rc);
-  if ((rc = ds4tp_attach_slab(tp, nullptr, 0))) return report("attach", tp, rc);
+  int rc = connect_attach(tp);
+  if (rc) return rc;
   const int rank = ds4tp_rank(tp);
   auto *slab = static_cast<uint8_t *>(ds4tp_slab_base(tp));
   ds4tp_slab_layout l{};
@@ -54,9 +53,10 @@ int run_gates(ds4tp_pair *tp, Counts &c) {
         uint8_t *out = slab + ds4tp_slab_out_offset(tp, layer, gate);
         std::memcpy(out, &seq, sizeof seq);
         out[8] = uint8_t(rank);
-        if ((rc = ds4tp_gate_exchange(tp, layer, gate, seq))) return report("gate", tp, rc);
+        rc = ds4tp_gate_exchange(tp, layer, gate, seq);
+        CHILD_EXPECT_OK(rc, tp, "gate");
         const uint8_t *in = slab + ds4tp_slab_in_offset(tp, layer, gate);
-        if (std::memcmp(in, &seq, sizeof seq) != 0 || in[8] != uint8_t(1 - rank)) return 90;
+        CHILD_EXPECT(std::memcmp(in, &seq, sizeof seq) == 0 && in[8] == uint8_t(1 - rank), tp);
         c.gates++;
       }
   c.row = alloc::this_thread() - t;
@@ -68,9 +68,10 @@ int run_gates(ds4tp_pair *tp, Counts &c) {
     uint8_t *out = slab + ds4tp_slab_batch_out_offset(tp, index);
     uint8_t *last = out + (rows - 1) * l.vec_stride;
     std::memcpy(last, &b, sizeof b);
-    if ((rc = ds4tp_batch_gate_exchange(tp, index, rows, b))) return report("batch", tp, rc);
+    rc = ds4tp_batch_gate_exchange(tp, index, rows, b);
+    CHILD_EXPECT_OK(rc, tp, "batch");
     const uint8_t *in = slab + ds4tp_slab_batch_in_offset(tp, index) + (rows - 1) * l.vec_stride;
-    if (std::memcmp(in, &b, sizeof b) != 0) return 91;
+    CHILD_EXPECT(std::memcmp(in, &b, sizeof b) == 0, tp);
     c.batches++;
   }
   c.batch = alloc::this_thread() - t;
@@ -78,11 +79,11 @@ int run_gates(ds4tp_pair *tp, Counts &c) {
   t = alloc::this_thread();
   for (uint64_t b = 1; b <= 4; b++) {
     std::memcpy(big_out.data() + kBigBytes - 8, &b, sizeof b);
-    if ((rc = ds4tp_big_gate_exchange(tp, 0, b, big_out.data(), big_in.data(), kBigBytes)))
-      return report("big", tp, rc);
-    if (big_in[0] != uint8_t(2 - rank) ||
-        std::memcmp(big_in.data() + kBigBytes - 8, &b, sizeof b) != 0)
-      return 92;
+    CHILD_EXPECT_OK(ds4tp_big_gate_exchange(tp, 0, b, big_out.data(), big_in.data(), kBigBytes),
+                    tp);
+    CHILD_EXPECT(big_in[0] == uint8_t(2 - rank) &&
+                     std::memcmp(big_in.data() + kBigBytes - 8, &b, sizeof b) == 0,
+                 tp);
     c.bigs++;
   }
   c.big = alloc::this_thread() - t;
@@ -116,18 +117,16 @@ TEST_CASE("gates allocate nothing after set-up", "[hotpath]") {
         Counts w;
         int rc = run_gates(tp, w);
         if (rc) return rc;
-        if (w.row || w.batch || w.big) {
-          std::fprintf(stderr,
-                       "[worker] allocations after set-up: %llu in %d row gates, %llu in %d "
-                       "batch gates, %llu in %d big gates\n",
-                       (unsigned long long)w.row, w.gates, (unsigned long long)w.batch,
-                       w.batches, (unsigned long long)w.big, w.bigs);
-          return 80;
-        }
+        CHILD_EXPECT(!w.row && !w.batch && !w.big, tp,
+                     "allocations after set-up: %llu in %d row gates, %llu in %d batch gates, "
+                     "%llu in %d big gates",
+                     (unsigned long long)w.row, w.gates, (unsigned long long)w.batch, w.batches,
+                     (unsigned long long)w.big, w.bigs);
         return 0;
       });
+  INFO(o.describe());
   REQUIRE(o.leader == 0);
-  CHECK(o.worker_exit == 0);  // 80: the worker's gates allocated (stderr says how much)
+  CHECK(o.worker_exit == 0);
   INFO("allocations on other threads during the gates: " << lead.others);
   CHECK(lead.gates == kTokens * 8);  // small_identity: 4 layers x 2 gates
   CHECK(lead.batches == 2 * DS4TP_BATCH_MAX_ROWS);
@@ -145,24 +144,29 @@ constexpr int kEvals = 200;
 // each, then STOP. Counts what the round trips allocate on this thread.
 int lead_evals(ds4tp_pair *tp, uint64_t &allocs, int &rounds) {
   int rc = ds4tp_connect(tp);
-  if (rc) return report("connect", tp, rc);
+  CHILD_EXPECT_OK(rc, tp, "connect");
   float half[4] = {};
   uint64_t t = alloc::this_thread();
   for (uint64_t seq = 1; seq <= 2 * kEvals; seq++) {
     if (seq % 2) {
-      if ((rc = ds4tp_send_eval(tp, 7, seq, int32_t(seq), 4))) return report("send_eval", tp, rc);
-      if ((rc = ds4tp_recv_logits(tp, half, 4))) return report("recv_logits", tp, rc);
-      if (half[3] != float(seq)) return 93;
+      rc = ds4tp_send_eval(tp, 7, seq, int32_t(seq), 4);
+      CHILD_EXPECT_OK(rc, tp, "send_eval");
+      rc = ds4tp_recv_logits(tp, half, 4);
+      CHILD_EXPECT_OK(rc, tp, "recv_logits");
+      CHILD_EXPECT(half[3] == float(seq), tp);
     } else {
-      if ((rc = ds4tp_send_mtp(tp, 7, seq, int32_t(seq), 2))) return report("send_mtp", tp, rc);
+      rc = ds4tp_send_mtp(tp, 7, seq, int32_t(seq), 2);
+      CHILD_EXPECT_OK(rc, tp, "send_mtp");
       int32_t status = -1;
-      if ((rc = ds4tp_wait_ack(tp, 7, &status))) return report("wait_ack", tp, rc);
-      if (status != DS4TP_ACK_DONE) return 94;
+      rc = ds4tp_wait_ack(tp, 7, &status);
+      CHILD_EXPECT_OK(rc, tp, "wait_ack");
+      CHILD_EXPECT(status == DS4TP_ACK_DONE, tp);
     }
     rounds++;
   }
   allocs = alloc::this_thread() - t;
-  if ((rc = ds4tp_send_stop(tp))) return report("send_stop", tp, rc);
+  rc = ds4tp_send_stop(tp);
+  CHILD_EXPECT_OK(rc, tp, "send_stop");
   return 0;
 }
 
@@ -170,33 +174,33 @@ int lead_evals(ds4tp_pair *tp, uint64_t &allocs, int &rounds) {
 // 81 when anything allocated between the first command and STOP.
 int serve_evals(ds4tp_pair *tp) {
   int rc = ds4tp_connect(tp);
-  if (rc) return report("connect", tp, rc);
+  CHILD_EXPECT_OK(rc, tp, "connect");
   ds4tp_command cmd;
   ds4tp_command_init(&cmd);
   float half[4] = {};
   uint64_t t = alloc::this_thread();
   int served = 0;
   for (;;) {
-    if ((rc = ds4tp_recv_command(tp, &cmd, 5000))) return report("recv_command", tp, rc);
+    rc = ds4tp_recv_command(tp, &cmd, 5000);
+    CHILD_EXPECT_OK(rc, tp, "recv_command");
     if (cmd.kind == DS4TP_CMD_STOP) break;
     if (cmd.kind == DS4TP_CMD_EVAL) {
       half[3] = float(cmd.seq);
-      if ((rc = ds4tp_send_logits(tp, half, cmd.logits_floats))) return report("send_logits", tp, rc);
+      rc = ds4tp_send_logits(tp, half, cmd.logits_floats);
+      CHILD_EXPECT_OK(rc, tp, "send_logits");
     } else if (cmd.kind == DS4TP_CMD_MTP) {
-      if ((rc = ds4tp_send_ack(tp, DS4TP_ACK_DONE))) return report("send_ack", tp, rc);
+      rc = ds4tp_send_ack(tp, DS4TP_ACK_DONE);
+      CHILD_EXPECT_OK(rc, tp, "send_ack");
     } else {
-      return 95;
+      CHILD_EXPECT(false, tp, "unexpected command kind %d", int(cmd.kind));
     }
     served++;
   }
   uint64_t n = alloc::this_thread() - t;
   ds4tp_command_free(&cmd);
-  if (served != 2 * kEvals) return 96;
-  if (n) {
-    std::fprintf(stderr, "[worker] %llu allocations while serving %d EVAL/MTP commands\n",
-                 (unsigned long long)n, served);
-    return 81;
-  }
+  CHILD_EXPECT(served == 2 * kEvals, tp);
+  CHILD_EXPECT(n == 0, tp, "%llu allocations while serving %d EVAL/MTP commands",
+               (unsigned long long)n, served);
   return 0;
 }
 
@@ -209,8 +213,9 @@ TEST_CASE("eval frames allocate nothing after set-up", "[hotpath]") {
   Outcome o = run_pair(
       s, [&](ds4tp_pair *tp, Ctx &) { return lead_evals(tp, allocs, rounds); },
       [](ds4tp_pair *tp, Ctx &) { return serve_evals(tp); });
+  INFO(o.describe());
   REQUIRE(o.leader == 0);
-  CHECK(o.worker_exit == 0);  // 81: serving the commands allocated (stderr says how much)
+  CHECK(o.worker_exit == 0);
   CHECK(rounds == 2 * kEvals);
   CHECK(allocs == 0);
 }

@@ -86,33 +86,30 @@ int kernel_tokens(ds4tp_pair *tp, int tokens, uint64_t &seq) {
   const uint64_t floats = w.l.vec_bytes / 4;
   const uint64_t target = seq + uint64_t(tokens) * slots;
   int code = 0;
-  std::thread kernel([&] {
-    for (int t = 0; t < tokens && code == 0; t++) {
+  auto run_kernel = [&]() -> int {
+    for (int t = 0; t < tokens; t++) {
       for (uint32_t slot = 0; slot < slots; slot++) {
         ++seq;
         float *out = w.out(slot);
         for (uint64_t i = 0; i < floats; i++) out[i] = pattern(rank, seq, slot * 100000 + i);
         uint64_t v = kernel_gate(w, slot, seq);
-        if (v != seq) {
-          code = v == DS4TP_GATE_POISON ? 30 : 31;
-          return;
-        }
+        CHILD_EXPECT(v == seq, tp, "kernel at slot %u got release %s%llu", slot,
+                     v == DS4TP_GATE_POISON ? "POISON " : "", (unsigned long long)v);
         const float *in = w.in(slot);
         for (uint64_t i = 0; i < floats; i++) {
           float want = pattern(1 - rank, seq, slot * 100000 + i);
-          if (std::memcmp(&in[i], &want, 4) != 0) {
-            code = 32;
-            return;
-          }
+          CHILD_EXPECT(std::memcmp(&in[i], &want, 4) == 0, tp, "seq %llu float %llu",
+                       (unsigned long long)seq, (unsigned long long)i);
         }
       }
     }
-  });
+    return 0;
+  };
+  std::thread kernel([&] { code = run_kernel(); });
   // The host side meanwhile: queries are safe from any thread.
   while (ds4tp_gate_seq(tp) < target && ds4tp_gate_service_state(tp) == DS4TP_SERVICE_RUNNING)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   kernel.join();
-  if (code) std::fprintf(stderr, "[rank %d] kernel code %d: %s\n", rank, code, ds4tp_errmsg(tp));
   return code;
 }
 
@@ -120,8 +117,8 @@ int kernel_tokens(ds4tp_pair *tp, int tokens, uint64_t &seq) {
 // its peer's liveness watcher fails the peer's pair).
 int final_barrier(ds4tp_pair *tp) {
   char a = 1, b = 0;
-  int rc = ds4tp_big_gate_exchange(tp, 0, 0xBA11, &a, &b, 1);
-  return rc ? report("final barrier", tp, rc) : 0;
+  CHILD_EXPECT_OK(ds4tp_big_gate_exchange(tp, 0, 0xBA11, &a, &b, 1), tp, "final barrier");
+  return 0;
 }
 
 // A one-shot signal across the fork: the rank that must outlive its
@@ -148,8 +145,7 @@ TEST_CASE("gate callbacks are registered as function pointers and return 1 on su
   RankSetup s;
   s.transport = transport;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     // What a GPU backend holds: function pointers and one user-data word.
     struct {
       ds4tp_gate_fn row;
@@ -165,11 +161,10 @@ TEST_CASE("gate callbacks are registered as function pointers and return 1 on su
       for (uint32_t slot = 0; slot < w.l.slots; slot++) {
         ++seq;
         for (uint64_t i = 0; i < floats; i++) w.out(slot)[i] = pattern(rank, seq, i);
-        if (machinery.row(machinery.ud, slot / 2, slot % 2, seq) != 1)
-          return report("row callback", tp, -1);
+        CHILD_EXPECT(machinery.row(machinery.ud, slot / 2, slot % 2, seq) == 1, tp, "row callback");
         for (uint64_t i = 0; i < floats; i++) {
           float want = pattern(1 - rank, seq, i);
-          if (std::memcmp(&w.in(slot)[i], &want, 4) != 0) return 20;
+          CHILD_EXPECT(std::memcmp(&w.in(slot)[i], &want, 4) == 0, tp);
         }
       }
     }
@@ -178,29 +173,30 @@ TEST_CASE("gate callbacks are registered as function pointers and return 1 on su
     auto *bin = reinterpret_cast<float *>(w.base + ds4tp_slab_batch_in_offset(tp, 3));
     const uint64_t rstride = w.l.vec_stride / 4;
     for (uint32_t r = 0; r < 5; r++)
-      for (uint64_t i = 0; i < floats; i++) bout[r * rstride + i] = pattern(rank, 777, r * 7919 + i);
-    if (machinery.batch(machinery.ud, 3, 5, 1) != 1) return report("batch callback", tp, -1);
+      for (uint64_t i = 0; i < floats; i++)
+        bout[r * rstride + i] = pattern(rank, 777, r * 7919 + i);
+    CHILD_EXPECT(machinery.batch(machinery.ud, 3, 5, 1) == 1, tp, "batch callback");
     for (uint32_t r = 0; r < 5; r++)
       for (uint64_t i = 0; i < floats; i++) {
         float want = pattern(1 - rank, 777, r * 7919 + i);
-        if (std::memcmp(&bin[r * rstride + i], &want, 4) != 0) return 21;
+        CHILD_EXPECT(std::memcmp(&bin[r * rstride + i], &want, 4) == 0, tp);
       }
     // Big: any memory.
     std::vector<float> bigo(10000), bigi(10000);
     for (size_t i = 0; i < bigo.size(); i++) bigo[i] = pattern(rank, 999, i);
-    if (machinery.big(machinery.ud, 1, 1, bigo.data(), bigi.data(), bigo.size() * 4) != 1)
-      return report("big callback", tp, -1);
+    CHILD_EXPECT(machinery.big(machinery.ud, 1, 1, bigo.data(), bigi.data(), bigo.size() * 4) == 1,
+                 tp, "big callback");
     for (size_t i = 0; i < bigi.size(); i++) {
       float want = pattern(1 - rank, 999, i);
-      if (std::memcmp(&bigi[i], &want, 4) != 0) return 22;
+      CHILD_EXPECT(std::memcmp(&bigi[i], &want, 4) == 0, tp);
     }
     // (No ds4tp_failed check after the last exchange: the peer may be gone
     // by then, and its liveness watcher rightly fails this pair.)
-    return ds4tp_gate_seq(tp) == seq ? 0 : 24;
+    CHILD_EXPECT(ds4tp_gate_seq(tp) == seq, tp);
+    return 0;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("a failing gate callback returns 0 and leaves the pair failed") {
@@ -210,32 +206,30 @@ TEST_CASE("a failing gate callback returns 0 and leaves the pair failed") {
   s.gate_timeout_ms = 2000;
   Hold worker_attached;
   auto leader = [&](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
-    if (!worker_attached.wait(15000)) return 9;
+    if (int rc = connect_attach(tp)) return rc;
+    CHILD_EXPECT(worker_attached.wait(15000), tp);
     // A caller mistake (seq 5 first) is a plain EINVAL for a call, but a
     // callback's 0 always means "this pair is failed".
-    if (ds4tp_gate_exchange(tp, 0, 0, 5) != DS4TP_EINVAL || ds4tp_failed(tp)) return 10;
-    if (ds4tp_gate_callback(tp, 0, 0, 5) != 0) return 11;
-    if (!ds4tp_failed(tp)) return 12;
+    CHILD_EXPECT(ds4tp_gate_exchange(tp, 0, 0, 5) == DS4TP_EINVAL && !ds4tp_failed(tp), tp);
+    CHILD_EXPECT(ds4tp_gate_callback(tp, 0, 0, 5) == 0, tp);
+    CHILD_EXPECT(ds4tp_failed(tp), tp);
     std::string m = ds4tp_errmsg(tp);
-    if (m.find("seq 5") == std::string::npos) return 13;
-    if (ds4tp_gate_callback(tp, 0, 0, 1) != 0) return 14;  // refused: failed earlier
-    if (ds4tp_gate_exchange(tp, 0, 0, 1) != DS4TP_EFAILED) return 15;
-    if (ds4tp_batch_gate_callback(tp, 0, 1, 1) != 0) return 16;
+    CHILD_EXPECT(m.find("seq 5") != std::string::npos, tp);
+    CHILD_EXPECT(ds4tp_gate_callback(tp, 0, 0, 1) == 0, tp);  // refused: failed earlier
+    CHILD_EXPECT_RC(ds4tp_gate_exchange(tp, 0, 0, 1), DS4TP_EFAILED, tp);
+    CHILD_EXPECT(ds4tp_batch_gate_callback(tp, 0, 1, 1) == 0, tp);
     return 0;  // the pair is freed: the worker's gate sees the peer go
   };
   auto worker = [&](ds4tp_pair *tp, Ctx &) -> int {
     int rc = connect_attach(tp);
     worker_attached.done();
     if (rc) return rc;
-    if (ds4tp_gate_callback(tp, 0, 0, 1) != 0) return 40;
-    if (!ds4tp_failed(tp)) return 41;
+    CHILD_EXPECT(ds4tp_gate_callback(tp, 0, 0, 1) == 0, tp);
+    CHILD_EXPECT(ds4tp_failed(tp), tp);
     return std::string(ds4tp_errmsg(tp)).empty() ? 42 : 0;
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
   // NULL user data: 0, and the thread's message says why.
   REQUIRE(ds4tp_gate_callback(nullptr, 0, 0, 1) == 0);
   REQUIRE_THAT(std::string(ds4tp_last_error()), Catch::Contains("NULL"));
@@ -331,9 +325,9 @@ TEST_CASE("staging hooks copy through the slab around every gate, bit-exact") {
     if (rc) return rc;
     ds4tp_staging_hooks bad;
     std::memset(&bad, 0, sizeof bad);
-    if (ds4tp_set_staging_hooks(tp, &bad) != DS4TP_EINVAL) return 10;  // size 0
+    CHILD_EXPECT_RC(ds4tp_set_staging_hooks(tp, &bad), DS4TP_EINVAL, tp);  // size 0
     FakeDevice d;
-    if (install_hooks(tp, d) != DS4TP_OK) return report("hooks", tp, -1);
+    CHILD_EXPECT_OK(install_hooks(tp, d), tp, "hooks");
     const int rank = ds4tp_rank(tp);
     const uint64_t n = d.floats();
     uint64_t seq = 0;
@@ -344,36 +338,36 @@ TEST_CASE("staging hooks copy through the slab around every gate, bit-exact") {
         // The engine writes only its device buffer, never the slab.
         for (uint64_t i = 0; i < n; i++) d.out[slot * n + i] = pattern(rank, seq, i);
         rc = ds4tp_gate_exchange(tp, slot / 2, slot % 2, seq);
-        if (rc) return report("gate", tp, rc);
+        CHILD_EXPECT_OK(rc, tp, "gate");
         gates++;
         for (uint64_t i = 0; i < n; i++) {
           float want = pattern(1 - rank, seq, i);
-          if (std::memcmp(&d.in[slot * n + i], &want, 4) != 0) return 20;
+          CHILD_EXPECT(std::memcmp(&d.in[slot * n + i], &want, 4) == 0, tp);
         }
       }
     }
     for (uint32_t r = 0; r < 4; r++)
       for (uint64_t i = 0; i < n; i++) d.bout[r * n + i] = pattern(rank, 4242, r * 31 + i);
     rc = ds4tp_batch_gate_exchange(tp, 5, 4, 1);
-    if (rc) return report("batch", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "batch");
     for (uint32_t r = 0; r < 4; r++)
       for (uint64_t i = 0; i < n; i++) {
         float want = pattern(1 - rank, 4242, r * 31 + i);
-        if (std::memcmp(&d.bin[r * n + i], &want, 4) != 0) return 21;
+        CHILD_EXPECT(std::memcmp(&d.bin[r * n + i], &want, 4) == 0, tp);
       }
     // Too late to change them now.
-    if (ds4tp_set_staging_hooks(tp, nullptr) != DS4TP_ESTATE) return 24;
-    if (ds4tp_failed(tp)) return 25;
+    CHILD_EXPECT_RC(ds4tp_set_staging_hooks(tp, nullptr), DS4TP_ESTATE, tp);
+    CHILD_EXPECT(!ds4tp_failed(tp), tp);
     // Big gates take caller buffers: no hook calls. (The last exchange.)
     char bo[64] = {char(rank)}, bi[64] = {};
     rc = ds4tp_big_gate_exchange(tp, 0, 1, bo, bi, sizeof bo);
-    if (rc) return report("big", tp, rc);
-    if (d.bad) return 22;
-    return d.before == gates + 1 && d.after == gates + 1 ? 0 : 23;
+    CHILD_EXPECT_OK(rc, tp, "big");
+    CHILD_EXPECT(!d.bad, tp);
+    CHILD_EXPECT(d.before == gates + 1 && d.after == gates + 1, tp);
+    return 0;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("a failing staging hook fails the gate with EIO naming the hook and value") {
@@ -385,21 +379,28 @@ TEST_CASE("a failing staging hook fails the gate with EIO naming the hook and va
     FakeDevice d;
     if (fail_before) d.fail_before_at = 3;
     else d.fail_after_at = 2;
-    if (install_hooks(tp, d) != DS4TP_OK) return report("hooks", tp, -1);
+    CHILD_EXPECT_OK(install_hooks(tp, d), tp, "hooks");
     for (uint64_t seq = 1; seq <= 4; seq++) {
       rc = ds4tp_gate_exchange(tp, uint32_t((seq - 1) / 2), uint32_t((seq - 1) % 2), seq);
       if (rc == DS4TP_OK) continue;
       std::string m = ds4tp_errmsg(tp);
-      if (fail_before)
-        return rc == DS4TP_EIO && seq == 3 && d.after == 2 &&
-                       m.find("before_exchange returned -7") != std::string::npos &&
-                       m.find("seq 3") != std::string::npos && ds4tp_failed(tp)
-                   ? 0 : 50;
-      return rc == DS4TP_EIO && seq == 2 && m.find("after_exchange returned 9") != std::string::npos &&
-                     ds4tp_failed(tp)
-                 ? 0 : 51;
+      CHILD_EXPECT_RC(rc, DS4TP_EIO, tp, "at seq %llu", (unsigned long long)seq);
+      CHILD_EXPECT(ds4tp_failed(tp), tp);
+      if (fail_before) {
+        CHILD_EXPECT(seq == 3 && d.after == 2, tp, "seq %llu, %d after-hook calls",
+                     (unsigned long long)seq, d.after);
+        CHILD_EXPECT(m.find("before_exchange returned -7") != std::string::npos &&
+                         m.find("seq 3") != std::string::npos,
+                     tp);
+      } else {
+        CHILD_EXPECT(seq == 2, tp, "seq %llu", (unsigned long long)seq);
+        CHILD_EXPECT(m.find("after_exchange returned 9") != std::string::npos, tp);
+      }
+      return 0;
     }
-    return 52;
+    CHILD_EXPECT(false, tp, "every gate succeeded; the %s hook should have failed one",
+                 fail_before ? "before" : "after");
+    return 0;
   };
   // One rank's before-hook fails at seq 3 (before any traffic), or its
   // after-hook at seq 2 (after the exchange succeeded); the peer only
@@ -407,18 +408,15 @@ TEST_CASE("a failing staging hook fails the gate with EIO naming the hook and va
   auto before_fails = [&](ds4tp_pair *tp, Ctx &) -> int { return run(tp, true); };
   auto after_fails = [&](ds4tp_pair *tp, Ctx &) -> int { return run(tp, false); };
   auto plain = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     for (uint64_t seq = 1; seq <= 4; seq++)
       if (ds4tp_gate_exchange(tp, uint32_t((seq - 1) / 2), uint32_t((seq - 1) % 2), seq)) break;
     return 0;
   };
   Outcome o = run_pair(s, before_fails, plain);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
   o = run_pair(s, plain, after_fails);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("gate service: CPU kernel threads drive the gates, stop and start again") {
@@ -431,25 +429,25 @@ TEST_CASE("gate service: CPU kernel threads drive the gates, stop and start agai
     ds4tp_gate_service_options o = test_service_options();
     ds4tp_gate_service_options bad = o;
     bad.cpu = 1 << 20;
-    if (ds4tp_gate_service_start(tp, &bad) != DS4TP_EINVAL) return 10;
-    if (std::string(ds4tp_errmsg(tp)).find("affinity") == std::string::npos) return 11;
+    CHILD_EXPECT_RC(ds4tp_gate_service_start(tp, &bad), DS4TP_EINVAL, tp);
+    CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("affinity") != std::string::npos, tp);
     rc = ds4tp_gate_service_start(tp, &o);
-    if (rc) return report("service start", tp, rc);
-    if (ds4tp_gate_service_state(tp) != DS4TP_SERVICE_RUNNING) return 12;
-    if (ds4tp_gate_service_start(tp, &o) != DS4TP_ESTATE) return 13;
-    if (ds4tp_gate_exchange(tp, 0, 0, 1) != DS4TP_ESTATE) return 14;
-    if (ds4tp_big_gate_exchange(tp, 0, 1, "a", (void *)"b", 1) != DS4TP_ESTATE) return 15;
+    CHILD_EXPECT_OK(rc, tp, "service start");
+    CHILD_EXPECT(ds4tp_gate_service_state(tp) == DS4TP_SERVICE_RUNNING, tp);
+    CHILD_EXPECT_RC(ds4tp_gate_service_start(tp, &o), DS4TP_ESTATE, tp);
+    CHILD_EXPECT_RC(ds4tp_gate_exchange(tp, 0, 0, 1), DS4TP_ESTATE, tp);
+    CHILD_EXPECT_RC(ds4tp_big_gate_exchange(tp, 0, 1, "a", (void *)"b", 1), DS4TP_ESTATE, tp);
     FakeDevice d;
-    if (install_hooks(tp, d) != DS4TP_ESTATE) return 16;
-    if (ds4tp_failed(tp)) return 17;
+    CHILD_EXPECT_RC(install_hooks(tp, d), DS4TP_ESTATE, tp);
+    CHILD_EXPECT(!ds4tp_failed(tp), tp);
     uint64_t seq = 0;
     rc = kernel_tokens(tp, 3, seq);
     if (rc) return rc;
-    if (ds4tp_gate_seq(tp) != seq) return 18;
+    CHILD_EXPECT(ds4tp_gate_seq(tp) == seq, tp);
     rc = ds4tp_gate_service_stop(tp);
-    if (rc) return report("service stop", tp, rc);
-    if (ds4tp_gate_service_state(tp) != DS4TP_SERVICE_STOPPED) return 19;
-    if (ds4tp_gate_service_stop(tp) != DS4TP_OK) return 20;  // idempotent
+    CHILD_EXPECT_OK(rc, tp, "service stop");
+    CHILD_EXPECT(ds4tp_gate_service_state(tp) == DS4TP_SERVICE_STOPPED, tp);
+    CHILD_EXPECT_OK(ds4tp_gate_service_stop(tp), tp);  // idempotent
     // Stopped: the engine calls gates itself, the seq count continues.
     const Words w = words_of(tp);
     const int rank = ds4tp_rank(tp);
@@ -457,25 +455,24 @@ TEST_CASE("gate service: CPU kernel threads drive the gates, stop and start agai
       ++seq;
       for (uint64_t i = 0; i < w.l.vec_bytes / 4; i++) w.out(slot)[i] = pattern(rank, seq, i);
       rc = ds4tp_gate_exchange(tp, slot / 2, slot % 2, seq);
-      if (rc) return report("direct gate", tp, rc);
+      CHILD_EXPECT_OK(rc, tp, "direct gate");
       float want = pattern(1 - rank, seq, 0);
-      if (std::memcmp(&w.in(slot)[0], &want, 4) != 0) return 21;
+      CHILD_EXPECT(std::memcmp(&w.in(slot)[0], &want, 4) == 0, tp);
     }
     rc = ds4tp_batch_gate_exchange(tp, 0, 2, 1);
-    if (rc) return report("batch while stopped", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "batch while stopped");
     // And the service again, picking up at the next seq.
     rc = ds4tp_gate_service_start(tp, &o);
-    if (rc) return report("service restart", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "service restart");
     rc = kernel_tokens(tp, 2, seq);
     if (rc) return rc;
     rc = ds4tp_gate_service_stop(tp);
-    if (rc) return report("service stop 2", tp, rc);
-    if (ds4tp_failed(tp) || ds4tp_gate_seq(tp) != seq) return 22;
+    CHILD_EXPECT_OK(rc, tp, "service stop 2");
+    CHILD_EXPECT(!ds4tp_failed(tp) && ds4tp_gate_seq(tp) == seq, tp);
     return final_barrier(tp);
   };
   Outcome o = run_pair(s, main_body, main_body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("gate service: detaching the slab stops it and poisons the release words") {
@@ -485,11 +482,11 @@ TEST_CASE("gate service: detaching the slab stops it and poisons the release wor
   Hold leader_ran, worker_ran;
   auto body = [&](ds4tp_pair *tp, Ctx &c) -> int {
     int rc = ds4tp_connect(tp);
-    if (rc) return report("connect", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "connect");
     // Engine-owned slab memory, readable after the detach.
     const uint64_t bytes = ds4tp_slab_bytes(tp);
     void *mem = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-    if (mem == nullptr) return 10;
+    CHILD_EXPECT(mem != nullptr, tp);
     std::memset(mem, 0, bytes);
     struct Free {  // detach before the memory goes, on every path
       ds4tp_pair *tp;
@@ -500,29 +497,29 @@ TEST_CASE("gate service: detaching the slab stops it and poisons the release wor
       }
     } owned{tp, mem};
     rc = ds4tp_attach_slab(tp, mem, bytes);
-    if (rc) return report("attach", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "attach");
     ds4tp_gate_service_options o = test_service_options();
     rc = ds4tp_gate_service_start(tp, &o);
-    if (rc) return report("service start", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "service start");
     uint64_t seq = 0;
     rc = kernel_tokens(tp, 1, seq);
     // Both kernels saw their last release before either rank detaches
     // (a pair that fails poisons even a release its kernel has not read).
     (c.rank == 0 ? leader_ran : worker_ran).done();
-    if (!(c.rank == 0 ? worker_ran : leader_ran).wait(15000)) return 15;
+    CHILD_EXPECT((c.rank == 0 ? worker_ran : leader_ran).wait(15000), tp);
     if (rc) return rc;
     const Words w{static_cast<uint8_t *>(mem), layout_of(tp)};
     ds4tp_detach_slab(tp);  // the service is still running here
-    if (ds4tp_gate_service_state(tp) == DS4TP_SERVICE_RUNNING) return 11;
+    CHILD_EXPECT(ds4tp_gate_service_state(tp) != DS4TP_SERVICE_RUNNING, tp);
     for (uint32_t slot = 0; slot < w.l.slots; slot++)
-      if (__atomic_load_n(w.release(slot), __ATOMIC_ACQUIRE) != DS4TP_GATE_POISON) return 12;
-    if (ds4tp_slab_base(tp) != nullptr) return 13;
+      CHILD_EXPECT(__atomic_load_n(w.release(slot), __ATOMIC_ACQUIRE) == DS4TP_GATE_POISON, tp);
+    CHILD_EXPECT(ds4tp_slab_base(tp) == nullptr, tp);
     rc = ds4tp_gate_service_start(tp, &o);
-    return rc == DS4TP_ESTATE || rc == DS4TP_EFAILED ? 0 : 14;
+    CHILD_EXPECT(rc == DS4TP_ESTATE || rc == DS4TP_EFAILED, tp);
+    return 0;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("gate service: a killed peer poisons every waiting kernel within the deadline") {
@@ -535,7 +532,7 @@ TEST_CASE("gate service: a killed peer poisons every waiting kernel within the d
     if (rc) return rc;
     ds4tp_gate_service_options o = test_service_options();
     rc = ds4tp_gate_service_start(tp, &o);
-    if (rc) return report("service start", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "service start");
     uint64_t seq = 0;
     rc = kernel_tokens(tp, 1, seq);
     if (rc) return rc;
@@ -547,7 +544,7 @@ TEST_CASE("gate service: a killed peer poisons every waiting kernel within the d
     if (rc) return rc;
     ds4tp_gate_service_options o = test_service_options();
     rc = ds4tp_gate_service_start(tp, &o);
-    if (rc) return report("service start", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "service start");
     uint64_t seq = 0;
     rc = kernel_tokens(tp, 1, seq);
     if (rc) return rc;
@@ -556,27 +553,28 @@ TEST_CASE("gate service: a killed peer poisons every waiting kernel within the d
     auto t0 = Clock::now();
     uint64_t v = kernel_gate(w, 0, seq + 1);  // the next gate: never served
     double took = ms_since(t0);
-    if (v != DS4TP_GATE_POISON) return 40;
-    if (took > 1500 + 3000) return 41;  // the gate deadline plus slack
+    CHILD_EXPECT(v == DS4TP_GATE_POISON, tp);
+    CHILD_EXPECT(took <= 1500 + 3000, tp, "took %.0f ms", took);  // the gate deadline plus slack
     // Once the service has ended FAILED, every release word is poisoned, so
     // a kernel arriving later gives up at once. (Our own word can be
     // poisoned before the service has finished the others.)
     auto deadline = Clock::now() + std::chrono::seconds(5);
     while (ds4tp_gate_service_state(tp) != DS4TP_SERVICE_FAILED && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (ds4tp_gate_service_state(tp) != DS4TP_SERVICE_FAILED) return 43;
+    CHILD_EXPECT(ds4tp_gate_service_state(tp) == DS4TP_SERVICE_FAILED, tp);
     for (uint32_t slot = 0; slot < w.l.slots; slot++)
-      if (__atomic_load_n(w.release(slot), __ATOMIC_ACQUIRE) != DS4TP_GATE_POISON) return 42;
-    if (!ds4tp_failed(tp)) return 44;
+      CHILD_EXPECT(__atomic_load_n(w.release(slot), __ATOMIC_ACQUIRE) == DS4TP_GATE_POISON, tp);
+    CHILD_EXPECT(ds4tp_failed(tp), tp);
     // The service's own error, or the liveness watcher's if it saw the
     // death first: either way a message.
-    if (std::string(ds4tp_errmsg(tp)).empty()) return 45;
-    if (ds4tp_gate_service_stop(tp) != DS4TP_OK) return 46;
-    if (ds4tp_gate_service_state(tp) != DS4TP_SERVICE_FAILED) return 47;
-    if (ds4tp_gate_service_start(tp, &o) != DS4TP_EFAILED) return 48;
+    CHILD_EXPECT(!std::string(ds4tp_errmsg(tp)).empty(), tp);
+    CHILD_EXPECT_OK(ds4tp_gate_service_stop(tp), tp);
+    CHILD_EXPECT(ds4tp_gate_service_state(tp) == DS4TP_SERVICE_FAILED, tp);
+    CHILD_EXPECT_RC(ds4tp_gate_service_start(tp, &o), DS4TP_EFAILED, tp);
     return 0;
   };
   Outcome o = run_pair(s, leader, worker);
+  INFO(o.describe());
   REQUIRE(o.leader == 0);
   REQUIRE(o.worker_signal == SIGKILL);
 }
@@ -595,17 +593,19 @@ TEST_CASE("gate service: ds4tp_mark_failed from the engine poisons and stops it"
     ds4tp_gate_service_options o = test_service_options();
     o.yield_us = 0;  // straight to the sleep phase: the idle path notices too
     rc = ds4tp_gate_service_start(tp, &o);
-    if (rc) return report("service start", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "service start");
     std::thread engine([tp] { ds4tp_mark_failed(tp, "GPU fault at layer 3"); });
     engine.join();
     const Words w = words_of(tp);
-    if (kernel_gate(w, 0, 1, 5000) != DS4TP_GATE_POISON) return 20;
+    CHILD_EXPECT(kernel_gate(w, 0, 1, 5000) == DS4TP_GATE_POISON, tp);
     auto deadline = Clock::now() + std::chrono::seconds(5);
     while (ds4tp_gate_service_state(tp) != DS4TP_SERVICE_FAILED && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (ds4tp_gate_service_state(tp) != DS4TP_SERVICE_FAILED) return 21;
-    if (std::string(ds4tp_errmsg(tp)).find("GPU fault at layer 3") == std::string::npos) return 22;
-    return ds4tp_gate_seq(tp) == 0 ? 0 : 23;  // no exchange ran after the failure
+    CHILD_EXPECT(ds4tp_gate_service_state(tp) == DS4TP_SERVICE_FAILED, tp);
+    CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("GPU fault at layer 3") != std::string::npos,
+                 tp);
+    CHILD_EXPECT(ds4tp_gate_seq(tp) == 0, tp);  // no exchange ran after the failure
+    return 0;
   };
   auto worker = [&](ds4tp_pair *tp, Ctx &) -> int {
     struct Signal {
@@ -616,16 +616,16 @@ TEST_CASE("gate service: ds4tp_mark_failed from the engine poisons and stops it"
     if (rc) return rc;
     ds4tp_gate_service_options o = test_service_options();
     rc = ds4tp_gate_service_start(tp, &o);
-    if (rc) return report("service start", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "service start");
     usleep(100000);
     // Idle (no kernel at a gate): a plain stop, nothing failed here.
     rc = ds4tp_gate_service_stop(tp);
-    if (rc) return report("service stop", tp, rc);
-    return ds4tp_gate_service_state(tp) == DS4TP_SERVICE_STOPPED && !ds4tp_failed(tp) ? 0 : 30;
+    CHILD_EXPECT_OK(rc, tp, "service stop");
+    CHILD_EXPECT(ds4tp_gate_service_state(tp) == DS4TP_SERVICE_STOPPED && !ds4tp_failed(tp), tp);
+    return 0;
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("gate service: a ready word that contradicts the schedule fails loudly") {
@@ -644,48 +644,41 @@ TEST_CASE("gate service: a ready word that contradicts the schedule fails loudly
       return rc;
     };
   };
+  // A leader whose "kernel" waits at `slot` with `seq`, which the schedule
+  // contradicts: the service poisons it and its message names `a` and `b`.
+  auto contradicted_leader = [](const Hold &attached, const Hold &checked, uint32_t slot,
+                                uint64_t seq, const char *a, const char *b) {
+    return [=, &attached, &checked](ds4tp_pair *tp, Ctx &) -> int {
+      Signal sig{checked};
+      if (int rc = connect_attach(tp)) return rc;
+      CHILD_EXPECT(attached.wait(15000), tp);
+      ds4tp_gate_service_options o = test_service_options();
+      CHILD_EXPECT_OK(ds4tp_gate_service_start(tp, &o), tp, "service start");
+      const Words w = words_of(tp);
+      CHILD_EXPECT(kernel_gate(w, slot, seq, 5000) == DS4TP_GATE_POISON, tp);
+      std::string m = ds4tp_errmsg(tp);
+      CHILD_EXPECT(m.find(a) != std::string::npos && m.find(b) != std::string::npos, tp,
+                   "wanted \"%s\" and \"%s\"", a, b);
+      CHILD_EXPECT(ds4tp_gate_service_state(tp) == DS4TP_SERVICE_FAILED, tp);
+      return 0;
+    };
+  };
   Hold first, second, first_attached, second_attached;
-  auto leader = [&](ds4tp_pair *tp, Ctx &) -> int {
-    Signal sig{first};
-    int rc = connect_attach(tp);
-    if (rc) return rc;
-    if (!first_attached.wait(15000)) return 19;
-    ds4tp_gate_service_options o = test_service_options();
-    rc = ds4tp_gate_service_start(tp, &o);
-    if (rc) return report("service start", tp, rc);
-    const Words w = words_of(tp);
-    // seq 1 belongs to slot 0 (layer 0 ATTN); the "kernel" waits at slot 3.
-    if (kernel_gate(w, 3, 1, 5000) != DS4TP_GATE_POISON) return 20;
-    std::string m = ds4tp_errmsg(tp);
-    if (m.find("slot 3 (layer 1, gate 1)") == std::string::npos ||
-        m.find("slot 0 (layer 0, gate 0)") == std::string::npos)
-      return 21;
-    return ds4tp_gate_service_state(tp) == DS4TP_SERVICE_FAILED ? 0 : 22;
-  };
-  auto leader_ahead = [&](ds4tp_pair *tp, Ctx &) -> int {
-    Signal sig{second};
-    int rc = connect_attach(tp);
-    if (rc) return rc;
-    if (!second_attached.wait(15000)) return 29;
-    ds4tp_gate_service_options o = test_service_options();
-    rc = ds4tp_gate_service_start(tp, &o);
-    if (rc) return report("service start", tp, rc);
-    const Words w = words_of(tp);
-    // Right slot, but a seq from the future.
-    if (kernel_gate(w, 0, 9, 5000) != DS4TP_GATE_POISON) return 30;
-    std::string m = ds4tp_errmsg(tp);
-    return m.find("holds seq 9") != std::string::npos && m.find("seq 1") != std::string::npos
-               ? 0 : 31;
-  };
-  Outcome o = run_pair(s, leader, idle_worker(first_attached, first));
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
-  o = run_pair(s, leader_ahead, idle_worker(second_attached, second));
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  // seq 1 belongs to slot 0 (layer 0 ATTN); the "kernel" waits at slot 3.
+  Outcome o = run_pair(s,
+                       contradicted_leader(first_attached, first, 3, 1, "slot 3 (layer 1, gate 1)",
+                                           "slot 0 (layer 0, gate 0)"),
+                       idle_worker(first_attached, first));
+  REQUIRE_RANKS_OK(o);
+  // Right slot, but a seq from the future.
+  o = run_pair(s, contradicted_leader(second_attached, second, 0, 9, "holds seq 9", "seq 1"),
+               idle_worker(second_attached, second));
+  REQUIRE_RANKS_OK(o);
 }
 
-TEST_CASE("gate service and hooks: argument and state checks") {
+TEST_CASE(
+    "gate service and staging hooks: option defaults, and bad arguments or states refused without "
+    "failing the pair") {
   ds4tp_gate_service_options d;
   ds4tp_gate_service_options_init(&d);
   REQUIRE(d.size == sizeof d);

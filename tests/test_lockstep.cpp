@@ -24,23 +24,6 @@ namespace {
 
 constexpr uint32_t kHalf = 96;  // logits floats per half
 
-#define CALL(expr)                                                     \
-  do {                                                                 \
-    int rc_ = (expr);                                                  \
-    if (rc_ != 0) {                                                    \
-      std::fprintf(stderr, "[line %d] %s -> %d\n", __LINE__, #expr, rc_); \
-      return report(#expr, tp, rc_ < 0 ? rc_ : -100) + 0 * __LINE__;  \
-    }                                                                  \
-  } while (0)
-#define EXPECT(cond, code)                                                     \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::fprintf(stderr, "[line %d] expected %s: %s\n", __LINE__, #cond,     \
-                   ds4tp_errmsg(tp));                                          \
-      return code;                                                             \
-    }                                                                          \
-  } while (0)
-
 // A pipe both processes inherit: the worker tells the leader its digest, or
 // the leader tells the worker it may exit.
 struct Pipe {
@@ -60,9 +43,9 @@ struct Pipe {
 
 int check_logits(ds4tp_pair *tp, ToyEngine &e, uint64_t sid) {
   std::vector<float> got(kHalf), want(kHalf);
-  CALL(ds4tp_recv_logits(tp, got.data(), kHalf));
+  CHILD_EXPECT_OK(ds4tp_recv_logits(tp, got.data(), kHalf), tp);
   e.logits_half(sid, want.data());
-  EXPECT(std::memcmp(got.data(), want.data(), kHalf * 4) == 0, 80);
+  CHILD_EXPECT(std::memcmp(got.data(), want.data(), kHalf * 4) == 0, tp);
   return 0;
 }
 
@@ -73,7 +56,7 @@ int worker_body(ds4tp_pair *tp, Pipe *digest, bool perturb) {
   ds4tp_worker_ops ops = toy_worker_ops();
   int rc = ds4tp_worker_run(tp, &ops, &e);
   if (digest) digest->put(e.digest());
-  if (rc) return report("worker_run", tp, rc);
+  CHILD_EXPECT_OK(rc, tp, "worker_run");
   return 0;
 }
 
@@ -94,97 +77,97 @@ int leader_script(ds4tp_pair *tp, uint64_t &digest) {
   uint64_t seq = 0;
 
   for (uint64_t sid : {A, B, C}) {
-    CALL(ds4tp_send_session_create(tp, sid, 4096));
-    CALL(e.create(sid));
-    CALL(ds4tp_wait_ack(tp, sid, &st));
-    EXPECT(st == 0, 10);
+    CHILD_EXPECT_OK(ds4tp_send_session_create(tp, sid, 4096), tp);
+    CHILD_EXPECT_OK(e.create(sid), tp);
+    CHILD_EXPECT_OK(ds4tp_wait_ack(tp, sid, &st), tp);
+    CHILD_EXPECT(st == 0, tp);
   }
   // Sync a prompt (big gates and checkpoints inside), then its logits.
   std::vector<int32_t> prompt;
   for (int i = 0; i < 13; i++) prompt.push_back(1000 + i * 7);
-  CALL(ds4tp_send_sync(tp, A, prompt.data(), uint32_t(prompt.size()), kHalf));
-  CALL(e.sync(A, prompt.data(), uint32_t(prompt.size()), nullptr, 0, &pos));
-  CALL(ds4tp_wait_sync(tp, A, &st, &wpos));
-  EXPECT(st == 0 && wpos == 13 && pos == 13, 11);
+  CHILD_EXPECT_OK(ds4tp_send_sync(tp, A, prompt.data(), uint32_t(prompt.size()), kHalf), tp);
+  CHILD_EXPECT_OK(e.sync(A, prompt.data(), uint32_t(prompt.size()), nullptr, 0, &pos), tp);
+  CHILD_EXPECT_OK(ds4tp_wait_sync(tp, A, &st, &wpos), tp);
+  CHILD_EXPECT(st == 0 && wpos == 13 && pos == 13, tp);
   if (int rc = check_logits(tp, e, A)) return rc;
 
   // 32 evals with row gates between the ranks and a hash check every token.
   for (int t = 0; t < 32; t++) {
     int32_t tok = 200 + t * 3;
-    CALL(ds4tp_send_eval(tp, A, ++seq, tok, kHalf));
-    CALL(e.eval(A, tok));
+    CHILD_EXPECT_OK(ds4tp_send_eval(tp, A, ++seq, tok, kHalf), tp);
+    CHILD_EXPECT_OK(e.eval(A, tok), tp);
     if (int rc = check_logits(tp, e, A)) return rc;
-    CALL(ds4tp_hash_check(tp, A, seq, e.hash(A)));
+    CHILD_EXPECT_OK(ds4tp_hash_check(tp, A, seq, e.hash(A)), tp);
   }
-  EXPECT(e.row_seq() == 32u * 3 * 2, 12);
+  CHILD_EXPECT(e.row_seq() == 32u * 3 * 2, tp);
 
   // Rewind, one more token.
-  CALL(ds4tp_send_rewind(tp, A, 40));
-  CALL(e.rewind(A, 40));
-  CALL(ds4tp_send_eval(tp, A, ++seq, 77, 0));
-  CALL(e.eval(A, 77));
-  CALL(ds4tp_hash_check(tp, A, seq, e.hash(A)));
+  CHILD_EXPECT_OK(ds4tp_send_rewind(tp, A, 40), tp);
+  CHILD_EXPECT_OK(e.rewind(A, 40), tp);
+  CHILD_EXPECT_OK(ds4tp_send_eval(tp, A, ++seq, 77, 0), tp);
+  CHILD_EXPECT_OK(e.eval(A, 77), tp);
+  CHILD_EXPECT_OK(ds4tp_hash_check(tp, A, seq, e.hash(A)), tp);
 
   // A verify block with head split (block agreement, batch gates, small
   // exchange, head row) and a prefix commit.
   const int32_t drafts[4] = {501, 502, 503, 504};
-  CALL(ds4tp_send_verify(tp, A, drafts, 4, DS4TP_VERIFY_HEAD_SPLIT));
-  CALL(e.verify(A, drafts, 4, DS4TP_VERIFY_HEAD_SPLIT));
-  CALL(ds4tp_send_verify_commit(tp, DS4TP_COMMIT_PREFIX, 2, 0));
-  CALL(e.commit(A, DS4TP_COMMIT_PREFIX, 2));
-  CALL(ds4tp_hash_check(tp, A, ++seq, e.hash(A)));
+  CHILD_EXPECT_OK(ds4tp_send_verify(tp, A, drafts, 4, DS4TP_VERIFY_HEAD_SPLIT), tp);
+  CHILD_EXPECT_OK(e.verify(A, drafts, 4, DS4TP_VERIFY_HEAD_SPLIT), tp);
+  CHILD_EXPECT_OK(ds4tp_send_verify_commit(tp, DS4TP_COMMIT_PREFIX, 2, 0), tp);
+  CHILD_EXPECT_OK(e.commit(A, DS4TP_COMMIT_PREFIX, 2), tp);
+  CHILD_EXPECT_OK(ds4tp_hash_check(tp, A, ++seq, e.hash(A)), tp);
   // A second block rolled back with one replayed token and its logits.
-  CALL(ds4tp_send_verify(tp, A, drafts + 1, 3, 0));
-  CALL(e.verify(A, drafts + 1, 3, 0));
-  CALL(ds4tp_send_verify_commit(tp, DS4TP_COMMIT_ROLLBACK, 1, kHalf));
-  CALL(e.commit(A, DS4TP_COMMIT_ROLLBACK, 1));
+  CHILD_EXPECT_OK(ds4tp_send_verify(tp, A, drafts + 1, 3, 0), tp);
+  CHILD_EXPECT_OK(e.verify(A, drafts + 1, 3, 0), tp);
+  CHILD_EXPECT_OK(ds4tp_send_verify_commit(tp, DS4TP_COMMIT_ROLLBACK, 1, kHalf), tp);
+  CHILD_EXPECT_OK(e.commit(A, DS4TP_COMMIT_ROLLBACK, 1), tp);
   if (int rc = check_logits(tp, e, A)) return rc;
-  CALL(ds4tp_hash_check(tp, A, ++seq, e.hash(A)));
+  CHILD_EXPECT_OK(ds4tp_hash_check(tp, A, ++seq, e.hash(A)), tp);
 
   // Speculative restore the worker cannot do: invalidate and sync in full.
-  CALL(ds4tp_send_spec_restore(tp, A, 20));
+  CHILD_EXPECT_OK(ds4tp_send_spec_restore(tp, A, 20), tp);
   int mine = e.spec_restore(A, 20);
-  CALL(ds4tp_wait_ack(tp, A, &st));
-  EXPECT(st == DS4TP_ACK_UNAVAILABLE && mine == DS4TP_ACK_UNAVAILABLE, 13);
+  CHILD_EXPECT_OK(ds4tp_wait_ack(tp, A, &st), tp);
+  CHILD_EXPECT(st == DS4TP_ACK_UNAVAILABLE && mine == DS4TP_ACK_UNAVAILABLE, tp);
   std::vector<int32_t> full = e.session(A).tokens;
-  CALL(ds4tp_send_invalidate(tp, A));
-  CALL(e.invalidate(A));
-  CALL(ds4tp_send_sync(tp, A, full.data(), uint32_t(full.size()), kHalf));
-  CALL(e.sync(A, full.data(), uint32_t(full.size()), nullptr, 0, &pos));
-  CALL(ds4tp_wait_sync(tp, A, &st, &wpos));
-  EXPECT(st == 0 && wpos == pos && pos == full.size(), 14);
+  CHILD_EXPECT_OK(ds4tp_send_invalidate(tp, A), tp);
+  CHILD_EXPECT_OK(e.invalidate(A), tp);
+  CHILD_EXPECT_OK(ds4tp_send_sync(tp, A, full.data(), uint32_t(full.size()), kHalf), tp);
+  CHILD_EXPECT_OK(e.sync(A, full.data(), uint32_t(full.size()), nullptr, 0, &pos), tp);
+  CHILD_EXPECT_OK(ds4tp_wait_sync(tp, A, &st, &wpos), tp);
+  CHILD_EXPECT(st == 0 && wpos == pos && pos == full.size(), tp);
   if (int rc = check_logits(tp, e, A)) return rc;
-  CALL(ds4tp_hash_check(tp, A, ++seq, e.hash(A)));
+  CHILD_EXPECT_OK(ds4tp_hash_check(tp, A, ++seq, e.hash(A)), tp);
 
   // Mixed batch: a prefill chunk for B plus decode steps for A and C.
   const int32_t chunk[5] = {11, 12, 13, 14, 15};
   const ds4tp_batch_item items[2] = {{A, 300, 0}, {C, 301, 0}};
   std::vector<float> want(kHalf * 3), got(kHalf);
-  CALL(ds4tp_send_mixed_batch(tp, B, chunk, 5, items, 2, kHalf));
-  CALL(e.mixed_batch(B, chunk, 5, items, 2, want.data()));
-  CALL(ds4tp_wait_ack(tp, B, &st));
-  EXPECT(st == 0, 15);
+  CHILD_EXPECT_OK(ds4tp_send_mixed_batch(tp, B, chunk, 5, items, 2, kHalf), tp);
+  CHILD_EXPECT_OK(e.mixed_batch(B, chunk, 5, items, 2, want.data()), tp);
+  CHILD_EXPECT_OK(ds4tp_wait_ack(tp, B, &st), tp);
+  CHILD_EXPECT(st == 0, tp);
   for (int r = 0; r < 3; r++) {
-    CALL(ds4tp_recv_logits(tp, got.data(), kHalf));
-    EXPECT(std::memcmp(got.data(), want.data() + r * kHalf, kHalf * 4) == 0, 16);
+    CHILD_EXPECT_OK(ds4tp_recv_logits(tp, got.data(), kHalf), tp);
+    CHILD_EXPECT(std::memcmp(got.data(), want.data() + r * kHalf, kHalf * 4) == 0, tp);
   }
   // Eval batch, one logits half per item.
   const ds4tp_batch_item items2[2] = {{A, 400, 0}, {B, 401, 0}};
-  CALL(ds4tp_send_eval_batch(tp, items2, 2, kHalf));
-  CALL(e.eval_batch(items2, 2, want.data()));
-  CALL(ds4tp_wait_ack(tp, 0, &st));
+  CHILD_EXPECT_OK(ds4tp_send_eval_batch(tp, items2, 2, kHalf), tp);
+  CHILD_EXPECT_OK(e.eval_batch(items2, 2, want.data()), tp);
+  CHILD_EXPECT_OK(ds4tp_wait_ack(tp, 0, &st), tp);
   for (int r = 0; r < 2; r++) {
-    CALL(ds4tp_recv_logits(tp, got.data(), kHalf));
-    EXPECT(std::memcmp(got.data(), want.data() + r * kHalf, kHalf * 4) == 0, 17);
+    CHILD_EXPECT_OK(ds4tp_recv_logits(tp, got.data(), kHalf), tp);
+    CHILD_EXPECT(std::memcmp(got.data(), want.data() + r * kHalf, kHalf * 4) == 0, tp);
   }
   // MTP cycle and a drafter step.
-  CALL(ds4tp_send_mtp(tp, A, ++seq, 600, 2));
-  CALL(e.mtp(A, 600, 2));
-  CALL(ds4tp_wait_ack(tp, A, &st));
-  EXPECT(st == 0, 18);
+  CHILD_EXPECT_OK(ds4tp_send_mtp(tp, A, ++seq, 600, 2), tp);
+  CHILD_EXPECT_OK(e.mtp(A, 600, 2), tp);
+  CHILD_EXPECT_OK(ds4tp_wait_ack(tp, A, &st), tp);
+  CHILD_EXPECT(st == 0, tp);
   int32_t dpos = int32_t(e.session(A).tokens.size());
-  CALL(ds4tp_send_draft(tp, A, 601, dpos, DS4TP_DRAFT_PROPOSE));
-  CALL(e.draft(A, 601, dpos, DS4TP_DRAFT_PROPOSE));
+  CHILD_EXPECT_OK(ds4tp_send_draft(tp, A, 601, dpos, DS4TP_DRAFT_PROPOSE), tp);
+  CHILD_EXPECT_OK(e.draft(A, 601, dpos, DS4TP_DRAFT_PROPOSE), tp);
 
   // A prompt with an image on C.
   std::vector<int32_t> ctoks = {5, 6, 0, 0, 0, 7, 8, 9, 10, 11};
@@ -198,37 +181,38 @@ int leader_script(ds4tp_pair *tp, uint64_t &digest) {
   img.height = img.content_height = 32;
   for (int i = 0; i < DS4TP_IMAGE_FINGERPRINT_BYTES; i++) img.fingerprint[i] = uint8_t(i);
   img.embd = embd.data();
-  CALL(ds4tp_send_sync_images(tp, C, ctoks.data(), uint32_t(ctoks.size()), &img, 1, kHalf));
-  CALL(e.sync(C, ctoks.data(), uint32_t(ctoks.size()), &img, 1, &pos));
-  CALL(ds4tp_wait_sync(tp, C, &st, &wpos));
-  EXPECT(st == 0 && wpos == 10, 19);
+  CHILD_EXPECT_OK(
+      ds4tp_send_sync_images(tp, C, ctoks.data(), uint32_t(ctoks.size()), &img, 1, kHalf), tp);
+  CHILD_EXPECT_OK(e.sync(C, ctoks.data(), uint32_t(ctoks.size()), &img, 1, &pos), tp);
+  CHILD_EXPECT_OK(ds4tp_wait_sync(tp, C, &st, &wpos), tp);
+  CHILD_EXPECT(st == 0 && wpos == 10, tp);
   if (int rc = check_logits(tp, e, C)) return rc;
-  CALL(ds4tp_hash_check(tp, C, ++seq, e.hash(C)));
+  CHILD_EXPECT_OK(ds4tp_hash_check(tp, C, ++seq, e.hash(C)), tp);
 
   // A sync both ranks agree to cancel: the leader asks at 8 new tokens.
   std::vector<int32_t> longer = e.session(B).tokens;
   uint32_t before = uint32_t(longer.size());
   for (int i = 0; i < 20; i++) longer.push_back(700 + i);
   e.cancel_at = int32_t(before + 8);
-  CALL(ds4tp_send_sync(tp, B, longer.data(), uint32_t(longer.size()), kHalf));
+  CHILD_EXPECT_OK(ds4tp_send_sync(tp, B, longer.data(), uint32_t(longer.size()), kHalf), tp);
   int lst = e.sync(B, longer.data(), uint32_t(longer.size()), nullptr, 0, &pos);
   e.cancel_at = -1;
-  CALL(ds4tp_wait_sync(tp, B, &st, &wpos));
-  EXPECT(lst == DS4TP_ACK_CANCELLED && st == DS4TP_ACK_CANCELLED, 20);
-  EXPECT(pos == wpos && pos < longer.size() && pos >= before + 8, 21);
-  CALL(ds4tp_hash_check(tp, B, ++seq, e.hash(B)));
+  CHILD_EXPECT_OK(ds4tp_wait_sync(tp, B, &st, &wpos), tp);
+  CHILD_EXPECT(lst == DS4TP_ACK_CANCELLED && st == DS4TP_ACK_CANCELLED, tp);
+  CHILD_EXPECT(pos == wpos && pos < longer.size() && pos >= before + 8, tp);
+  CHILD_EXPECT_OK(ds4tp_hash_check(tp, B, ++seq, e.hash(B)), tp);
 
   // Destroy one session, and one the worker does not know.
-  CALL(ds4tp_send_session_destroy(tp, C));
-  CALL(e.destroy(C));
-  CALL(ds4tp_wait_ack(tp, C, &st));
-  EXPECT(st == 0, 22);
-  CALL(ds4tp_send_session_destroy(tp, 99));
-  CALL(ds4tp_wait_ack(tp, 99, &st));
-  EXPECT(st == DS4TP_ACK_UNAVAILABLE && e.destroy(99) == DS4TP_ACK_UNAVAILABLE, 23);
+  CHILD_EXPECT_OK(ds4tp_send_session_destroy(tp, C), tp);
+  CHILD_EXPECT_OK(e.destroy(C), tp);
+  CHILD_EXPECT_OK(ds4tp_wait_ack(tp, C, &st), tp);
+  CHILD_EXPECT(st == 0, tp);
+  CHILD_EXPECT_OK(ds4tp_send_session_destroy(tp, 99), tp);
+  CHILD_EXPECT_OK(ds4tp_wait_ack(tp, 99, &st), tp);
+  CHILD_EXPECT(st == DS4TP_ACK_UNAVAILABLE && e.destroy(99) == DS4TP_ACK_UNAVAILABLE, tp);
 
-  CALL(ds4tp_send_stop(tp));
-  EXPECT(ds4tp_failed(tp) == 0, 24);
+  CHILD_EXPECT_OK(ds4tp_send_stop(tp), tp);
+  CHILD_EXPECT(ds4tp_failed(tp) == 0, tp);
   digest = e.digest();
   return 0;
 }
@@ -244,8 +228,7 @@ TEST_CASE("a scripted session runs in lockstep and leaves both engines in the sa
   Outcome o = run_pair(
       s, [&](ds4tp_pair *tp, Ctx &) { return leader_script(tp, leader_digest); },
       [&](ds4tp_pair *tp, Ctx &) { return worker_body(tp, &pipe, false); });
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
   uint64_t worker_digest = 0;
   REQUIRE(pipe.get(worker_digest, 1000));
   REQUIRE(leader_digest != 0);
@@ -262,44 +245,43 @@ TEST_CASE("a perturbed engine is reported as a divergence, not a transport error
     const uint64_t A = 4;
     int32_t st = -1;
     uint32_t pos = 0, wpos = 0;
-    CALL(ds4tp_send_session_create(tp, A, 512));
-    CALL(e.create(A));
-    CALL(ds4tp_wait_ack(tp, A, &st));
+    CHILD_EXPECT_OK(ds4tp_send_session_create(tp, A, 512), tp);
+    CHILD_EXPECT_OK(e.create(A), tp);
+    CHILD_EXPECT_OK(ds4tp_wait_ack(tp, A, &st), tp);
     const int32_t prompt[6] = {1, 2, 3, 4, 5, 6};
-    CALL(ds4tp_send_sync(tp, A, prompt, 6, 0));
-    CALL(e.sync(A, prompt, 6, nullptr, 0, &pos));
-    CALL(ds4tp_wait_sync(tp, A, &st, &wpos));
+    CHILD_EXPECT_OK(ds4tp_send_sync(tp, A, prompt, 6, 0), tp);
+    CHILD_EXPECT_OK(e.sync(A, prompt, 6, nullptr, 0, &pos), tp);
+    CHILD_EXPECT_OK(ds4tp_wait_sync(tp, A, &st, &wpos), tp);
     // The worker's engine adds an error to its state in this eval.
-    CALL(ds4tp_send_eval(tp, A, 1, 42, 0));
-    CALL(e.eval(A, 42));
+    CHILD_EXPECT_OK(ds4tp_send_eval(tp, A, 1, 42, 0), tp);
+    CHILD_EXPECT_OK(e.eval(A, 42), tp);
     int rc = ds4tp_hash_check(tp, A, 1, e.hash(A));
-    EXPECT(rc == DS4TP_EDIVERGED, 30);
+    CHILD_EXPECT_RC(rc, DS4TP_EDIVERGED, tp);
     std::string m = ds4tp_errmsg(tp);
-    EXPECT(m.find("divergence at session 4 seq 1") != std::string::npos, 31);
+    CHILD_EXPECT(m.find("divergence at session 4 seq 1") != std::string::npos, tp);
     char mine[32];
     std::snprintf(mine, sizeof mine, "0x%016llx", (unsigned long long)e.hash(A));
-    EXPECT(m.find(mine) != std::string::npos, 32);
-    EXPECT(ds4tp_failed(tp) == 0, 33);  // the transport is fine
+    CHILD_EXPECT(m.find(mine) != std::string::npos, tp);
+    CHILD_EXPECT(ds4tp_failed(tp) == 0, tp);  // the transport is fine
     // Recover: invalidate and sync in full on both ranks.
     std::vector<int32_t> full = e.session(A).tokens;
-    CALL(ds4tp_send_invalidate(tp, A));
-    CALL(e.invalidate(A));
-    CALL(ds4tp_send_sync(tp, A, full.data(), uint32_t(full.size()), 0));
-    CALL(e.sync(A, full.data(), uint32_t(full.size()), nullptr, 0, &pos));
-    CALL(ds4tp_wait_sync(tp, A, &st, &wpos));
-    CALL(ds4tp_hash_check(tp, A, 2, e.hash(A)));
+    CHILD_EXPECT_OK(ds4tp_send_invalidate(tp, A), tp);
+    CHILD_EXPECT_OK(e.invalidate(A), tp);
+    CHILD_EXPECT_OK(ds4tp_send_sync(tp, A, full.data(), uint32_t(full.size()), 0), tp);
+    CHILD_EXPECT_OK(e.sync(A, full.data(), uint32_t(full.size()), nullptr, 0, &pos), tp);
+    CHILD_EXPECT_OK(ds4tp_wait_sync(tp, A, &st, &wpos), tp);
+    CHILD_EXPECT_OK(ds4tp_hash_check(tp, A, 2, e.hash(A)), tp);
     for (uint64_t q = 3; q < 6; q++) {
-      CALL(ds4tp_send_eval(tp, A, q, int32_t(q), 0));
-      CALL(e.eval(A, int32_t(q)));
-      CALL(ds4tp_hash_check(tp, A, q, e.hash(A)));
+      CHILD_EXPECT_OK(ds4tp_send_eval(tp, A, q, int32_t(q), 0), tp);
+      CHILD_EXPECT_OK(e.eval(A, int32_t(q)), tp);
+      CHILD_EXPECT_OK(ds4tp_hash_check(tp, A, q, e.hash(A)), tp);
     }
-    CALL(ds4tp_send_stop(tp));
+    CHILD_EXPECT_OK(ds4tp_send_stop(tp), tp);
     leader_digest = e.digest();
     return 0;
   };
   Outcome o = run_pair(s, leader, [&](ds4tp_pair *tp, Ctx &) { return worker_body(tp, &pipe, true); });
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
   uint64_t wd = 0;
   REQUIRE(pipe.get(wd, 1000));
   REQUIRE(wd == leader_digest);
@@ -323,18 +305,19 @@ TEST_CASE("a failing worker callback reaches the leader's wait as DS4TP_EREMOTE 
   Pipe done;
   auto leader = [&](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_attach(tp)) return rc;
-    CALL(ds4tp_send_session_create(tp, 9, 4096));
+    CHILD_EXPECT_OK(ds4tp_send_session_create(tp, 9, 4096), tp);
     int32_t st = 0;
     int rc = ds4tp_wait_ack(tp, 9, &st);
     done.put(1);  // the worker may exit now
-    EXPECT(rc == DS4TP_EREMOTE, 40);
-    EXPECT(st == -42 && ds4tp_remote_status(tp) == -42, 41);
+    CHILD_EXPECT_RC(rc, DS4TP_EREMOTE, tp);
+    CHILD_EXPECT(st == -42 && ds4tp_remote_status(tp) == -42, tp);
     std::string m = ds4tp_errmsg(tp);
-    EXPECT(m.find("SESSION_CREATE") != std::string::npos && m.find("-42") != std::string::npos &&
-               m.find("no memory for a 4096-token KV cache") != std::string::npos,
-           42);
-    EXPECT(ds4tp_failed(tp) == 1, 43);
-    EXPECT(ds4tp_send_eval(tp, 9, 1, 1, 0) == DS4TP_EFAILED, 44);
+    CHILD_EXPECT(m.find("SESSION_CREATE") != std::string::npos &&
+                     m.find("-42") != std::string::npos &&
+                     m.find("no memory for a 4096-token KV cache") != std::string::npos,
+                 tp);
+    CHILD_EXPECT(ds4tp_failed(tp) == 1, tp);
+    CHILD_EXPECT_RC(ds4tp_send_eval(tp, 9, 1, 1, 0), DS4TP_EFAILED, tp);
     return 0;
   };
   auto worker = [&](ds4tp_pair *tp, Ctx &) -> int {
@@ -345,28 +328,30 @@ TEST_CASE("a failing worker callback reaches the leader's wait as DS4TP_EREMOTE 
     int rc = ds4tp_worker_run(tp, &ops, nullptr);
     uint64_t v;
     done.get(v, 10000);
-    if (rc != DS4TP_EFAILED) return 50;
-    if (std::string(ds4tp_errmsg(tp)).find("status -42") == std::string::npos) return 51;
-    return ds4tp_failed(tp) ? 0 : 52;
+    CHILD_EXPECT_RC(rc, DS4TP_EFAILED, tp);
+    CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("status -42") != std::string::npos, tp);
+    CHILD_EXPECT(ds4tp_failed(tp), tp);
+    return 0;
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("a worker that fails and exits while the leader is not reading latches the leader failed") {
   RankSetup s = setup(DS4TP_TRANSPORT_TCP);
   auto leader = [&](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_attach(tp)) return rc;
-    CALL(ds4tp_send_eval(tp, 9, 1, 123, 0));  // no reply is due
+    CHILD_EXPECT_OK(ds4tp_send_eval(tp, 9, 1, 123, 0), tp);  // no reply is due
     auto t0 = Clock::now();
     while (!ds4tp_failed(tp) && ms_since(t0) < 5000)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    EXPECT(ds4tp_failed(tp) == 1, 60);
-    EXPECT(ds4tp_remote_status(tp) == -7, 61);
+    CHILD_EXPECT(ds4tp_failed(tp) == 1, tp);
+    CHILD_EXPECT(ds4tp_remote_status(tp) == -7, tp);
     std::string m = ds4tp_errmsg(tp);
-    EXPECT(m.find("EVAL") != std::string::npos && m.find("GPU fault at token 123") != std::string::npos, 62);
-    EXPECT(ds4tp_send_eval(tp, 9, 2, 1, 0) == DS4TP_EFAILED, 63);
+    CHILD_EXPECT(m.find("EVAL") != std::string::npos &&
+                     m.find("GPU fault at token 123") != std::string::npos,
+                 tp);
+    CHILD_EXPECT_RC(ds4tp_send_eval(tp, 9, 2, 1, 0), DS4TP_EFAILED, tp);
     return 0;
   };
   auto worker = [&](ds4tp_pair *tp, Ctx &) -> int {
@@ -375,11 +360,11 @@ TEST_CASE("a worker that fails and exits while the leader is not reading latches
     ds4tp_worker_ops_init(&ops);
     ops.eval = failing_eval;
     int rc = ds4tp_worker_run(tp, &ops, nullptr);
-    return rc == DS4TP_EFAILED ? 0 : 70;  // then ds4tp_free closes the connection
+    CHILD_EXPECT_RC(rc, DS4TP_EFAILED, tp);
+    return 0;  // then ds4tp_free closes the connection
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("a killed worker latches the idle leader failed, and wakes a waiting one at once") {
@@ -392,9 +377,11 @@ TEST_CASE("a killed worker latches the idle leader failed, and wakes a waiting o
       auto t0 = Clock::now();
       while (!ds4tp_failed(tp) && ms_since(t0) < 5000)
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      EXPECT(ds4tp_failed(tp) == 1, 80);
-      EXPECT(ms_since(t0) < 2000, 81);
-      EXPECT(std::string(ds4tp_errmsg(tp)).find("closed the control connection") != std::string::npos, 82);
+      CHILD_EXPECT(ds4tp_failed(tp) == 1, tp);
+      CHILD_EXPECT(ms_since(t0) < 2000, tp);
+      CHILD_EXPECT(
+          std::string(ds4tp_errmsg(tp)).find("closed the control connection") != std::string::npos,
+          tp);
       return 0;
     };
     auto worker = [&](ds4tp_pair *tp, Ctx &) -> int {
@@ -403,13 +390,14 @@ TEST_CASE("a killed worker latches the idle leader failed, and wakes a waiting o
       return 0;
     };
     Outcome o = run_pair(s, leader, worker);
+    INFO(o.describe());
     REQUIRE(o.leader == 0);
     REQUIRE(o.worker_signal == SIGKILL);
   }
   SECTION("blocked in a wait with a 30 s deadline") {
     auto leader = [&](ds4tp_pair *tp, Ctx &c) -> int {
       if (int rc = connect_attach(tp)) return rc;
-      CALL(ds4tp_send_session_create(tp, 3, 100));
+      CHILD_EXPECT_OK(ds4tp_send_session_create(tp, 3, 100), tp);
       std::thread killer([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(150));
         kill(c.worker_pid, SIGKILL);
@@ -418,9 +406,9 @@ TEST_CASE("a killed worker latches the idle leader failed, and wakes a waiting o
       int rc = ds4tp_wait_ack(tp, 3, nullptr);
       double took = ms_since(t0);
       killer.join();
-      EXPECT(rc == DS4TP_EPEERCLOSED || rc == DS4TP_EFAILED, 90);
-      EXPECT(took < 2000, 91);
-      EXPECT(ds4tp_failed(tp) == 1, 92);
+      CHILD_EXPECT(rc == DS4TP_EPEERCLOSED || rc == DS4TP_EFAILED, tp);
+      CHILD_EXPECT(took < 2000, tp, "took %.0f ms", took);
+      CHILD_EXPECT(ds4tp_failed(tp) == 1, tp);
       return 0;
     };
     auto worker = [&](ds4tp_pair *tp, Ctx &) -> int {
@@ -432,6 +420,7 @@ TEST_CASE("a killed worker latches the idle leader failed, and wakes a waiting o
       return 0;
     };
     Outcome o = run_pair(s, leader, worker);
+    INFO(o.describe());
     REQUIRE(o.leader == 0);
     REQUIRE(o.worker_signal == SIGKILL);
   }
@@ -443,29 +432,30 @@ TEST_CASE("a live worker that never answers times the leader's wait out at frame
   Pipe done;
   auto leader = [&](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_attach(tp)) return rc;
-    CALL(ds4tp_send_spec_restore(tp, 3, 0));
+    CHILD_EXPECT_OK(ds4tp_send_spec_restore(tp, 3, 0), tp);
     auto t0 = Clock::now();
     int rc = ds4tp_wait_ack(tp, 3, nullptr);
     double took = ms_since(t0);
     std::string m = ds4tp_errmsg(tp);
     done.put(1);
-    EXPECT(rc == DS4TP_ETIMEDOUT, 100);
-    EXPECT(took >= 280 && took < 3000, 101);
-    EXPECT(m.find("300 ms") != std::string::npos && m.find("SPEC_RESTORE") != std::string::npos, 102);
+    CHILD_EXPECT_RC(rc, DS4TP_ETIMEDOUT, tp);
+    CHILD_EXPECT(took >= 280 && took < 3000, tp, "took %.0f ms", took);
+    CHILD_EXPECT(
+        m.find("300 ms") != std::string::npos && m.find("SPEC_RESTORE") != std::string::npos, tp);
     return 0;
   };
   auto worker = [&](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_attach(tp)) return rc;
     ds4tp_command cmd;
     ds4tp_command_init(&cmd);
-    if (ds4tp_recv_command(tp, &cmd, 5000) != 0 || cmd.kind != DS4TP_CMD_SPEC_RESTORE) return 110;
+    CHILD_EXPECT_OK(ds4tp_recv_command(tp, &cmd, 5000), tp);
+    CHILD_EXPECT(cmd.kind == DS4TP_CMD_SPEC_RESTORE, tp, "kind %d", int(cmd.kind));
     uint64_t v;
     done.get(v, 10000);
     return 0;
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("ds4tp_mark_failed from another thread stops a worker loop waiting for commands") {
@@ -474,7 +464,8 @@ TEST_CASE("ds4tp_mark_failed from another thread stops a worker loop waiting for
   auto leader = [&](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_attach(tp)) return rc;
     uint64_t v = 0;
-    return done.get(v, 10000) && v == 1 ? 0 : 120;
+    CHILD_EXPECT(done.get(v, 10000) && v == 1, tp);
+    return 0;
   };
   auto worker = [&](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_attach(tp)) return rc;
@@ -488,11 +479,12 @@ TEST_CASE("ds4tp_mark_failed from another thread stops a worker loop waiting for
     double took = ms_since(t0);
     stopper.join();
     done.put(1);
-    return rc == DS4TP_EFAILED && took < 2000 ? 0 : 121;
+    CHILD_EXPECT_RC(rc, DS4TP_EFAILED, tp);
+    CHILD_EXPECT(took < 2000, tp, "took %.0f ms", took);
+    return 0;
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("start-up agreements and verify-block agreements on every transport") {
@@ -503,64 +495,64 @@ TEST_CASE("start-up agreements and verify-block agreements on every transport") 
     const bool lead = c.rank == 0;
     // Execution mode: same flags, capabilities intersected.
     uint32_t caps = lead ? 0xbu : 0x6u;
-    CALL(ds4tp_agree_execution_mode(tp, 0x3, &caps));
-    EXPECT(caps == 0x2u, 130);
+    CHILD_EXPECT_OK(ds4tp_agree_execution_mode(tp, 0x3, &caps), tp);
+    CHILD_EXPECT(caps == 0x2u, tp);
     // Drafter split: only the leader opts in, then both with one metadata.
     uint8_t meta[DS4TP_DRAFTER_META_BYTES];
     for (int i = 0; i < DS4TP_DRAFTER_META_BYTES; i++) meta[i] = uint8_t(i * 5);
     int agreed = -1, peer_on = -1;
-    CALL(ds4tp_agree_drafter_split(tp, lead, meta, &agreed, &peer_on));
-    EXPECT(agreed == 0 && peer_on == (lead ? 0 : 1), 131);
-    CALL(ds4tp_agree_drafter_split(tp, 1, meta, &agreed, &peer_on));
-    EXPECT(agreed == 1 && peer_on == 1, 132);
+    CHILD_EXPECT_OK(ds4tp_agree_drafter_split(tp, lead, meta, &agreed, &peer_on), tp);
+    CHILD_EXPECT(agreed == 0 && peer_on == (lead ? 0 : 1), tp);
+    CHILD_EXPECT_OK(ds4tp_agree_drafter_split(tp, 1, meta, &agreed, &peer_on), tp);
+    CHILD_EXPECT(agreed == 1 && peer_on == 1, tp);
     // Verify block: the leader offers 2 gates per layer, the worker 1.
     uint32_t gpl = lead ? 2 : 1;
-    CALL(ds4tp_block_begin(tp, 4, 2, &gpl));
-    EXPECT(gpl == 1, 133);
-    EXPECT(ds4tp_block_begin(tp, 4, 2, &gpl) == DS4TP_ESTATE, 134);  // still open
+    CHILD_EXPECT_OK(ds4tp_block_begin(tp, 4, 2, &gpl), tp);
+    CHILD_EXPECT(gpl == 1, tp);
+    CHILD_EXPECT_RC(ds4tp_block_begin(tp, 4, 2, &gpl), DS4TP_ESTATE, tp);  // still open
     uint8_t mine[192], peer[192];
     for (int i = 0; i < 192; i++) mine[i] = uint8_t(i + c.rank);
-    CALL(ds4tp_small_exchange(tp, mine, peer, 192));
-    for (int i = 0; i < 192; i++) EXPECT(peer[i] == uint8_t(i + 1 - c.rank), 135);
+    CHILD_EXPECT_OK(ds4tp_small_exchange(tp, mine, peer, 192), tp);
+    for (int i = 0; i < 192; i++) CHILD_EXPECT(peer[i] == uint8_t(i + 1 - c.rank), tp);
     std::vector<float> row(DS4TP_HEAD_ROW_MAX), got(DS4TP_HEAD_ROW_MAX);
     for (size_t i = 0; i < row.size(); i++) row[i] = float(i) * 0.5f;
     // Block 1: the worker sends a row the leader never reads (it rolled the
     // block back); it must not be taken for block 2's row.
-    if (!lead) CALL(ds4tp_head_row_send(tp, 1, row.data(), 1000));
-    CALL(ds4tp_block_end(tp));
+    if (!lead) CHILD_EXPECT_OK(ds4tp_head_row_send(tp, 1, row.data(), 1000), tp);
+    CHILD_EXPECT_OK(ds4tp_block_end(tp), tp);
     gpl = 2;
-    CALL(ds4tp_block_begin(tp, 2, 3, &gpl));
-    EXPECT(gpl == 2, 136);
-    CALL(ds4tp_block_end(tp));
+    CHILD_EXPECT_OK(ds4tp_block_begin(tp, 2, 3, &gpl), tp);
+    CHILD_EXPECT(gpl == 2, tp);
+    CHILD_EXPECT_OK(ds4tp_block_end(tp), tp);
     if (!lead) {
       row[0] = 99.0f;
-      CALL(ds4tp_head_row_send(tp, 1, row.data(), DS4TP_HEAD_ROW_MAX));
+      CHILD_EXPECT_OK(ds4tp_head_row_send(tp, 1, row.data(), DS4TP_HEAD_ROW_MAX), tp);
     } else {
-      CALL(ds4tp_head_row_recv(tp, 1, got.data(), DS4TP_HEAD_ROW_MAX));
-      EXPECT(got[0] == 99.0f && got[DS4TP_HEAD_ROW_MAX - 1] == row[DS4TP_HEAD_ROW_MAX - 1], 137);
+      CHILD_EXPECT_OK(ds4tp_head_row_recv(tp, 1, got.data(), DS4TP_HEAD_ROW_MAX), tp);
+      CHILD_EXPECT(got[0] == 99.0f && got[DS4TP_HEAD_ROW_MAX - 1] == row[DS4TP_HEAD_ROW_MAX - 1],
+                   tp);
     }
     // Argument checks do not fail the pair.
-    EXPECT(ds4tp_small_exchange(tp, mine, peer, 193) == DS4TP_EINVAL, 138);
-    EXPECT(ds4tp_block_begin(tp, 9, 2, nullptr) == DS4TP_EINVAL, 139);
-    EXPECT(ds4tp_block_begin(tp, 1, 4, nullptr) == DS4TP_EINVAL, 140);  // 3 layers
-    EXPECT(ds4tp_failed(tp) == 0, 141);
+    CHILD_EXPECT_RC(ds4tp_small_exchange(tp, mine, peer, 193), DS4TP_EINVAL, tp);
+    CHILD_EXPECT_RC(ds4tp_block_begin(tp, 9, 2, nullptr), DS4TP_EINVAL, tp);
+    CHILD_EXPECT_RC(ds4tp_block_begin(tp, 1, 4, nullptr), DS4TP_EINVAL, tp);  // 3 layers
+    CHILD_EXPECT(ds4tp_failed(tp) == 0, tp);
     // An orderly end: the worker may find the leader gone before it reads
     // STOP; that is not a failure.
     if (lead) {
-      CALL(ds4tp_send_stop(tp));
+      CHILD_EXPECT_OK(ds4tp_send_stop(tp), tp);
     } else {
       ds4tp_command cmd;
       ds4tp_command_init(&cmd);
-      CALL(ds4tp_recv_command(tp, &cmd, 5000));
-      EXPECT(cmd.kind == DS4TP_CMD_STOP, 142);
+      CHILD_EXPECT_OK(ds4tp_recv_command(tp, &cmd, 5000), tp);
+      CHILD_EXPECT(cmd.kind == DS4TP_CMD_STOP, tp);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      EXPECT(ds4tp_failed(tp) == 0, 143);
+      CHILD_EXPECT(ds4tp_failed(tp) == 0, tp);
     }
     return 0;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("agreements that cannot hold fail on both ranks naming both values") {
@@ -595,13 +587,14 @@ TEST_CASE("agreements that cannot hold fail on both ranks naming both values") {
     auto body = [&k](ds4tp_pair *tp, Ctx &c) -> int {
       if (int rc = connect_attach(tp)) return rc;
       int rc = k.run(tp, c.rank);
-      if (rc != k.want) return report(k.name, tp, rc) + 150;
-      if (std::string(ds4tp_errmsg(tp)).find(k.needle) == std::string::npos) return 151;
-      return ds4tp_failed(tp) ? 0 : 152;
+      CHILD_EXPECT_RC(rc, k.want, tp, "%s", k.name);
+      CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find(k.needle) != std::string::npos, tp,
+                   "%s: wanted \"%s\" in the message", k.name, k.needle);
+      CHILD_EXPECT(ds4tp_failed(tp), tp, "%s", k.name);
+      return 0;
     };
     Outcome o = run_pair(s, body, body);
-    REQUIRE(o.leader == 0);
-    REQUIRE(o.worker_exit == 0);
+    REQUIRE_RANKS_OK(o);
   }
 }
 
@@ -618,24 +611,27 @@ TEST_CASE("control frames on one thread while gates run on another, on both rank
           for (uint32_t g = 0; g < 2 && gate_rc == 0; g++)
             gate_rc = ds4tp_gate_exchange(tp, layer, g, ++seq);
     });
-    int rc = 0;
-    for (int i = 0; i < 200 && rc == 0; i++) {
-      uint8_t mine[8], peer[8];
-      std::memset(mine, i + c.rank, sizeof mine);
-      rc = ds4tp_small_exchange(tp, mine, peer, 8);
-      if (rc == 0 && peer[0] != uint8_t(i + 1 - c.rank)) rc = -1;
-      int cancelled = -1;
-      if (rc == 0) rc = ds4tp_sync_checkpoint(tp, 7, i, 200, i == 150 && c.rank == 1, &cancelled);
-      if (rc == 0 && cancelled != (i == 150)) rc = -2;
-    }
+    auto control = [&]() -> int {
+      for (int i = 0; i < 200; i++) {
+        uint8_t mine[8], peer[8];
+        std::memset(mine, i + c.rank, sizeof mine);
+        CHILD_EXPECT_OK(ds4tp_small_exchange(tp, mine, peer, 8), tp, "round %d", i);
+        CHILD_EXPECT(peer[0] == uint8_t(i + 1 - c.rank), tp, "round %d", i);
+        int cancelled = -1;
+        CHILD_EXPECT_OK(ds4tp_sync_checkpoint(tp, 7, i, 200, i == 150 && c.rank == 1, &cancelled),
+                        tp, "round %d", i);
+        CHILD_EXPECT(cancelled == (i == 150), tp, "round %d", i);
+      }
+      return 0;
+    };
+    int control_rc = control();
     gates.join();
-    if (rc) return report("control", tp, rc);
-    if (gate_rc) return report("gates", tp, gate_rc);
+    if (control_rc) return control_rc;
+    CHILD_EXPECT_OK(gate_rc.load(), tp, "gate thread");
     return 0;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("a worker driven by hand owns the command arrays it receives") {
@@ -650,79 +646,79 @@ TEST_CASE("a worker driven by hand owns the command arrays it receives") {
     img.data_width = 64;
     img.width = img.height = 8;
     img.embd = embd.data();
-    CALL(ds4tp_send_sync_images(tp, 5, toks.data(), 4, &img, 1, 3));
+    CHILD_EXPECT_OK(ds4tp_send_sync_images(tp, 5, toks.data(), 4, &img, 1, 3), tp);
     int32_t st = -1;
     uint32_t pos = 0;
-    CALL(ds4tp_wait_sync(tp, 5, &st, &pos));
-    EXPECT(st == 0 && pos == 4, 160);
+    CHILD_EXPECT_OK(ds4tp_wait_sync(tp, 5, &st, &pos), tp);
+    CHILD_EXPECT(st == 0 && pos == 4, tp);
     float half[3];
-    CALL(ds4tp_recv_logits(tp, half, 3));
-    EXPECT(half[2] == 2.5f, 161);
+    CHILD_EXPECT_OK(ds4tp_recv_logits(tp, half, 3), tp);
+    CHILD_EXPECT(half[2] == 2.5f, tp);
     const ds4tp_batch_item items[3] = {{5, 1, 0}, {6, 2, 0}, {7, 3, 0}};
-    CALL(ds4tp_send_eval_batch(tp, items, 3, 0));
-    CALL(ds4tp_wait_ack(tp, 0, &st));
+    CHILD_EXPECT_OK(ds4tp_send_eval_batch(tp, items, 3, 0), tp);
+    CHILD_EXPECT_OK(ds4tp_wait_ack(tp, 0, &st), tp);
     // Bad arguments never reach the wire.
-    EXPECT(ds4tp_send_sync_images(tp, 5, toks.data(), 4, &img, 1, 0) == DS4TP_OK, 162);
-    CALL(ds4tp_wait_sync(tp, 5, &st, &pos));
+    CHILD_EXPECT_OK(ds4tp_send_sync_images(tp, 5, toks.data(), 4, &img, 1, 0), tp);
+    CHILD_EXPECT_OK(ds4tp_wait_sync(tp, 5, &st, &pos), tp);
     img.data_width = 65;
-    EXPECT(ds4tp_send_sync_images(tp, 5, toks.data(), 4, &img, 1, 0) == DS4TP_EINVAL, 163);
-    EXPECT(ds4tp_send_eval(tp, 0, 1, 1, 0) == DS4TP_EINVAL, 164);
-    EXPECT(ds4tp_send_verify(tp, 5, toks.data(), 9, 0) == DS4TP_EINVAL, 165);
-    EXPECT(ds4tp_send_mtp(tp, 5, 1, 1, 8) == DS4TP_EINVAL, 166);
-    EXPECT(ds4tp_failed(tp) == 0, 167);
-    CALL(ds4tp_send_stop(tp));
+    CHILD_EXPECT_RC(ds4tp_send_sync_images(tp, 5, toks.data(), 4, &img, 1, 0), DS4TP_EINVAL, tp);
+    CHILD_EXPECT_RC(ds4tp_send_eval(tp, 0, 1, 1, 0), DS4TP_EINVAL, tp);
+    CHILD_EXPECT_RC(ds4tp_send_verify(tp, 5, toks.data(), 9, 0), DS4TP_EINVAL, tp);
+    CHILD_EXPECT_RC(ds4tp_send_mtp(tp, 5, 1, 1, 8), DS4TP_EINVAL, tp);
+    CHILD_EXPECT(ds4tp_failed(tp) == 0, tp);
+    CHILD_EXPECT_OK(ds4tp_send_stop(tp), tp);
     return 0;
   };
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_attach(tp)) return rc;
     ds4tp_command cmd;
     ds4tp_command_init(&cmd);
-    CALL(ds4tp_recv_command(tp, &cmd, 5000));
-    EXPECT(cmd.kind == DS4TP_CMD_SYNC_IMAGES && cmd.n_tokens == 4 && cmd.tokens[3] == 6, 170);
-    EXPECT(cmd.n_images == 1 && cmd.images[0].token_count == 2 && cmd.images[0].embd[127] == 0.5f, 171);
-    EXPECT(cmd.logits_floats == 3, 172);
-    EXPECT(ds4tp_recv_command(tp, &cmd, 10) == DS4TP_ESTATE, 174);  // SYNC_ACK owed
-    CALL(ds4tp_send_sync_ack(tp, 0, 4));
+    CHILD_EXPECT_OK(ds4tp_recv_command(tp, &cmd, 5000), tp);
+    CHILD_EXPECT(cmd.kind == DS4TP_CMD_SYNC_IMAGES && cmd.n_tokens == 4 && cmd.tokens[3] == 6, tp);
+    CHILD_EXPECT(
+        cmd.n_images == 1 && cmd.images[0].token_count == 2 && cmd.images[0].embd[127] == 0.5f, tp);
+    CHILD_EXPECT(cmd.logits_floats == 3, tp);
+    CHILD_EXPECT_RC(ds4tp_recv_command(tp, &cmd, 10), DS4TP_ESTATE, tp);  // SYNC_ACK owed
+    CHILD_EXPECT_OK(ds4tp_send_sync_ack(tp, 0, 4), tp);
     const float half[3] = {0.5f, 1.5f, 2.5f};
-    CALL(ds4tp_send_logits(tp, half, 3));
+    CHILD_EXPECT_OK(ds4tp_send_logits(tp, half, 3), tp);
     ds4tp_command_free(&cmd);
-    CALL(ds4tp_recv_command(tp, &cmd, 5000));
-    EXPECT(cmd.kind == DS4TP_CMD_EVAL_BATCH && cmd.n_items == 3 && cmd.items[2].session_id == 7, 175);
-    CALL(ds4tp_send_ack(tp, 0));
+    CHILD_EXPECT_OK(ds4tp_recv_command(tp, &cmd, 5000), tp);
+    CHILD_EXPECT(
+        cmd.kind == DS4TP_CMD_EVAL_BATCH && cmd.n_items == 3 && cmd.items[2].session_id == 7, tp);
+    CHILD_EXPECT_OK(ds4tp_send_ack(tp, 0), tp);
     ds4tp_command_free(&cmd);
-    CALL(ds4tp_recv_command(tp, &cmd, 5000));
-    CALL(ds4tp_send_sync_ack(tp, 0, 4));
+    CHILD_EXPECT_OK(ds4tp_recv_command(tp, &cmd, 5000), tp);
+    CHILD_EXPECT_OK(ds4tp_send_sync_ack(tp, 0, 4), tp);
     ds4tp_command_free(&cmd);
-    CALL(ds4tp_recv_command(tp, &cmd, 5000));
-    EXPECT(cmd.kind == DS4TP_CMD_STOP, 176);
-    EXPECT(ds4tp_recv_command(tp, &cmd, 10) == DS4TP_ESTATE, 177);
+    CHILD_EXPECT_OK(ds4tp_recv_command(tp, &cmd, 5000), tp);
+    CHILD_EXPECT(cmd.kind == DS4TP_CMD_STOP, tp);
+    CHILD_EXPECT_RC(ds4tp_recv_command(tp, &cmd, 10), DS4TP_ESTATE, tp);
     ds4tp_command_free(&cmd);
     ds4tp_command_free(&cmd);  // twice is harmless
     return 0;
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("a leader that sends STOP and exits at once does not fail a worker that has not read it yet") {
   RankSetup s = setup(DS4TP_TRANSPORT_TCP);
   auto leader = [](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_attach(tp)) return rc;
-    CALL(ds4tp_send_stop(tp));
+    CHILD_EXPECT_OK(ds4tp_send_stop(tp), tp);
     return 0;  // ds4tp_free closes at once
   };
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_attach(tp)) return rc;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // busy elsewhere
-    EXPECT(ds4tp_failed(tp) == 0, 180);
+    CHILD_EXPECT(ds4tp_failed(tp) == 0, tp);
     ds4tp_worker_ops ops = toy_worker_ops();
-    CALL(ds4tp_worker_run(tp, &ops, nullptr));  // reads the STOP, returns 0
+    CHILD_EXPECT_OK(ds4tp_worker_run(tp, &ops, nullptr), tp);  // reads the STOP, returns 0
     return 0;
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("a reply sent just before the worker closes is still delivered to the leader") {
@@ -730,22 +726,17 @@ TEST_CASE("a reply sent just before the worker closes is still delivered to the 
   RankSetup s;
   s.transport = transport;
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    if (rc) return report("connect", tp, rc);
+    CHILD_EXPECT_OK(ds4tp_connect(tp), tp);
     ds4tp_command cmd;
     ds4tp_command_init(&cmd);
-    rc = ds4tp_recv_command(tp, &cmd, 10000);
-    if (rc) return report("recv", tp, rc);
+    CHILD_EXPECT_OK(ds4tp_recv_command(tp, &cmd, 10000), tp);
     ds4tp_command_free(&cmd);
-    rc = ds4tp_send_ack(tp, 0);
-    if (rc) return report("ack", tp, rc);
+    CHILD_EXPECT_OK(ds4tp_send_ack(tp, 0), tp);
     return 0;  // the harness frees the pair and exits at once
   };
   auto leader = [](ds4tp_pair *tp, Ctx &c) -> int {
-    int rc = ds4tp_connect(tp);
-    if (rc) return report("connect", tp, rc);
-    rc = ds4tp_send_session_create(tp, 7, 128);
-    if (rc) return report("create", tp, rc);
+    CHILD_EXPECT_OK(ds4tp_connect(tp), tp);
+    CHILD_EXPECT_OK(ds4tp_send_session_create(tp, 7, 128), tp);
     // Let the worker ack and close before this rank reads anything.
     int st = 0;
     waitpid(c.worker_pid, &st, 0);
@@ -753,15 +744,16 @@ TEST_CASE("a reply sent just before the worker closes is still delivered to the 
     // needs to finish a frame it started) must still get the reply.
     std::this_thread::sleep_for(std::chrono::milliseconds(600));
     int32_t status = -1;
-    rc = ds4tp_wait_ack(tp, 7, &status);
-    if (rc) return report("wait_ack after the worker closed", tp, rc) + 50;
-    if (status != 0) return 60;
+    CHILD_EXPECT_OK(ds4tp_wait_ack(tp, 7, &status), tp, "after the worker closed");
+    CHILD_EXPECT(status == 0, tp, "status %d", int(status));
     // Once the reply is taken, the close counts: failed latches by itself.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (!ds4tp_failed(tp) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return ds4tp_failed(tp) ? 0 : 61;
+    CHILD_EXPECT(ds4tp_failed(tp), tp);
+    return 0;
   };
   Outcome o = run_pair(s, leader, worker);
+  INFO(o.describe());
   REQUIRE(o.leader == 0);
 }

@@ -107,8 +107,10 @@ TEST_CASE("a link cut between two network namespaces ends both ranks in time") {
   int go_l[2], go_w[2];
   REQUIRE(pipe(go_l) == 0);
   REQUIRE(pipe(go_w) == 0);
-  Child leader = Child::spawn([&](int fd) { return ns_rank(fd, go_l[0], DS4TP_ROLE_LEADER); });
-  Child worker = Child::spawn([&](int fd) { return ns_rank(fd, go_w[0], DS4TP_ROLE_WORKER); });
+  Child leader =
+      Child::spawn([&](int fd) { return ns_rank(fd, go_l[0], DS4TP_ROLE_LEADER); }, "leader");
+  Child worker =
+      Child::spawn([&](int fd) { return ns_rank(fd, go_w[0], DS4TP_ROLE_WORKER); }, "worker");
   close(go_l[0]);
   close(go_w[0]);
   Report rl, rw;
@@ -161,7 +163,9 @@ TEST_CASE("a link cut between two network namespaces ends both ranks in time") {
   std::printf("fault-summary: netns link cut on the %s side | leader %s after %.1f ms | worker "
               "%s after %.1f ms\n",
               cut_side, ds4tp_err_name(rl.rc), ml, ds4tp_err_name(rw.rc), mw);
-  INFO("leader: " << rl.msg << "\nworker: " << rw.msg);
+  INFO("leader: " << rl.msg << "\n"
+                  << leader.failures() << "worker: " << rw.msg << "\n"
+                  << worker.failures());
   REQUIRE(gl);
   REQUIRE(gw);
   REQUIRE(rl.rc < 0);

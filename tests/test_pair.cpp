@@ -7,10 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "support/ranks.hpp"
@@ -39,14 +36,12 @@ int token_loop(ds4tp_pair *tp, int tokens) {
         auto *out = reinterpret_cast<float *>(slab + ds4tp_slab_out_offset(tp, layer, gate));
         auto *in = reinterpret_cast<float *>(slab + ds4tp_slab_in_offset(tp, layer, gate));
         for (uint64_t i = 0; i < floats; i++) out[i] = pattern(rank, seq, i);
-        int rc = ds4tp_gate_exchange(tp, layer, gate, seq);
-        if (rc) return report("gate", tp, rc);
-        for (uint64_t i = 0; i < floats; i++)
-          if (float want = pattern(1 - rank, seq, i); std::memcmp(&in[i], &want, 4) != 0) {
-            std::fprintf(stderr, "[rank %d] gate seq %llu float %llu differs\n", rank,
-                         (unsigned long long)seq, (unsigned long long)i);
-            return 90;
-          }
+        CHILD_EXPECT_OK(ds4tp_gate_exchange(tp, layer, gate, seq), tp);
+        for (uint64_t i = 0; i < floats; i++) {
+          float want = pattern(1 - rank, seq, i);
+          CHILD_EXPECT(std::memcmp(&in[i], &want, 4) == 0, tp, "gate seq %llu float %llu",
+                       (unsigned long long)seq, (unsigned long long)i);
+        }
       }
     }
     uint32_t rows = uint32_t(t % 8) + 1, index = uint32_t(t) % l.batch_gates;
@@ -57,13 +52,13 @@ int token_loop(ds4tp_pair *tp, int tokens) {
       auto *row = reinterpret_cast<float *>(bout + r * l.vec_stride);
       for (uint64_t i = 0; i < floats; i++) row[i] = pattern(rank, 1000000 + bseq, r * floats + i);
     }
-    int rc = ds4tp_batch_gate_exchange(tp, index, rows, bseq);
-    if (rc) return report("batch gate", tp, rc);
+    CHILD_EXPECT_OK(ds4tp_batch_gate_exchange(tp, index, rows, bseq), tp);
     for (uint32_t r = 0; r < rows; r++) {
       auto *row = reinterpret_cast<float *>(bin + r * l.vec_stride);
       for (uint64_t i = 0; i < floats; i++) {
         float want = pattern(1 - rank, 1000000 + bseq, r * floats + i);
-        if (std::memcmp(&row[i], &want, 4) != 0) return 91;
+        CHILD_EXPECT(std::memcmp(&row[i], &want, 4) == 0, tp, "batch seq %llu row %u float %llu",
+                     (unsigned long long)bseq, r, (unsigned long long)i);
       }
     }
   }
@@ -74,16 +69,15 @@ int big_gate(ds4tp_pair *tp, uint64_t bytes) {
   int rank = ds4tp_rank(tp);
   std::vector<uint32_t> out(bytes / 4), in(bytes / 4, 0);
   for (size_t i = 0; i < out.size(); i++) out[i] = uint32_t(i * 2654435761u) ^ uint32_t(rank);
-  int rc = ds4tp_big_gate_exchange(tp, 5, 1, out.data(), in.data(), bytes);
-  if (rc) return report("big gate", tp, rc);
+  CHILD_EXPECT_OK(ds4tp_big_gate_exchange(tp, 5, 1, out.data(), in.data(), bytes), tp);
   for (size_t i = 0; i < in.size(); i++)
-    if (in[i] != (uint32_t(i * 2654435761u) ^ uint32_t(1 - rank))) return 92;
+    CHILD_EXPECT(in[i] == (uint32_t(i * 2654435761u) ^ uint32_t(1 - rank)), tp, "word %zu", i);
   return 0;
 }
 
 }  // namespace
 
-TEST_CASE("two processes: gates and batch gates and a 64 MiB big gate bit for bit") {
+TEST_CASE("row gates, batch gates and a 64 MiB big gate cross two processes bit for bit") {
   int transport = GENERATE(from_range(local_transports()));
   RankSetup s;
   s.transport = transport;
@@ -96,8 +90,7 @@ TEST_CASE("two processes: gates and batch gates and a 64 MiB big gate bit for bi
     return big_gate(tp, 64ull << 20);
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("an identity mismatch aborts both ranks naming the field and values") {
@@ -106,17 +99,16 @@ TEST_CASE("an identity mismatch aborts both ranks naming the field and values") 
   s.transport = transport;
   s.worker_id.n_vocab = 1001;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    if (rc != DS4TP_EIDENTITY) return 10;
+    CHILD_EXPECT_RC(ds4tp_connect(tp), DS4TP_EIDENTITY, tp);
     std::string m = ds4tp_errmsg(tp);
-    if (m.find("n_vocab") == std::string::npos || m.find("1000") == std::string::npos ||
-        m.find("1001") == std::string::npos)
-      return 11;
-    return ds4tp_failed(tp) ? 0 : 12;
+    CHILD_EXPECT(m.find("n_vocab") != std::string::npos && m.find("1000") != std::string::npos &&
+                     m.find("1001") != std::string::npos,
+                 tp);
+    CHILD_EXPECT(ds4tp_failed(tp), tp);
+    return 0;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("an engine blob mismatch is an identity mismatch, and ctx_size is only reported") {
@@ -129,25 +121,23 @@ TEST_CASE("an engine blob mismatch is an identity mismatch, and ctx_size is only
   s.worker_id.engine_blob = b;
   s.worker_id.engine_blob_bytes = sizeof b;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    if (rc != DS4TP_EIDENTITY) return 10;
-    return std::string(ds4tp_errmsg(tp)).find("engine_blob") != std::string::npos ? 0 : 11;
+    CHILD_EXPECT_RC(ds4tp_connect(tp), DS4TP_EIDENTITY, tp);
+    CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("engine_blob") != std::string::npos, tp);
+    return 0;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 
   RankSetup s2;
   s2.transport = transport;
   s2.worker_id.ctx_size = 0;  // "adopt the leader's"
   auto body2 = [](ds4tp_pair *tp, Ctx &c) -> int {
-    int rc = ds4tp_connect(tp);
-    if (rc) return report("connect", tp, rc);
-    return ds4tp_peer_ctx_size(tp) == (c.rank == 0 ? 0u : 2048u) ? 0 : 20;
+    CHILD_EXPECT_OK(ds4tp_connect(tp), tp);
+    CHILD_EXPECT(ds4tp_peer_ctx_size(tp) == (c.rank == 0 ? 0u : 2048u), tp);
+    return 0;
   };
   o = run_pair(s2, body2, body2);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("the worker killed in the middle of a gate: the leader fails in time") {
@@ -176,14 +166,16 @@ TEST_CASE("the worker killed in the middle of a gate: the leader fails in time")
     rc = ds4tp_gate_exchange(tp, 0, 0, 4 * 2 * 2 + 1);
     double took = ms_since(t0);
     killer.join();
-    if (rc != DS4TP_EPEERCLOSED) return report("gate after kill", tp, rc) + 50;
-    if (took > 1500) return 60;  // the close is seen at once, not at the deadline
-    if (!ds4tp_failed(tp)) return 61;
-    if (ds4tp_gate_exchange(tp, 0, 1, 4 * 2 * 2 + 2) != DS4TP_EFAILED) return 62;
-    if (ds4tp_big_gate_exchange(tp, 0, 1, "x", (void *)"y", 0) != DS4TP_EFAILED) return 63;
+    CHILD_EXPECT_RC(rc, DS4TP_EPEERCLOSED, tp);
+    // The close is seen at once, not at the deadline.
+    CHILD_EXPECT(took <= 1500, tp, "took %.0f ms", took);
+    CHILD_EXPECT(ds4tp_failed(tp), tp);
+    CHILD_EXPECT_RC(ds4tp_gate_exchange(tp, 0, 1, 4 * 2 * 2 + 2), DS4TP_EFAILED, tp);
+    CHILD_EXPECT_RC(ds4tp_big_gate_exchange(tp, 0, 1, "x", (void *)"y", 0), DS4TP_EFAILED, tp);
     return 0;
   };
   Outcome o = run_pair(s, leader, worker);
+  INFO(o.describe());
   REQUIRE(o.leader == 0);
   REQUIRE(o.worker_signal == SIGKILL);
 }
@@ -194,8 +186,7 @@ TEST_CASE("a stalled worker: the gate times out within its deadline") {
   s.transport = transport;
   s.gate_timeout_ms = 300;
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     // Alive but never at the gate.
     std::this_thread::sleep_for(std::chrono::seconds(3));
     return 0;
@@ -206,14 +197,14 @@ TEST_CASE("a stalled worker: the gate times out within its deadline") {
     auto t0 = Clock::now();
     rc = ds4tp_gate_exchange(tp, 0, 0, 1);
     double took = ms_since(t0);
-    if (rc != DS4TP_ETIMEDOUT) return report("stalled gate", tp, rc) + 50;
-    if (took < 250 || took > 2000) return 60;
-    if (std::string(ds4tp_errmsg(tp)).find("300 ms") == std::string::npos) return 61;
-    return ds4tp_failed(tp) ? 0 : 62;
+    CHILD_EXPECT_RC(rc, DS4TP_ETIMEDOUT, tp);
+    CHILD_EXPECT(took >= 250 && took <= 2000, tp, "took %.0f ms", took);
+    CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("300 ms") != std::string::npos, tp);
+    CHILD_EXPECT(ds4tp_failed(tp), tp);
+    return 0;
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("ranks at different gates report a desync naming both") {
@@ -221,24 +212,21 @@ TEST_CASE("ranks at different gates report a desync naming both") {
   RankSetup s;
   s.transport = transport;
   auto leader = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     char in[4];
-    rc = ds4tp_big_gate_exchange(tp, 1, 7, "abcd", in, 4);
-    if (rc != DS4TP_EDESYNC) return report("desync", tp, rc) + 50;
+    CHILD_EXPECT_RC(ds4tp_big_gate_exchange(tp, 1, 7, "abcd", in, 4), DS4TP_EDESYNC, tp);
     std::string m = ds4tp_errmsg(tp);
-    return m.find("seq 7") != std::string::npos && m.find("seq 8") != std::string::npos ? 0 : 60;
+    CHILD_EXPECT(m.find("seq 7") != std::string::npos && m.find("seq 8") != std::string::npos, tp);
+    return 0;
   };
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     char in[4];
-    rc = ds4tp_big_gate_exchange(tp, 1, 8, "abcd", in, 4);
-    return rc == DS4TP_EDESYNC ? 0 : 70;
+    CHILD_EXPECT_RC(ds4tp_big_gate_exchange(tp, 1, 8, "abcd", in, 4), DS4TP_EDESYNC, tp);
+    return 0;
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("gate order is checked against the schedule before any traffic") {
@@ -246,72 +234,48 @@ TEST_CASE("gate order is checked against the schedule before any traffic") {
   RankSetup s;
   s.transport = transport;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     // seq 1 must be slot 0 (layer 0 ATTN) under the identity schedule.
-    rc = ds4tp_gate_exchange(tp, 0, 1, 1);
-    if (rc != DS4TP_EINVAL) return 10;
-    if (std::string(ds4tp_errmsg(tp)).find("schedule") == std::string::npos) return 11;
-    if (ds4tp_failed(tp)) return 12;  // caller bug, not a pair failure
-    rc = ds4tp_gate_exchange(tp, 0, 0, 2);  // seq must start at 1
-    if (rc != DS4TP_EINVAL) return 13;
-    return ds4tp_gate_exchange(tp, 0, 0, 1) == DS4TP_OK ? 0 : 14;
+    CHILD_EXPECT_RC(ds4tp_gate_exchange(tp, 0, 1, 1), DS4TP_EINVAL, tp);
+    CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("schedule") != std::string::npos, tp);
+    CHILD_EXPECT(!ds4tp_failed(tp), tp);  // caller bug, not a pair failure
+    CHILD_EXPECT_RC(ds4tp_gate_exchange(tp, 0, 0, 2), DS4TP_EINVAL, tp);  // seq starts at 1
+    CHILD_EXPECT_OK(ds4tp_gate_exchange(tp, 0, 0, 1), tp);
+    return 0;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
-
-namespace {
-int raw_connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-}  // namespace
 
 TEST_CASE("stray connections cannot wedge the leader") {
   int transport = GENERATE(from_range(local_transports()));
   RankSetup s;
   s.transport = transport;
   s.connect_timeout_ms = 20000;
-  std::atomic<int> port{0};
   s.leader_tweak = [](ds4tp_options &o) { o.hello_timeout_ms = 500; };
   auto leader = [&](ds4tp_pair *tp, Ctx &) -> int {
     // Before the worker can complete: one connection sends garbage, one
     // stays silent, one sends a half preamble, one a foreign-endian magic.
     int p = ds4tp_listen_port(tp);
-    int garbage = raw_connect(p), silent = raw_connect(p), half = raw_connect(p),
-        swapped = raw_connect(p);
-    if (garbage < 0 || silent < 0 || half < 0 || swapped < 0) return 40;
+    int garbage = loopback_connect(p), silent = loopback_connect(p), half = loopback_connect(p),
+        swapped = loopback_connect(p);
+    CHILD_EXPECT(garbage >= 0 && silent >= 0 && half >= 0 && swapped >= 0, tp);
     const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     (void)!write(garbage, junk, sizeof junk - 1);
     (void)!write(half, "D4TP", 4);
     (void)!write(swapped, "PT4D\x01\x00\x01\x00\x10\x00\x00\x00", 12);
-    auto t0 = Clock::now();
     int rc = connect_attach(tp);
-    double took = ms_since(t0);
     close(garbage), close(silent), close(half), close(swapped);
     if (rc) return rc;
-    (void)took;
     return token_loop(tp, 1);
   };
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
     usleep(100000);  // let the strays arrive first
-    int rc = connect_attach(tp);
-    if (rc) return rc;
+    if (int rc = connect_attach(tp)) return rc;
     return token_loop(tp, 1);
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("a peer speaking another protocol version gets a version error") {
@@ -325,7 +289,7 @@ TEST_CASE("a peer speaking another protocol version gets a version error") {
   REQUIRE(ds4tp_new(&tp, &o, &id) == DS4TP_OK);
   int port = ds4tp_listen_port(tp);
   std::thread fake([port] {
-    int fd = raw_connect(port);
+    int fd = loopback_connect(port);
     uint8_t pre[12];
     ds4tp::wire::put_u32(pre, ds4tp::wire::kMagic);
     ds4tp::wire::put_u16(pre + 4, 99);
@@ -344,16 +308,7 @@ TEST_CASE("a peer speaking another protocol version gets a version error") {
 }
 
 TEST_CASE("a worker with nobody listening gives up at its connect deadline") {
-  // Find a free port, then close it so nothing listens there.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  int port = ntohs(a.sin_port);
-  close(fd);
+  int port = unused_loopback_port();
 
   ds4tp_options o;
   ds4tp_options_init(&o);
@@ -380,11 +335,10 @@ TEST_CASE("forcing a transport the ranks cannot share is refused with the reason
   s.leader_tweak = [](ds4tp_options &o) { o.transport = DS4TP_TRANSPORT_TCP; };
   s.worker_tweak = [](ds4tp_options &o) { o.transport = DS4TP_TRANSPORT_RDMA; };
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    if (rc != DS4TP_EUNSUPPORTED) return 10;
-    return std::string(ds4tp_errmsg(tp)).find("conflict") != std::string::npos ? 0 : 11;
+    CHILD_EXPECT_RC(ds4tp_connect(tp), DS4TP_EUNSUPPORTED, tp);
+    CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("conflict") != std::string::npos, tp);
+    return 0;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }

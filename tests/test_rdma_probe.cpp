@@ -44,7 +44,7 @@ int gates(ds4tp_pair *tp, int n) {
   for (int s = 1; s <= n; s++) {
     uint32_t slot = uint32_t((s - 1) % 8);
     int rc = ds4tp_gate_exchange(tp, slot / 2, slot % 2, uint64_t(s));
-    if (rc) return report("gate", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "gate");
   }
   return 0;
 }
@@ -122,13 +122,14 @@ TEST_CASE("transport=auto without RDMA falls back and logs the reason once") {
   };
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
     int rc = ds4tp_connect(tp);
-    if (rc) return report("connect", tp, rc);
-    if (ds4tp_transport_active(tp) == DS4TP_TRANSPORT_RDMA) return 20;
+    CHILD_EXPECT_OK(rc, tp, "connect");
+    CHILD_EXPECT(ds4tp_transport_active(tp) != DS4TP_TRANSPORT_RDMA, tp);
     rc = ds4tp_attach_slab(tp, nullptr, 0);
-    if (rc) return report("attach", tp, rc);
+    CHILD_EXPECT_OK(rc, tp, "attach");
     return gates(tp, 16);
   };
   Outcome o = run_pair(s, body, body);
+  INFO(o.describe());
   CHECK(o.leader == 0);
   CHECK(o.worker_exit == 0);
   std::lock_guard<std::mutex> l(g_log_mu);
@@ -157,16 +158,16 @@ TEST_CASE("transport=rdma without RDMA fails on both ranks, each naming its reas
   s.worker_tweak = [](ds4tp_options &o) { o.transport = DS4TP_TRANSPORT_AUTO; };
   auto body = [no_library](ds4tp_pair *tp, Ctx &ctx) -> int {
     int rc = ds4tp_connect(tp);
-    if (rc != DS4TP_EUNSUPPORTED) return rc == 0 ? 30 : report("connect", tp, rc);
+    CHILD_EXPECT_RC(rc, DS4TP_EUNSUPPORTED, tp);
     std::string msg = ds4tp_errmsg(tp);
     std::string want = std::string("transport rdma was requested but this rank (") +
                        (ctx.rank == 0 ? "leader" : "worker") + ") has no RDMA device: ";
-    if (msg.find(want) == std::string::npos) return report("message", tp, rc);
-    if (no_library && msg.find("libibverbs is not installed") == std::string::npos)
-      return report("message", tp, rc);
+    CHILD_EXPECT(msg.find(want) != std::string::npos, tp);
+    CHILD_EXPECT(!no_library || msg.find("libibverbs is not installed") != std::string::npos, tp);
     return 0;
   };
   Outcome o = run_pair(s, body, body);
+  INFO(o.describe());
   CHECK(o.leader == 0);
   CHECK(o.worker_exit == 0);
 }
@@ -177,13 +178,11 @@ TEST_CASE("without libibverbs at run time the library still pairs over tcp") {
   RankSetup s;
   s.transport = DS4TP_TRANSPORT_AUTO;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    if (rc) return report("connect", tp, rc);
-    rc = ds4tp_attach_slab(tp, nullptr, 0);
-    if (rc) return report("attach", tp, rc);
+    if (int rc = connect_attach(tp)) return rc;
     return gates(tp, 8);
   };
   Outcome o = run_pair(s, body, body);
+  INFO(o.describe());
   CHECK(o.leader == 0);
   CHECK(o.worker_exit == 0);
 }

@@ -49,14 +49,11 @@ std::vector<std::string> segments_of(pid_t pid) {
 }
 
 int connect_only(ds4tp_pair *tp, int want_transport) {
-  int rc = ds4tp_connect(tp);
-  if (rc) return report("connect", tp, rc);
-  if (want_transport != DS4TP_TRANSPORT_AUTO && ds4tp_transport_active(tp) != want_transport) {
-    std::fprintf(stderr, "[rank %d] transport %s, wanted %s\n", ds4tp_rank(tp),
-                 ds4tp_transport_name(ds4tp_transport_active(tp)),
-                 ds4tp_transport_name(want_transport));
-    return 80;
-  }
+  CHILD_EXPECT_OK(ds4tp_connect(tp), tp);
+  CHILD_EXPECT(
+      want_transport == DS4TP_TRANSPORT_AUTO || ds4tp_transport_active(tp) == want_transport, tp,
+      "transport %s, wanted %s", ds4tp_transport_name(ds4tp_transport_active(tp)),
+      ds4tp_transport_name(want_transport));
   return 0;
 }
 
@@ -81,15 +78,11 @@ int row_gate(ds4tp_pair *tp, uint32_t layer, uint32_t gate, uint64_t seq) {
   auto *out = reinterpret_cast<float *>(v.slab + ds4tp_slab_out_offset(tp, layer, gate));
   auto *in = reinterpret_cast<float *>(v.slab + ds4tp_slab_in_offset(tp, layer, gate));
   for (uint64_t i = 0; i < floats; i++) out[i] = pattern(rank, seq, i);
-  int rc = ds4tp_gate_exchange(tp, layer, gate, seq);
-  if (rc) return report("gate", tp, rc);
+  CHILD_EXPECT_OK(ds4tp_gate_exchange(tp, layer, gate, seq), tp);
   for (uint64_t i = 0; i < floats; i++) {
     float want = pattern(1 - rank, seq, i);
-    if (std::memcmp(&in[i], &want, 4) != 0) {
-      std::fprintf(stderr, "[rank %d] gate seq %llu float %llu differs\n", rank,
-                   (unsigned long long)seq, (unsigned long long)i);
-      return 90;
-    }
+    CHILD_EXPECT(std::memcmp(&in[i], &want, 4) == 0, tp, "gate seq %llu float %llu",
+                 (unsigned long long)seq, (unsigned long long)i);
   }
   return 0;
 }
@@ -104,13 +97,13 @@ int batch_gate(ds4tp_pair *tp, uint32_t index, uint32_t rows, uint64_t seq) {
     auto *row = reinterpret_cast<float *>(bout + r * v.l.vec_stride);
     for (uint64_t i = 0; i < floats; i++) row[i] = pattern(rank, 5000 + seq, r * floats + i);
   }
-  int rc = ds4tp_batch_gate_exchange(tp, index, rows, seq);
-  if (rc) return report("batch gate", tp, rc);
+  CHILD_EXPECT_OK(ds4tp_batch_gate_exchange(tp, index, rows, seq), tp);
   for (uint32_t r = 0; r < rows; r++) {
     auto *row = reinterpret_cast<float *>(bin + r * v.l.vec_stride);
     for (uint64_t i = 0; i < floats; i++) {
       float want = pattern(1 - rank, 5000 + seq, r * floats + i);
-      if (std::memcmp(&row[i], &want, 4) != 0) return 91;
+      CHILD_EXPECT(std::memcmp(&row[i], &want, 4) == 0, tp, "batch seq %llu row %u float %llu",
+                   (unsigned long long)seq, r, (unsigned long long)i);
     }
   }
   return 0;
@@ -120,14 +113,11 @@ int big_gate(ds4tp_pair *tp, uint64_t seq, uint64_t bytes) {
   int rank = ds4tp_rank(tp);
   std::vector<uint8_t> out(bytes), in(bytes, 0xee);
   for (uint64_t i = 0; i < bytes; i++) out[i] = uint8_t((i * 131 + seq * 7) ^ uint64_t(rank * 0x5a));
-  int rc = ds4tp_big_gate_exchange(tp, 3, seq, out.data(), in.data(), bytes);
-  if (rc) return report("big gate", tp, rc);
+  CHILD_EXPECT_OK(ds4tp_big_gate_exchange(tp, 3, seq, out.data(), in.data(), bytes), tp);
   for (uint64_t i = 0; i < bytes; i++)
-    if (in[i] != uint8_t((i * 131 + seq * 7) ^ uint64_t((1 - rank) * 0x5a))) {
-      std::fprintf(stderr, "[rank %d] big gate of %llu bytes differs at byte %llu\n", rank,
-                   (unsigned long long)bytes, (unsigned long long)i);
-      return 92;
-    }
+    CHILD_EXPECT(in[i] == uint8_t((i * 131 + seq * 7) ^ uint64_t((1 - rank) * 0x5a)), tp,
+                 "big gate of %llu bytes differs at byte %llu", (unsigned long long)bytes,
+                 (unsigned long long)i);
   return 0;
 }
 
@@ -222,16 +212,15 @@ TEST_CASE("auto picks shm on one host and attach_slab(NULL) hands out the shared
   s.leader_id = s.worker_id = small_identity(3, 1000);  // rows not a multiple of 64 bytes
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_only(tp, DS4TP_TRANSPORT_SHM)) return rc;
-    if (int rc = ds4tp_attach_slab(tp, nullptr, 0)) return report("attach", tp, rc);
+    CHILD_EXPECT_OK(ds4tp_attach_slab(tp, nullptr, 0), tp, "attach");
     auto base = reinterpret_cast<uintptr_t>(ds4tp_slab_base(tp));
-    if (base == 0 || base % 4096 != 0) return 81;
+    CHILD_EXPECT(base != 0 && base % 4096 == 0, tp);
     uint64_t seq = 0, bseq = 0;
     if (int rc = tokens_loop(tp, 5, seq, bseq)) return rc;
     return big_gate(tp, 1, 100000);
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("explicit tcp still forces tcp on one host") {
@@ -240,12 +229,11 @@ TEST_CASE("explicit tcp still forces tcp on one host") {
   s.worker_tweak = [](ds4tp_options &o) { o.transport = DS4TP_TRANSPORT_TCP; };
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_only(tp, DS4TP_TRANSPORT_TCP)) return rc;
-    if (int rc = ds4tp_attach_slab(tp, nullptr, 0)) return report("attach", tp, rc);
+    CHILD_EXPECT_OK(ds4tp_attach_slab(tp, nullptr, 0), tp, "attach");
     return row_gate(tp, 0, 0, 1);
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("an engine-owned slab works over shm with one extra copy") {
@@ -260,25 +248,26 @@ TEST_CASE("an engine-owned slab works over shm with one extra copy") {
     void *mem = nullptr;
     if (c.rank == 0) {
       mem = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-      if (mem == nullptr) return 82;
+      CHILD_EXPECT(mem != nullptr, tp);
       std::memset(mem, 0x5c, bytes);
     }
-    int rc = ds4tp_attach_slab(tp, mem, mem ? bytes : 0);
-    if (rc) return report("attach", tp, rc);
-    if (c.rank == 0 && ds4tp_slab_base(tp) != mem) return 83;
-    uint64_t seq = 0, bseq = 0;
-    rc = tokens_loop(tp, 4, seq, bseq);
-    if (rc == 0) rc = big_gate(tp, 1, 5u << 20);
-    // Detach and re-attach the other kind: the data plane follows.
-    ds4tp_detach_slab(tp);
-    if (rc == 0 && (rc = ds4tp_attach_slab(tp, nullptr, 0)) != 0) rc = report("re-attach", tp, rc);
-    if (rc == 0) rc = tokens_loop(tp, 1, seq, bseq);
+    auto steps = [&]() -> int {
+      CHILD_EXPECT_OK(ds4tp_attach_slab(tp, mem, mem ? bytes : 0), tp);
+      CHILD_EXPECT(c.rank != 0 || ds4tp_slab_base(tp) == mem, tp);
+      uint64_t seq = 0, bseq = 0;
+      if (int rc = tokens_loop(tp, 4, seq, bseq)) return rc;
+      if (int rc = big_gate(tp, 1, 5u << 20)) return rc;
+      // Detach and re-attach the other kind: the data plane follows.
+      ds4tp_detach_slab(tp);
+      CHILD_EXPECT_OK(ds4tp_attach_slab(tp, nullptr, 0), tp, "re-attach");
+      return tokens_loop(tp, 1, seq, bseq);
+    };
+    int rc = steps();
     std::free(mem);
     return rc;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("a slot hit twice in a row: the next partial never lands while the last is read") {
@@ -290,21 +279,21 @@ TEST_CASE("a slot hit twice in a row: the next partial never lands while the las
   s.leader_id = s.worker_id = small_identity(2, 256);
   s.leader_id.gates_per_token = s.worker_id.gates_per_token = 1;
   auto body = [](ds4tp_pair *tp, Ctx &c) -> int {
-    int rc = ds4tp_connect(tp);
-    if (rc) return report("connect", tp, rc);
-    if ((rc = ds4tp_attach_slab(tp, nullptr, 0))) return report("attach", tp, rc);
+    int rc = connect_attach(tp);
+    if (rc) return rc;
     View v = view(tp);
     uint64_t floats = v.l.vec_bytes / 4;
     auto *out = reinterpret_cast<float *>(v.slab + ds4tp_slab_out_offset(tp, 0, 0));
     auto *in = reinterpret_cast<float *>(v.slab + ds4tp_slab_in_offset(tp, 0, 0));
     for (uint64_t seq = 1; seq <= 6; seq++) {
       for (uint64_t i = 0; i < floats; i++) out[i] = pattern(c.rank, seq, i);
-      if ((rc = ds4tp_gate_exchange(tp, 0, 0, seq))) return report("gate", tp, rc);
+      rc = ds4tp_gate_exchange(tp, 0, 0, seq);
+      CHILD_EXPECT_OK(rc, tp, "gate");
       // The leader reads slowly; the worker rushes on to the next gate.
       for (int pass = 0; pass < (c.rank == 0 ? 3 : 1); pass++) {
         for (uint64_t i = 0; i < floats; i++) {
           float want = pattern(1 - c.rank, seq, i);
-          if (std::memcmp(&in[i], &want, 4) != 0) return 93;
+          CHILD_EXPECT(std::memcmp(&in[i], &want, 4) == 0, tp);
         }
         if (c.rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(15));
       }
@@ -312,8 +301,7 @@ TEST_CASE("a slot hit twice in a row: the next partial never lands while the las
     return 0;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("big gates larger than the staging ring are pipelined bit for bit") {
@@ -321,9 +309,8 @@ TEST_CASE("big gates larger than the staging ring are pipelined bit for bit") {
   RankSetup s;
   s.transport = transport;
   auto body = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    if (rc) return report("connect", tp, rc);
-    if ((rc = ds4tp_attach_slab(tp, nullptr, 0))) return report("attach", tp, rc);
+    int rc = connect_attach(tp);
+    if (rc) return rc;
     const uint64_t mib = 1u << 20;
     const uint64_t sizes[] = {0, 1, 4 * mib - 1, 4 * mib, 4 * mib + 3, 9 * mib + 5, 512 * 1024};
     uint64_t seq = 0, rseq = 0;
@@ -336,8 +323,7 @@ TEST_CASE("big gates larger than the staging ring are pipelined bit for bit") {
     return 0;
   };
   Outcome o = run_pair(s, body, body);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("ranks at different kinds of gates report a desync naming both") {
@@ -345,27 +331,23 @@ TEST_CASE("ranks at different kinds of gates report a desync naming both") {
   RankSetup s;
   s.transport = transport;
   auto leader = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    if (rc) return report("connect", tp, rc);
-    if ((rc = ds4tp_attach_slab(tp, nullptr, 0))) return report("attach", tp, rc);
+    int rc = connect_attach(tp);
+    if (rc) return rc;
     rc = ds4tp_gate_exchange(tp, 0, 0, 1);
-    if (rc != DS4TP_EDESYNC) return report("desync", tp, rc) + 50;
+    CHILD_EXPECT_RC(rc, DS4TP_EDESYNC, tp, "desync");
     std::string m = ds4tp_errmsg(tp);
-    return m.find("this rank is at gate") != std::string::npos &&
-                   m.find("peer sent batch gate") != std::string::npos
-               ? 0
-               : 60;
+    CHILD_EXPECT(m.find("this rank is at gate") != std::string::npos &&
+                     m.find("peer sent batch gate") != std::string::npos,
+                 tp);
+    return 0;
   };
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
-    int rc = ds4tp_connect(tp);
-    if (rc) return report("connect", tp, rc);
-    if ((rc = ds4tp_attach_slab(tp, nullptr, 0))) return report("attach", tp, rc);
-    rc = ds4tp_batch_gate_exchange(tp, 0, 1, 1);
-    return rc == DS4TP_EDESYNC ? 0 : report("desync", tp, rc) + 50;
+    if (int rc = connect_attach(tp)) return rc;
+    CHILD_EXPECT_RC(ds4tp_batch_gate_exchange(tp, 0, 1, 1), DS4TP_EDESYNC, tp);
+    return 0;
   };
   Outcome o = run_pair(s, leader, worker);
-  REQUIRE(o.leader == 0);
-  REQUIRE(o.worker_exit == 0);
+  REQUIRE_RANKS_OK(o);
 }
 
 TEST_CASE("shm forced across hosts is refused with the reason, and auto falls back to tcp") {
@@ -377,15 +359,14 @@ TEST_CASE("shm forced across hosts is refused with the reason, and auto falls ba
     s.worker_tweak = elsewhere;
     auto body = [](ds4tp_pair *tp, Ctx &) -> int {
       int rc = ds4tp_connect(tp);
-      if (rc != DS4TP_EUNSUPPORTED) return report("connect", tp, rc) + 50;
+      CHILD_EXPECT_RC(rc, DS4TP_EUNSUPPORTED, tp, "connect");
       std::string m = ds4tp_errmsg(tp);
-      return m.find("shm") != std::string::npos && m.find("different hosts") != std::string::npos
-                 ? 0
-                 : 60;
+      CHILD_EXPECT(
+          m.find("shm") != std::string::npos && m.find("different hosts") != std::string::npos, tp);
+      return 0;
     };
     Outcome o = run_pair(s, body, body);
-    REQUIRE(o.leader == 0);
-    REQUIRE(o.worker_exit == 0);
+    REQUIRE_RANKS_OK(o);
   }
   SECTION("only the leader asks for shm") {
     RankSetup s;
@@ -394,12 +375,12 @@ TEST_CASE("shm forced across hosts is refused with the reason, and auto falls ba
     s.worker_tweak = elsewhere;
     auto body = [](ds4tp_pair *tp, Ctx &) -> int {
       int rc = ds4tp_connect(tp);
-      if (rc != DS4TP_EUNSUPPORTED) return report("connect", tp, rc) + 50;
-      return std::string(ds4tp_errmsg(tp)).find("different hosts") != std::string::npos ? 0 : 60;
+      CHILD_EXPECT_RC(rc, DS4TP_EUNSUPPORTED, tp, "connect");
+      CHILD_EXPECT(std::string(ds4tp_errmsg(tp)).find("different hosts") != std::string::npos, tp);
+      return 0;
     };
     Outcome o = run_pair(s, body, body);
-    REQUIRE(o.leader == 0);
-    REQUIRE(o.worker_exit == 0);
+    REQUIRE_RANKS_OK(o);
   }
   SECTION("auto on both") {
     RankSetup s;
@@ -407,12 +388,11 @@ TEST_CASE("shm forced across hosts is refused with the reason, and auto falls ba
     s.worker_tweak = elsewhere;
     auto body = [](ds4tp_pair *tp, Ctx &) -> int {
       if (int rc = connect_only(tp, DS4TP_TRANSPORT_TCP)) return rc;
-      if (int rc = ds4tp_attach_slab(tp, nullptr, 0)) return report("attach", tp, rc);
+      CHILD_EXPECT_OK(ds4tp_attach_slab(tp, nullptr, 0), tp, "attach");
       return row_gate(tp, 0, 0, 1);
     };
     Outcome o = run_pair(s, body, body);
-    REQUIRE(o.leader == 0);
-    REQUIRE(o.worker_exit == 0);
+    REQUIRE_RANKS_OK(o);
   }
 }
 
@@ -429,7 +409,7 @@ TEST_CASE("a peer killed mid-gate over shm: the survivor returns in time, no seg
   s.worker_tweak = s.leader_tweak;
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_only(tp, DS4TP_TRANSPORT_SHM)) return rc;
-    if (int rc = ds4tp_attach_slab(tp, nullptr, 0)) return report("attach", tp, rc);
+    CHILD_EXPECT_OK(ds4tp_attach_slab(tp, nullptr, 0), tp, "attach");
     if (int rc = row_gate(tp, 0, 0, 1)) return rc;
     pause();  // never reaches the next gate; the leader kills us
     return 0;
@@ -437,8 +417,8 @@ TEST_CASE("a peer killed mid-gate over shm: the survivor returns in time, no seg
   auto leader = [in_big_gate](ds4tp_pair *tp, Ctx &c) -> int {
     if (int rc = connect_only(tp, DS4TP_TRANSPORT_SHM)) return rc;
     // Both segment names are gone as soon as both ranks mapped them.
-    if (!segments_of(getpid()).empty() || !segments_of(c.worker_pid).empty()) return 70;
-    if (int rc = ds4tp_attach_slab(tp, nullptr, 0)) return report("attach", tp, rc);
+    CHILD_EXPECT(segments_of(getpid()).empty() && segments_of(c.worker_pid).empty(), tp);
+    CHILD_EXPECT_OK(ds4tp_attach_slab(tp, nullptr, 0), tp, "attach");
     if (int rc = row_gate(tp, 0, 0, 1)) return rc;
     std::vector<uint8_t> out(6u << 20, 1), in(6u << 20);
     std::thread killer([&] {
@@ -450,14 +430,15 @@ TEST_CASE("a peer killed mid-gate over shm: the survivor returns in time, no seg
                          : ds4tp_gate_exchange(tp, 0, 1, 2);
     double took = ms_since(t0);
     killer.join();
-    if (rc != DS4TP_EPEERCLOSED) return report("gate after kill", tp, rc) + 50;
-    if (took > 1500) return 60;  // seen at once, not at the 3 s deadline
+    CHILD_EXPECT_RC(rc, DS4TP_EPEERCLOSED, tp, "gate after kill");
+    CHILD_EXPECT(took <= 1500, tp, "took %.0f ms", took);  // seen at once, not at the 3 s deadline
     // This call's own message (the control plane may word the pair's).
-    if (std::string(ds4tp_last_error()).find("over shm") == std::string::npos) return 61;
-    if (!ds4tp_failed(tp)) return 62;
+    CHILD_EXPECT(std::string(ds4tp_last_error()).find("over shm") != std::string::npos, tp);
+    CHILD_EXPECT(ds4tp_failed(tp), tp);
     return 0;
   };
   Outcome o = run_pair(s, leader, worker);
+  INFO(o.describe());
   REQUIRE(o.leader == 0);
   REQUIRE(o.worker_signal == SIGKILL);
   REQUIRE(segments_of(getpid()).empty());
@@ -471,7 +452,7 @@ TEST_CASE("a dead peer whose connection lives on in a child is noticed by its pi
   s.gate_timeout_ms = 4000;
   auto worker = [](ds4tp_pair *tp, Ctx &) -> int {
     if (int rc = connect_only(tp, DS4TP_TRANSPORT_SHM)) return rc;
-    if (int rc = ds4tp_attach_slab(tp, nullptr, 0)) return report("attach", tp, rc);
+    CHILD_EXPECT_OK(ds4tp_attach_slab(tp, nullptr, 0), tp, "attach");
     // A child inherits the sockets, so they stay open when we are killed.
     if (fork() == 0) {
       sleep(2);
@@ -482,7 +463,7 @@ TEST_CASE("a dead peer whose connection lives on in a child is noticed by its pi
   };
   auto leader = [](ds4tp_pair *tp, Ctx &c) -> int {
     if (int rc = connect_only(tp, DS4TP_TRANSPORT_SHM)) return rc;
-    if (int rc = ds4tp_attach_slab(tp, nullptr, 0)) return report("attach", tp, rc);
+    CHILD_EXPECT_OK(ds4tp_attach_slab(tp, nullptr, 0), tp, "attach");
     std::thread killer([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       kill(c.worker_pid, SIGKILL);  // stays a zombie: we reap it only later
@@ -491,11 +472,14 @@ TEST_CASE("a dead peer whose connection lives on in a child is noticed by its pi
     int rc = ds4tp_gate_exchange(tp, 0, 0, 1);
     double took = ms_since(t0);
     killer.join();
-    if (rc != DS4TP_EPEERCLOSED) return report("gate after kill", tp, rc) + 50;
-    if (took > 1500) return 60;
-    return std::string(ds4tp_last_error()).find("process has exited") != std::string::npos ? 0 : 61;
+    CHILD_EXPECT_RC(rc, DS4TP_EPEERCLOSED, tp, "gate after kill");
+    CHILD_EXPECT(took <= 1500, tp, "took %.0f ms", took);
+    CHILD_EXPECT(std::string(ds4tp_last_error()).find("process has exited") != std::string::npos,
+                 tp);
+    return 0;
   };
   Outcome o = run_pair(s, leader, worker);
+  INFO(o.describe());
   REQUIRE(o.leader == 0);
   REQUIRE(o.worker_signal == SIGKILL);
 }

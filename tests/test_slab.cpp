@@ -124,7 +124,7 @@ TEST_CASE("mask schedule lists slots in firing order across words") {
   REQUIRE_THAT(validate_schedule(s), Catch::Contains("slot 199"));
 }
 
-TEST_CASE("C schedule accessor agrees") {
+TEST_CASE("ds4tp_schedule_slot maps a gate seq to its slot and refuses an invalid schedule") {
   ds4tp_identity id;
   ds4tp_identity_init(&id);
   id.n_layer = 4;

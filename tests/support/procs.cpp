@@ -34,22 +34,41 @@ void send_report(int fd, int32_t kind, int64_t value, int32_t rc, const ds4tp_pa
   (void)!write(fd, &r, sizeof r);
 }
 
-Child Child::spawn(const std::function<int(int)> &body) {
-  int p[2];
+Child Child::spawn(const std::function<int(int)> &body, const char *label) {
+  int p[2], f[2];
   if (pipe2(p, O_CLOEXEC) != 0) return Child();
+  if (pipe2(f, O_CLOEXEC) != 0) {
+    close(p[0]);
+    close(p[1]);
+    return Child();
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   pid_t pid = fork();
   if (pid == 0) {
     close(p[0]);
+    close(f[0]);
+    set_failure_label(label);
+    set_failure_sink(f[1]);
     int code = body(p[1]);
     _exit(code & 0xff);
   }
   close(p[1]);
+  close(f[1]);
   Child c;
   c.pid_ = pid;
   c.fd_ = p[0];
+  c.fail_fd_ = f[0];
   return c;
+}
+
+std::string Child::describe(int status) const {
+  std::string s = "child pid " + std::to_string(pid_);
+  if (WIFEXITED(status))
+    s += " exited " + std::to_string(WEXITSTATUS(status));
+  else if (WIFSIGNALED(status))
+    s += " killed by signal " + std::to_string(WTERMSIG(status));
+  return s + "\n" + failures_;
 }
 
 Child::Child(Child &&o) noexcept { *this = std::move(o); }
@@ -58,12 +77,15 @@ Child &Child::operator=(Child &&o) noexcept {
   std::swap(pid_, o.pid_);
   std::swap(fd_, o.fd_);
   std::swap(reaped_, o.reaped_);
+  std::swap(fail_fd_, o.fail_fd_);
+  std::swap(failures_, o.failures_);
   return *this;
 }
 
 Child::~Child() {
   if (pid_ > 0 && !reaped_) reap(0);
   if (fd_ >= 0) close(fd_);
+  if (fail_fd_ >= 0) close(fail_fd_);
 }
 
 bool Child::next(Report &r, int timeout_ms) {
@@ -116,6 +138,7 @@ int Child::reap(int timeout_ms, bool *hung) {
     usleep(2000);
   }
   reaped_ = true;
+  failures_ += drain_failures(fail_fd_);
   return status;
 }
 

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include <sys/types.h>
 
 #include "ds4tp/ds4tp.h"
+#include "support/expect.hpp"
 
 namespace ds4tp::test {
 
@@ -38,7 +40,9 @@ void send_report(int fd, int32_t kind, int64_t value, int32_t rc = 0,
 class Child {
  public:
   // Forks; the child runs body(report_fd) and _exits with its return value.
-  static Child spawn(const std::function<int(int)> &body);
+  // Its failed CHILD_EXPECT checks name it `label` and come back in
+  // failures() once it is reaped.
+  static Child spawn(const std::function<int(int)> &body, const char *label = "child");
   Child() = default;
   Child(Child &&o) noexcept;
   Child &operator=(Child &&o) noexcept;
@@ -53,10 +57,16 @@ class Child {
   // the wait status.
   int reap(int timeout_ms, bool *hung = nullptr);
   pid_t pid() const { return pid_; }
+  // What the child's failed checks said (complete after reap()).
+  const std::string &failures() const { return failures_; }
+  // The wait status in words plus failures(), for INFO().
+  std::string describe(int status) const;
 
  private:
   pid_t pid_ = -1;
   int fd_ = -1;
+  int fail_fd_ = -1;
+  std::string failures_;
   bool reaped_ = false;
 };
 

@@ -3,7 +3,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,18 +43,47 @@ float pattern(int rank, uint64_t seq, uint64_t index) {
   return float(uint32_t(x) % 100000) / 7.0f - float(rank);
 }
 
-int report(const char *what, ds4tp_pair *tp, int rc) {
-  std::fprintf(stderr, "[rank %d] %s: %s: %s\n", ds4tp_rank(tp), what, ds4tp_err_name(rc),
-               tp ? ds4tp_errmsg(tp) : ds4tp_last_error());
-  return rc == 0 ? 1 : (-rc) & 0x7f;
+int connect_attach(ds4tp_pair *tp) {
+  CHILD_EXPECT_OK(ds4tp_connect(tp), tp);
+  CHILD_EXPECT_OK(ds4tp_attach_slab(tp, nullptr, 0), tp);
+  return 0;
 }
 
-int connect_attach(ds4tp_pair *tp) {
-  int rc = ds4tp_connect(tp);
-  if (rc) return report("connect", tp, rc);
-  rc = ds4tp_attach_slab(tp, nullptr, 0);
-  if (rc) return report("attach", tp, rc);
-  return 0;
+std::string Outcome::describe() const {
+  std::string s = "leader body returned " + std::to_string(leader) + "\n" + leader_failures;
+  if (worker_hung)
+    s += "worker hung (killed by the harness)\n";
+  else if (worker_signal)
+    s += "worker killed by signal " + std::to_string(worker_signal) + "\n";
+  else
+    s += "worker exited " + std::to_string(worker_exit) + "\n";
+  return s + worker_failures;
+}
+
+int loopback_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int unused_loopback_port() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
 }
 
 double ms_since(Clock::time_point t) {
@@ -86,18 +119,24 @@ Outcome run_pair(const RankSetup &s, const Body &leader, const Body &worker, int
     return out;
   }
   int port = ds4tp_listen_port(lp);
+  int failures[2] = {-1, -1};
+  if (pipe2(failures, O_CLOEXEC) != 0) failures[0] = failures[1] = -1;
   std::fflush(stdout);
   std::fflush(stderr);
   pid_t pid = fork();
   if (pid == 0) {
     ds4tp_free(lp);  // the child must not hold the leader's listener
+    if (failures[0] >= 0) close(failures[0]);
+    set_failure_label("worker");
+    set_failure_sink(failures[1]);
     ds4tp_options wo = base_options(s, DS4TP_ROLE_WORKER);
     wo.leader_port = port;
     if (s.worker_tweak) s.worker_tweak(wo);
     ds4tp_pair *wp = nullptr;
     int wrc = ds4tp_new(&wp, &wo, &s.worker_id);
     if (wrc != DS4TP_OK) {
-      std::fprintf(stderr, "worker ds4tp_new: %s\n", ds4tp_last_error());
+      expect_failed(__FILE__, __LINE__, "worker ds4tp_new == DS4TP_OK", nullptr, true, wrc, false,
+                    0);
       _exit(100);
     }
     Ctx ctx;
@@ -106,10 +145,15 @@ Outcome run_pair(const RankSetup &s, const Body &leader, const Body &worker, int
     ds4tp_free(wp);
     _exit(code & 0xff);
   }
+  if (failures[1] >= 0) close(failures[1]);
   Ctx ctx;
   ctx.rank = 0;
   ctx.worker_pid = pid;
+  take_failures();
+  set_failure_label("leader");
   out.leader = leader(lp, ctx);
+  set_failure_label(nullptr);
+  out.leader_failures = take_failures();
   ds4tp_free(lp);
 
   int status = 0;
@@ -117,7 +161,10 @@ Outcome run_pair(const RankSetup &s, const Body &leader, const Body &worker, int
   for (;;) {
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
-    if (r < 0) return out;
+    if (r < 0) {
+      if (failures[0] >= 0) close(failures[0]);
+      return out;
+    }
     if (waited >= wait_ms) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
@@ -129,6 +176,8 @@ Outcome run_pair(const RankSetup &s, const Body &leader, const Body &worker, int
   }
   if (WIFEXITED(status)) out.worker_exit = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) out.worker_signal = WTERMSIG(status);
+  out.worker_failures = drain_failures(failures[0]);
+  if (failures[0] >= 0) close(failures[0]);
   return out;
 }
 

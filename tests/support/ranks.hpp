@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "ds4tp/ds4tp.h"
+#include "support/expect.hpp"
 
 namespace ds4tp::test {
 
@@ -38,7 +39,7 @@ struct Ctx {
 
 // A body gets the unconnected pair (it calls ds4tp_connect itself) and
 // returns 0 on success; in the worker the value becomes the exit code,
-// so the worker body must not use Catch2 assertions.
+// so bodies check with CHILD_EXPECT (support/expect.hpp), not Catch2.
 using Body = std::function<int(ds4tp_pair *, Ctx &)>;
 
 struct Outcome {
@@ -46,7 +47,20 @@ struct Outcome {
   int worker_exit = -1;    // worker exit code, -1 if it did not exit
   int worker_signal = 0;   // signal that ended the worker, if any
   bool worker_hung = false;  // killed by the harness after wait_ms
+  std::string leader_failures;  // the leader body's failed checks
+  std::string worker_failures;  // the worker's, read back from its pipe
+
+  // How each rank ended and what its failed checks said, for INFO().
+  std::string describe() const;
 };
+
+// Parent side: both ranks succeeded; otherwise Catch2 shows describe().
+#define REQUIRE_RANKS_OK(o)        \
+  do {                             \
+    INFO((o).describe());          \
+    REQUIRE((o).leader == 0);      \
+    REQUIRE((o).worker_exit == 0); \
+  } while (0)
 
 Outcome run_pair(const RankSetup &s, const Body &leader, const Body &worker,
                  int wait_ms = 60000);
@@ -55,11 +69,13 @@ Outcome run_pair(const RankSetup &s, const Body &leader, const Body &worker,
 // depends on (rank, seq) so a payload can be verified bit for bit.
 float pattern(int rank, uint64_t seq, uint64_t index);
 
-// Prints a failing call's status and message (used inside worker bodies).
-int report(const char *what, ds4tp_pair *tp, int rc);
-
-// ds4tp_connect then ds4tp_attach_slab(NULL): 0, or report()'s code.
+// ds4tp_connect then ds4tp_attach_slab(NULL): 0, or a failed check's code.
 int connect_attach(ds4tp_pair *tp);
+
+// A plain TCP connection to 127.0.0.1:port (close-on-exec); -1 if refused.
+int loopback_connect(int port);
+// A loopback port nothing listens on: bound once for a number, then closed.
+int unused_loopback_port();
 
 using Clock = std::chrono::steady_clock;
 // Milliseconds since `t`, for deadline checks (never speed assertions).
