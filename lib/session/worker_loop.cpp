@@ -44,47 +44,21 @@ void fill_scalars(const Command &cmd, ds4tp_command &c) {
   c.logits_floats = cmd.logits_floats;
 }
 
+// The callback the frame table names for a command (SLOT(field)); nullptr
+// for none. A callback field without a table row fails the count below.
 ds4tp_command_fn pick(const ds4tp_worker_ops &o, FrameType t) {
-  switch (t) {
-    case FrameType::SessionCreate: return o.session_create;
-    case FrameType::SessionDestroy: return o.session_destroy;
-    case FrameType::Sync: return o.sync;
-    case FrameType::SyncImages: return o.sync_images;
-    case FrameType::Eval: return o.eval;
-    case FrameType::Mtp: return o.mtp;
-    case FrameType::Rewind: return o.rewind;
-    case FrameType::Invalidate: return o.invalidate;
-    case FrameType::SpecRestore: return o.spec_restore;
-    case FrameType::EvalBatch: return o.eval_batch;
-    case FrameType::MixedBatch: return o.mixed_batch;
-    case FrameType::Verify: return o.verify;
-    case FrameType::VerifyCommit: return o.verify_commit;
-    case FrameType::Draft: return o.draft;
-    case FrameType::Hash: return o.hash;
-    default: return nullptr;
-  }
+#define SLOT(field) o.field
+#define NO_SLOT nullptr
+#define DS4TP_PICK(type, number, name, sender, min, unit, max, reply, rows, slot) \
+  if (t == FrameType::type) return slot;
+  DS4TP_COMMAND_FRAMES(DS4TP_PICK)
+#undef DS4TP_PICK
+#undef NO_SLOT
+#undef SLOT
+  return nullptr;
 }
-
-const char *callback_name(FrameType t) {
-  switch (t) {
-    case FrameType::SessionCreate: return "session_create";
-    case FrameType::SessionDestroy: return "session_destroy";
-    case FrameType::Sync: return "sync";
-    case FrameType::SyncImages: return "sync_images";
-    case FrameType::Eval: return "eval";
-    case FrameType::Mtp: return "mtp";
-    case FrameType::Rewind: return "rewind";
-    case FrameType::Invalidate: return "invalidate";
-    case FrameType::SpecRestore: return "spec_restore";
-    case FrameType::EvalBatch: return "eval_batch";
-    case FrameType::MixedBatch: return "mixed_batch";
-    case FrameType::Verify: return "verify";
-    case FrameType::VerifyCommit: return "verify_commit";
-    case FrameType::Draft: return "draft";
-    case FrameType::Hash: return "hash";
-    default: return "?";
-  }
-}
+static_assert((sizeof(ds4tp_worker_ops) - offsetof(ds4tp_worker_ops, session_create)) /
+                  sizeof(ds4tp_command_fn) == wire::worker_callback_count());
 
 // Lockstep or format errors the leader should hear about before the loop
 // ends (a dead connection cannot carry the report).
