@@ -8,10 +8,16 @@
 // it, and wire/frame_table.cpp ties the public DS4TP_CMD_* numbers and
 // limits to it at compile time. Pure code: no I/O, no globals.
 //
-// Adding a command: one row in DS4TP_COMMAND_FRAMES here; its payload
-// struct and codec in wire/frames.hpp and wire/frames_*.cpp; its leader
-// call and Command decoding in session/; its DS4TP_CMD_* number, callback
-// field and send call in include/ds4tp/ds4tp.h (and the capi wrapper).
+// Adding a command touches:
+//   1. a row in DS4TP_COMMAND_FRAMES below;
+//   2. its payload struct and codec: wire/frames.hpp, wire/frames_fixed.cpp
+//      or wire/frames_arrays.cpp, and validate_payload in wire/frames.cpp;
+//   3. session/: the leader call (leader.cpp, declared in session.hpp) and
+//      its case in decode_command (worker_side.cpp);
+//   4. the C API: DS4TP_CMD_*, the ds4tp_worker_ops field and the send call
+//      in include/ds4tp/ds4tp.h, with its capi wrapper (the build fails
+//      while the first two are missing).
+// plus a sample in tests/frame_samples.cpp (test_frames wants every type).
 #pragma once
 
 #include <algorithm>
