@@ -12,6 +12,7 @@
 #include "handle.hpp"
 #include "session/session.hpp"
 #include "session/worker_loop.hpp"
+#include "wire/frame_table.hpp"
 
 namespace ds4tp::capi {
 namespace {
@@ -127,27 +128,22 @@ int copy_command(const Command &cmd, ds4tp_command *out, Error &err) {
   return DS4TP_OK;
 }
 
-// The callback for a command type; NULL when the engine has none.
+// The callback the frame table names for a command (SLOT(field)); NULL
+// when the engine has none. A callback field without a table row fails the
+// count below.
 ds4tp_command_fn pick(const ds4tp_worker_ops &o, FrameType t) {
-  switch (t) {
-    case FrameType::SessionCreate: return o.session_create;
-    case FrameType::SessionDestroy: return o.session_destroy;
-    case FrameType::Sync: return o.sync;
-    case FrameType::SyncImages: return o.sync_images;
-    case FrameType::Eval: return o.eval;
-    case FrameType::Mtp: return o.mtp;
-    case FrameType::Rewind: return o.rewind;
-    case FrameType::Invalidate: return o.invalidate;
-    case FrameType::SpecRestore: return o.spec_restore;
-    case FrameType::EvalBatch: return o.eval_batch;
-    case FrameType::MixedBatch: return o.mixed_batch;
-    case FrameType::Verify: return o.verify;
-    case FrameType::VerifyCommit: return o.verify_commit;
-    case FrameType::Draft: return o.draft;
-    case FrameType::Hash: return o.hash;
-    default: return nullptr;
-  }
+#define SLOT(field) o.field
+#define NO_SLOT nullptr
+#define DS4TP_PICK(type, number, name, sender, min, unit, max, reply, rows, slot) \
+  if (t == FrameType::type) return slot;
+  DS4TP_COMMAND_FRAMES(DS4TP_PICK)
+#undef DS4TP_PICK
+#undef NO_SLOT
+#undef SLOT
+  return nullptr;
 }
+static_assert((sizeof(ds4tp_worker_ops) - offsetof(ds4tp_worker_ops, session_create)) /
+                  sizeof(ds4tp_command_fn) == wire::worker_callback_count());
 
 // The engine's C callbacks as the loop's WorkerEngine.
 class OpsEngine final : public session::WorkerEngine {

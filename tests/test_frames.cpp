@@ -240,3 +240,39 @@ TEST_CASE("payload sizes are computed in 64 bits") {
   im.data_width = 0xffffffffu;
   REQUIRE(sync_images_bytes(0, &im, 1) > (1ull << 63));
 }
+
+TEST_CASE("the frame table says what each command owes and which callback serves it") {
+  using T = FrameType;
+  // Answered with a status: COMMAND_ACK, or SYNC_ACK for the two syncs.
+  for (T t : {T::SessionCreate, T::SessionDestroy, T::Mtp, T::SpecRestore, T::EvalBatch,
+              T::MixedBatch}) {
+    INFO(frame_name(t));
+    REQUIRE(has_status_reply(t));
+    REQUIRE(frame_info(t).reply == Reply::Ack);
+  }
+  for (T t : {T::Sync, T::SyncImages}) REQUIRE(frame_info(t).reply == Reply::SyncAck);
+  REQUIRE(frame_info(T::Hash).reply == Reply::Hash);
+  for (T t : {T::Eval, T::Rewind, T::Invalidate, T::Stop, T::Verify, T::VerifyCommit, T::Draft,
+              T::Hash}) {
+    INFO(frame_name(t));
+    REQUIRE_FALSE(has_status_reply(t));
+  }
+  REQUIRE(frame_info(T::CommandAck).reply == Reply::NotCommand);
+  REQUIRE(frame_name(reply_frame(Reply::Ack)) == std::string("COMMAND_ACK"));
+  // Logits halves, none without logits_floats.
+  REQUIRE(logits_rows(T::Eval, 10, 0, 0, 0) == 1);
+  REQUIRE(logits_rows(T::Eval, 0, 0, 0, 0) == 0);
+  REQUIRE(logits_rows(T::EvalBatch, 10, 3, 0, 0) == 3);
+  REQUIRE(logits_rows(T::MixedBatch, 10, 3, 0, 0) == 4);
+  REQUIRE(logits_rows(T::VerifyCommit, 10, 0, kCommitRollback, 2) == 1);
+  REQUIRE(logits_rows(T::VerifyCommit, 10, 0, kCommitRollback, 0) == 0);
+  REQUIRE(logits_rows(T::VerifyCommit, 10, 0, kCommitFull, 0) == 0);
+  REQUIRE(logits_rows(T::Mtp, 10, 0, 0, 0) == 0);
+  // Every command but STOP has a worker callback, and nothing else does.
+  REQUIRE(callback_name(T::Eval) == std::string("eval"));
+  REQUIRE(callback_name(T::SessionDestroy) == std::string("session_destroy"));
+  REQUIRE(callback_name(T::Stop) == std::string("?"));
+  REQUIRE(callback_name(T::Logits) == std::string("?"));
+  REQUIRE(worker_callback_count() == 15);
+  REQUIRE(fixed_bytes(T::Eval) == 24);
+}

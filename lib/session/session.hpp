@@ -1,7 +1,10 @@
 // Lockstep mirroring over the control channel: the leader's command calls
-// and the replies it waits for, the worker's command receipt and replies,
-// and the symmetric agreements both ranks make at the same point of their
-// execution (checkpoints, verify blocks, small exchanges, start-up modes).
+// and the replies it waits for (session/leader.cpp), the worker's command
+// receipt and replies (session/worker_side.cpp), and the symmetric
+// agreements both ranks make at the same point of their execution
+// (checkpoints, verify blocks, small exchanges, start-up modes:
+// session/agreements.cpp). What each command owes in reply comes from the
+// frame table (wire/frame_table.hpp).
 //
 // The session keeps the reply obligations explicit on both sides: the
 // leader cannot send a new command while an ACK or a logits half of the
@@ -19,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,8 +67,7 @@ struct Command {
 // EVAL/SYNC/a replaying rollback, the item count for EVAL_BATCH, 1 + items
 // for MIXED_BATCH, 0 for the rest (and 0 when logits_floats is 0).
 uint32_t logits_rows(const Command &c);
-// Whether a command is answered with COMMAND_ACK, SYNC_ACK or HASH.
-bool has_status_reply(wire::FrameType t);
+// (Whether a command is answered with a status: wire::has_status_reply.)
 
 class Session {
  public:
@@ -141,20 +144,49 @@ class Session {
   uint32_t max_frame_bytes() const { return cfg_.max_frame_bytes; }
 
  private:
-  enum class Await { None, Ack, SyncAck };
-  enum class Owe { None, Ack, SyncAck, Hash };
-
   bool is_leader() const { return cfg_.role == DS4TP_ROLE_LEADER; }
+  // Role and order checks at the top of a leader command (the second form
+  // also refuses session id 0).
   int leader_command(wire::FrameType t, Error &err);
+  int leader_command(wire::FrameType t, uint64_t session, Error &err);
   int worker_only(const char *call, Error &err);
   int leader_only(const char *call, Error &err);
+  // Whether `rows` logits halves of `floats` fit (true when either is 0).
   int check_logits_floats(uint32_t floats, uint64_t rows, Error &err);
-  void expect_ack(Await a, wire::FrameType t, uint64_t session, uint32_t logits_rows,
-                  uint32_t logits_floats);
+  // A head row call needs an open verify block and a row and size in range.
+  int check_head_row(uint32_t row, uint32_t floats, Error &err);
+
+  // Every frame this rank sends goes out here: `t` with a payload of
+  // `bytes` that `put` writes, within the frame timeout unless `timeout_ms`
+  // is given. The second form sends a fixed-size payload of the table's size.
+  template <typename Put>
+  int send(wire::FrameType t, uint64_t bytes, const Put &put, Error &err,
+           std::optional<int64_t> timeout_ms = std::nullopt) {
+    return ch_.send(t, bytes, timeout_ms ? *timeout_ms : int64_t(cfg_.frame_timeout_ms), put,
+                    err);
+  }
+  template <typename Msg>
+  int send(wire::FrameType t, const Msg &m, Error &err) {
+    return send(t, wire::fixed_bytes(t), [&](wire::Writer &w) { wire::encode(w, m); }, err);
+  }
+  // Leader: checks the logits halves fit, sends command `t` and records the
+  // reply the frame table says it is owed (session/leader.cpp).
+  template <typename Put>
+  int command(wire::FrameType t, uint64_t session, uint64_t bytes, const Put &put, Error &err,
+              uint64_t logits_rows = 0, uint32_t logits_floats = 0);
+  template <typename Msg>
+  int command(wire::FrameType t, uint64_t session, const Msg &m, Error &err,
+              uint64_t logits_rows = 0, uint32_t logits_floats = 0);
+  void expect_reply(wire::FrameType t, uint64_t session, uint32_t logits_rows,
+                    uint32_t logits_floats);
   // Reads the next frame, which must be `want`. Skips stale HEAD_ROW frames
   // (a row of a verify block the leader moved past) and turns a
   // WORKER_ERROR into EREMOTE.
   int read_expect(wire::FrameType want, const char *what, control::Frame &f, Error &err);
+  // Leader: the checks of wait_ack (`kind` Ack) or wait_sync (SyncAck), then
+  // reads and decodes the reply; `what` receives the description errors use.
+  template <typename Msg>
+  int read_ack(wire::Reply kind, uint64_t session, Msg &m, char (&what)[96], Error &err);
   // The end of an awaited COMMAND_ACK or SYNC_ACK with worker status `st`:
   // clears the wait, hands out the status, and turns a negative one into
   // EREMOTE (a zero one opens the logits that follow).
@@ -163,6 +195,10 @@ class Session {
   int swap(wire::FrameType t, size_t bytes, const Msg &mine, Msg &peer, const char *what,
            Error &err);
   int decode_command(const control::Frame &f, Command &cmd, Error &err);
+  // Worker: sends the status reply the last command owes (COMMAND_ACK or
+  // SYNC_ACK); status 0 opens the logits halves that follow.
+  template <typename Msg>
+  int send_status(const Msg &m, int32_t status, Error &err);
 
   SessionConfig cfg_;
   Logger log_;
@@ -182,7 +218,7 @@ class Session {
   uint32_t verify_rows_ = 0;
 
   // Leader: what the last command's reply still holds.
-  Await await_ = Await::None;
+  wire::Reply await_ = wire::Reply::None;  // None, Ack or SyncAck
   wire::FrameType await_type_ = wire::FrameType::Stop;
   uint64_t await_session_ = 0;
   uint32_t logits_after_ack_ = 0;  // halves that follow a status-0 ack
@@ -191,7 +227,7 @@ class Session {
   uint32_t logits_row_ = 0;
 
   // Worker: what it owes the leader for the last command.
-  Owe owe_ = Owe::None;
+  wire::Reply owe_ = wire::Reply::None;  // None, Ack, SyncAck or Hash
   wire::FrameType last_type_ = wire::FrameType::Stop;
   uint64_t last_session_ = 0;
   uint32_t owed_logits_after_ack_ = 0;

@@ -6,27 +6,6 @@ using wire::FrameType;
 
 namespace {
 
-const char *callback_name(FrameType t) {
-  switch (t) {
-    case FrameType::SessionCreate: return "session_create";
-    case FrameType::SessionDestroy: return "session_destroy";
-    case FrameType::Sync: return "sync";
-    case FrameType::SyncImages: return "sync_images";
-    case FrameType::Eval: return "eval";
-    case FrameType::Mtp: return "mtp";
-    case FrameType::Rewind: return "rewind";
-    case FrameType::Invalidate: return "invalidate";
-    case FrameType::SpecRestore: return "spec_restore";
-    case FrameType::EvalBatch: return "eval_batch";
-    case FrameType::MixedBatch: return "mixed_batch";
-    case FrameType::Verify: return "verify";
-    case FrameType::VerifyCommit: return "verify_commit";
-    case FrameType::Draft: return "draft";
-    case FrameType::Hash: return "hash";
-    default: return "?";
-  }
-}
-
 // Lockstep or format errors the leader should hear about before the loop
 // ends (a dead connection cannot carry the report).
 bool worth_reporting(int rc) {
@@ -62,7 +41,7 @@ int run_worker(const WorkerEnv &env, Error &err) {
 
     if (!env.engine->runs(cmd.type)) {
       err.set(DS4TP_EUNSUPPORTED, "the worker engine has no {} callback for {} commands",
-              callback_name(cmd.type), wire::frame_name(cmd.type));
+              wire::callback_name(cmd.type), wire::frame_name(cmd.type));
       return report(DS4TP_EUNSUPPORTED, err.message, DS4TP_EUNSUPPORTED);
     }
     reply.logits = nullptr;
@@ -81,22 +60,22 @@ int run_worker(const WorkerEnv &env, Error &err) {
 
     int status = env.engine->run(cmd, reply);
 
-    const bool soft_ok = status > 0 && has_status_reply(cmd.type);
+    const bool soft_ok = status > 0 && wire::has_status_reply(cmd.type);
     if (status < 0 || (status > 0 && !soft_ok)) {
       std::string why = !reply.message.empty()
                             ? reply.message
-                            : fmt::format("the {} callback returned {}", callback_name(cmd.type),
+                            : fmt::format("the {} callback returned {}", wire::callback_name(cmd.type),
                                           status);
       if (status > 0)
         why += fmt::format(" ({} has no status reply: return 0, or a negative status on failure)",
                            wire::frame_name(cmd.type));
       err.set(DS4TP_EFAILED, "worker {} callback failed with status {}: {} (reported to the leader)",
-              callback_name(cmd.type), status, why);
+              wire::callback_name(cmd.type), status, why);
       return report(status, why, DS4TP_EFAILED);
     }
     if (env.failed())  // a control call or gate inside the callback failed
       return err.set(DS4TP_EFAILED, "worker loop: the pair failed inside the {} callback",
-                     callback_name(cmd.type));
+                     wire::callback_name(cmd.type));
 
     switch (cmd.type) {
       case FrameType::Sync:
@@ -109,7 +88,7 @@ int run_worker(const WorkerEnv &env, Error &err) {
         }
         break;
       default:
-        if (has_status_reply(cmd.type)) rc = s.send_ack(status, err);
+        if (wire::has_status_reply(cmd.type)) rc = s.send_ack(status, err);
     }
     if (rc != DS4TP_OK) return worth_reporting(rc) ? report(rc, err.message, rc) : rc;
     for (uint32_t row = 0; s.logits_owed() > 0; row++) {

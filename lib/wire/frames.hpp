@@ -1,5 +1,5 @@
-// Lockstep control frames (docs/PROTOCOL.md, "Control frames"). Pure code:
-// no I/O, no globals. Every frame is a 16-byte header
+// Lockstep control frames (docs/PROTOCOL.md, "Control frames"): the header
+// and every payload's codec. Pure code: no I/O, no globals. Every frame is a 16-byte header
 //   u32 magic "D4FR" | u16 type | u16 flags (0) | u32 payload bytes |
 //   u32 frame counter (1, 2, 3, ... per direction)
 // followed by a payload whose layout depends on the type. Every payload is
@@ -20,6 +20,7 @@
 
 #include "common/error.hpp"
 #include "wire/codec.hpp"
+#include "wire/frame_table.hpp"
 
 namespace ds4tp::wire {
 
@@ -27,65 +28,7 @@ constexpr uint32_t kFrameMagic = 0x52463444u;         // bytes "D4FR"
 constexpr uint32_t kFrameMagicSwapped = 0x44344652u;  // other byte order
 constexpr size_t kFrameHeaderBytes = 16;
 
-// Frame types. 1..24 keep the numbers of the engine-embedded protocol we
-// generalize (names are ours where its were model-specific); 25.. are
-// ours. The C API exposes the command subset as ds4tp_command_kind with
-// the same numbers.
-enum class FrameType : uint16_t {
-  Sync = 1,            // L->W prompt tokens
-  Eval = 2,            // L->W one decode step
-  Rewind = 3,          // L->W truncate a session
-  Invalidate = 4,      // L->W drop a session's cached state
-  Stop = 5,            // L->W end of the lockstep
-  Hash = 6,            // L->W request, W->L answer: state hash check
-  RdmaInfo = 7,        // both: verbs queue-pair and memory key
-  SyncAck = 8,         // W->L answer to Sync / SyncImages
-  RdmaReady = 9,       // both: queue pair is ready
-  Logits = 10,         // W->L the worker's half of the output head
-  Verify = 11,         // L->W speculative verify block
-  VerifyCommit = 12,   // L->W outcome of the verify block
-  SessionCreate = 13,  // L->W
-  SessionDestroy = 14, // L->W
-  EvalBatch = 15,      // L->W one decode step for several sessions
-  MixedBatch = 16,     // L->W prefill chunk plus decode items
-  CommandAck = 17,     // W->L status of a command
-  SyncImages = 18,     // L->W prompt tokens plus image embeddings
-  RdmaWarm = 19,       // both: warm-up probe result
-  RdmaPosted = 20,     // both: "receives are posted" barrier
-  Mtp = 21,            // L->W multi-token-prediction draft cycle
-  SyncCheckpoint = 22, // both: agreed cancellation point
-  Draft = 23,          // L->W lockstep drafter: propose or maintain
-  SpecRestore = 24,    // L->W state-only speculative restore
-  BlockBegin = 25,     // both: verify-block shape agreement
-  BlockEnd = 26,       // both: verify-block end
-  SmallExchange = 27,  // both: up to 192 bytes each way
-  HeadRow = 28,        // W->L one output-head row keyed by verify block
-  ExecMode = 29,       // both: execution mode flags and capabilities
-  DrafterSplit = 30,   // both: split-drafter opt-in and metadata
-  WorkerError = 31,    // W->L a command failed on the worker
-};
-constexpr uint16_t kFrameTypeMin = 1;
-constexpr uint16_t kFrameTypeMax = 31;
-
-// Who may send a type: the leader, the worker, or both ranks.
-enum class Sender : uint8_t { Leader, Worker, Both };
-
-// Size rule of one type: payload bytes are min + k * unit for some k >= 0
-// with min + k * unit <= max (unit 0: exactly min). max 0 means "up to the
-// receiver's max_frame_bytes".
-struct FrameRule {
-  const char *name;
-  Sender sender;
-  uint32_t min;
-  uint32_t unit;
-  uint32_t max;
-};
-
-// nullptr for an unknown type.
-const FrameRule *frame_rule(uint16_t type);
-// Upper-case name ("EVAL"), "?" for an unknown type.
-const char *frame_name(uint16_t type);
-inline const char *frame_name(FrameType t) { return frame_name(uint16_t(t)); }
+// Frame types, names, senders and size rules: wire/frame_table.hpp.
 
 struct FrameHeader {
   uint16_t type = 0;
@@ -101,27 +44,32 @@ void encode_frame_header(const FrameHeader &h, uint8_t out[kFrameHeaderBytes]);
 int decode_frame_header(const uint8_t *buf, size_t len, uint32_t max_frame_bytes,
                         FrameHeader &out, Error &err);
 
-// ---- limits ------------------------------------------------------------
-constexpr uint32_t kVerifyRowsMax = 8;        // DS4TP_BATCH_MAX_ROWS
-constexpr uint32_t kMtpLimitMax = 7;          // drafts + seed fit a verify block
-constexpr uint32_t kBlockGatesMax = 2;        // DS4TP_BATCH_GATES_PER_LAYER
-constexpr uint32_t kSmallExchangeMax = 192;
-constexpr uint32_t kHeadRowMax = 131072;
-constexpr uint32_t kDrafterMetaBytes = 64;
-constexpr uint32_t kFingerprintBytes = 32;
-constexpr uint32_t kErrorMessageMax = 1024;
-constexpr uint32_t kImageHeaderBytes = 60;
-constexpr uint32_t kBatchItemBytes = 16;
-
-// Enumerations carried in payloads.
+// ---- enumerations carried in payloads (limits: wire/frame_table.hpp) -----
 enum : uint32_t { kVerifyHeadSplit = 1, kVerifyDraftShared = 2, kVerifyDraftSeed = 4 };
 constexpr uint32_t kVerifyFlagsAll = kVerifyHeadSplit | kVerifyDraftShared | kVerifyDraftSeed;
 enum : int32_t { kCommitRollback = 0, kCommitFull = 1, kCommitPrefix = 2 };
 enum : uint32_t { kDraftMaintain = 1, kDraftPropose = 2 };
 
+// Logits halves a command's reply carries, by the table's rows rule: 0
+// when logits_floats is 0 or the type carries none. `n_items` counts batch
+// items; `commit_mode`/`commit_count` are VERIFY_COMMIT's.
+constexpr uint64_t logits_rows(FrameType t, uint32_t logits_floats, uint64_t n_items,
+                               int32_t commit_mode, int32_t commit_count) {
+  if (logits_floats == 0) return 0;
+  switch (frame_info(t).rows) {
+    case Rows::One: return 1;
+    case Rows::PerItem: return n_items;
+    case Rows::PromptAndItems: return 1 + n_items;
+    case Rows::Replay: return commit_mode == kCommitRollback && commit_count > 0 ? 1 : 0;
+    case Rows::None: break;
+  }
+  return 0;
+}
+
 // ---- fixed-size payloads -------------------------------------------------
 // (RDMA_INFO, RDMA_READY, RDMA_WARM and RDMA_POSTED payloads are defined by
-// the RDMA transport in wire/rdma_frames.hpp; their size rules are here.)
+// the RDMA transport in wire/rdma_frames.hpp; their size rules are in the
+// frame table.)
 struct EvalMsg {  // EVAL, 24 bytes
   uint64_t session = 0;
   uint64_t seq = 0;
@@ -196,11 +144,25 @@ struct DrafterSplitMsg {  // DRAFTER_SPLIT, 72 bytes
   uint32_t on = 0;  // 0 or 1
   std::array<uint8_t, kDrafterMetaBytes> meta{};
 };
-constexpr size_t kEvalBytes = 24, kMtpBytes = 24, kPosBytes = 16, kSessionBytes = 8,
-                 kCreateBytes = 16, kHashBytes = 24, kSyncAckBytes = 16, kAckBytes = 16,
-                 kCommitBytes = 24, kCheckpointBytes = 24, kDraftBytes = 24,
-                 kBlockBeginBytes = 24, kBlockEndBytes = 8, kExecModeBytes = 8,
-                 kDrafterSplitBytes = 72;
+// Their sizes, from the table's size rules.
+constexpr size_t kEvalBytes = fixed_bytes(FrameType::Eval);
+constexpr size_t kMtpBytes = fixed_bytes(FrameType::Mtp);
+constexpr size_t kPosBytes = fixed_bytes(FrameType::Rewind);
+constexpr size_t kSessionBytes = fixed_bytes(FrameType::Invalidate);
+constexpr size_t kCreateBytes = fixed_bytes(FrameType::SessionCreate);
+constexpr size_t kHashBytes = fixed_bytes(FrameType::Hash);
+constexpr size_t kSyncAckBytes = fixed_bytes(FrameType::SyncAck);
+constexpr size_t kAckBytes = fixed_bytes(FrameType::CommandAck);
+constexpr size_t kCommitBytes = fixed_bytes(FrameType::VerifyCommit);
+constexpr size_t kCheckpointBytes = fixed_bytes(FrameType::SyncCheckpoint);
+constexpr size_t kDraftBytes = fixed_bytes(FrameType::Draft);
+constexpr size_t kBlockBeginBytes = fixed_bytes(FrameType::BlockBegin);
+constexpr size_t kBlockEndBytes = fixed_bytes(FrameType::BlockEnd);
+constexpr size_t kExecModeBytes = fixed_bytes(FrameType::ExecMode);
+constexpr size_t kDrafterSplitBytes = fixed_bytes(FrameType::DrafterSplit);
+static_assert(fixed_bytes(FrameType::SpecRestore) == kPosBytes);
+static_assert(fixed_bytes(FrameType::SessionDestroy) == kSessionBytes);
+static_assert(kDrafterSplitBytes == 8 + kDrafterMetaBytes);
 
 // ---- array payloads ------------------------------------------------------
 struct BatchItem {

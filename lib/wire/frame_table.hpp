@@ -1,0 +1,206 @@
+// The one table of control frame types (docs/PROTOCOL.md, "Control
+// frames"). Every fact about a type that is not its byte layout lives in
+// its row: the number, the name, who may send it, the payload size rule,
+// and for the leader's commands the reply the worker owes, how many logits
+// halves follow, and the ds4tp_worker_ops callback that serves it. The
+// FrameType enum, the header's size check, frame names, the session's
+// reply bookkeeping and the worker loop's callback choice all derive from
+// it, and wire/frame_table.cpp ties the public DS4TP_CMD_* numbers and
+// limits to it at compile time. Pure code: no I/O, no globals.
+//
+// Adding a command touches:
+//   1. a row in DS4TP_COMMAND_FRAMES below;
+//   2. its payload struct and codec: wire/frames.hpp, wire/frames_fixed.cpp
+//      or wire/frames_arrays.cpp, and validate_payload in wire/frames.cpp;
+//   3. session/: the leader call (leader.cpp, declared in session.hpp) and
+//      its case in decode_command (worker_side.cpp);
+//   4. the C API: DS4TP_CMD_*, the ds4tp_worker_ops field and the send call
+//      in include/ds4tp/ds4tp.h, with its capi wrapper (the build fails
+//      while the first two are missing).
+// plus a sample in tests/frame_samples.cpp (test_frames wants every type).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "wire/rdma_frames.hpp"
+
+namespace ds4tp::wire {
+
+// ---- limits the size rules use -------------------------------------------
+constexpr uint32_t kVerifyRowsMax = 8;        // DS4TP_BATCH_MAX_ROWS
+constexpr uint32_t kMtpLimitMax = 7;          // drafts + seed fit a verify block
+constexpr uint32_t kBlockGatesMax = 2;        // DS4TP_BATCH_GATES_PER_LAYER
+constexpr uint32_t kSmallExchangeMax = 192;
+constexpr uint32_t kHeadRowMax = 131072;
+constexpr uint32_t kDrafterMetaBytes = 64;
+constexpr uint32_t kFingerprintBytes = 32;
+constexpr uint32_t kErrorMessageMax = 1024;
+constexpr uint32_t kImageHeaderBytes = 60;
+constexpr uint32_t kBatchItemBytes = 16;
+constexpr uint32_t kItem = kBatchItemBytes;            // short names for the table
+constexpr uint32_t kVerifyMax = 16 + 4 * kVerifyRowsMax;
+constexpr uint32_t kAny = 0;  // max column: up to the receiver's max_frame_bytes
+
+// Who may send a type: the leader, the worker, or both ranks.
+enum class Sender : uint8_t { Leader, Worker, Both };
+
+// What the worker owes the leader for a command, before any logits.
+enum class Reply : uint8_t {
+  NotCommand,  // a reply, an agreement or a transport frame
+  None,        // nothing (logits halves, if any, follow at once)
+  Ack,         // COMMAND_ACK with a status
+  SyncAck,     // SYNC_ACK with a status and a position
+  Hash,        // the worker's own HASH
+};
+
+// How many logits halves a command's reply carries (when logits_floats is
+// not 0 and, after an ack, the status is 0).
+enum class Rows : uint8_t {
+  None,
+  One,
+  PerItem,        // one per batch item
+  PromptAndItems, // one for the prefill, then one per item
+  Replay,         // one when a rollback replays tokens (count > 0)
+};
+
+// Command rows: C(Type, number, NAME, sender, min, unit, max, reply,
+// logits rows, worker callback). Payload bytes are min + k * unit for some
+// k >= 0, at most max (unit 0: exactly min; max kAny: max_frame_bytes).
+// NAME is also the DS4TP_CMD_ suffix; the callback is SLOT(field of
+// ds4tp_worker_ops) or NO_SLOT. Numbers 1..24 keep those of the
+// engine-embedded protocol we generalize; 25.. are ours.
+#define DS4TP_COMMAND_FRAMES(C)                                                                                                 \
+  C(Sync,           1,  SYNC,            Leader, 16,         4,     kAny,       SyncAck, One,            SLOT(sync))            \
+  C(Eval,           2,  EVAL,            Leader, 24,         0,     24,         None,    One,            SLOT(eval))            \
+  C(Rewind,         3,  REWIND,          Leader, 16,         0,     16,         None,    None,           SLOT(rewind))          \
+  C(Invalidate,     4,  INVALIDATE,      Leader, 8,          0,     8,          None,    None,           SLOT(invalidate))      \
+  C(Stop,           5,  STOP,            Leader, 0,          0,     0,          None,    None,           NO_SLOT)               \
+  C(Hash,           6,  HASH,            Both,   24,         0,     24,         Hash,    None,           SLOT(hash))            \
+  C(Verify,         11, VERIFY,          Leader, 20,         4,     kVerifyMax, None,    None,           SLOT(verify))          \
+  C(VerifyCommit,   12, VERIFY_COMMIT,   Leader, 24,         0,     24,         None,    Replay,         SLOT(verify_commit))   \
+  C(SessionCreate,  13, SESSION_CREATE,  Leader, 16,         0,     16,         Ack,     None,           SLOT(session_create))  \
+  C(SessionDestroy, 14, SESSION_DESTROY, Leader, 8,          0,     8,          Ack,     None,           SLOT(session_destroy)) \
+  C(EvalBatch,      15, EVAL_BATCH,      Leader, 8 + kItem,  kItem, kAny,       Ack,     PerItem,        SLOT(eval_batch))      \
+  C(MixedBatch,     16, MIXED_BATCH,     Leader, 28 + kItem, 4,     kAny,       Ack,     PromptAndItems, SLOT(mixed_batch))     \
+  C(SyncImages,     18, SYNC_IMAGES,     Leader, 24,         4,     kAny,       SyncAck, One,            SLOT(sync_images))     \
+  C(Mtp,            21, MTP,             Leader, 24,         0,     24,         Ack,     None,           SLOT(mtp))             \
+  C(Draft,          23, DRAFT,           Leader, 24,         0,     24,         None,    None,           SLOT(draft))           \
+  C(SpecRestore,    24, SPEC_RESTORE,    Leader, 16,         0,     16,         Ack,     None,           SLOT(spec_restore))
+
+// Every other row: F(Type, number, NAME, sender, min, unit, max).
+#define DS4TP_OTHER_FRAMES(F)                                                                   \
+  F(RdmaInfo,       7,  RDMA_INFO,       Both,   kRdmaInfoPayload,   0, kRdmaInfoPayload)       \
+  F(SyncAck,        8,  SYNC_ACK,        Worker, 16,                 0, 16)                     \
+  F(RdmaReady,      9,  RDMA_READY,      Both,   kRdmaReadyPayload,  0, kRdmaReadyPayload)      \
+  F(Logits,         10, LOGITS,          Worker, 12,                 4, kAny)                   \
+  F(CommandAck,     17, COMMAND_ACK,     Worker, 16,                 0, 16)                     \
+  F(RdmaWarm,       19, RDMA_WARM,       Both,   kRdmaWarmPayload,   0, kRdmaWarmPayload)       \
+  F(RdmaPosted,     20, RDMA_POSTED,     Both,   kRdmaPostedPayload, 0, kRdmaPostedPayload)     \
+  F(SyncCheckpoint, 22, SYNC_CHECKPOINT, Both,   24,                 0, 24)                     \
+  F(BlockBegin,     25, BLOCK_BEGIN,     Both,   24,                 0, 24)                     \
+  F(BlockEnd,       26, BLOCK_END,       Both,   8,                  0, 8)                      \
+  F(SmallExchange,  27, SMALL_EXCHANGE,  Both,   17,                 1, 16 + kSmallExchangeMax) \
+  F(HeadRow,        28, HEAD_ROW,        Worker, 20,                 4, 16 + 4 * kHeadRowMax)   \
+  F(ExecMode,       29, EXEC_MODE,       Both,   8,                  0, 8)                      \
+  F(DrafterSplit,   30, DRAFTER_SPLIT,   Both,   72,                 0, 72)                     \
+  F(WorkerError,    31, WORKER_ERROR,    Worker, 24,                 1, 24 + kErrorMessageMax)
+
+// The C API exposes the command subset as ds4tp_command_kind with the
+// same numbers.
+enum class FrameType : uint16_t {
+#define DS4TP_FRAME_ENUM(type, number, ...) type = number,
+  DS4TP_COMMAND_FRAMES(DS4TP_FRAME_ENUM) DS4TP_OTHER_FRAMES(DS4TP_FRAME_ENUM)
+#undef DS4TP_FRAME_ENUM
+};
+
+constexpr uint16_t kFrameTypeMin = 1;
+#define DS4TP_FRAME_NUMBER(type, number, ...) , uint16_t(number)
+constexpr uint16_t kFrameTypeMax =
+    std::max({uint16_t(0) DS4TP_COMMAND_FRAMES(DS4TP_FRAME_NUMBER)
+                  DS4TP_OTHER_FRAMES(DS4TP_FRAME_NUMBER)});
+#undef DS4TP_FRAME_NUMBER
+
+// One row of the table.
+struct FrameRule {
+  const char *name = "?";  // upper case, "EVAL"
+  Sender sender = Sender::Both;
+  uint32_t min = 0;
+  uint32_t unit = 0;
+  uint32_t max = 0;
+  Reply reply = Reply::NotCommand;
+  Rows rows = Rows::None;
+  const char *callback = nullptr;  // ds4tp_worker_ops field, nullptr: none
+};
+
+namespace detail {
+
+constexpr std::array<FrameRule, kFrameTypeMax + 1> make_frame_table() {
+  std::array<FrameRule, kFrameTypeMax + 1> t{};
+#define SLOT(field) #field
+#define NO_SLOT nullptr
+#define DS4TP_COMMAND_ROW(type, number, name, sender, min, unit, max, reply, rows, slot) \
+  t[number] = FrameRule{#name, Sender::sender, min, unit, max, Reply::reply, Rows::rows, slot};
+#define DS4TP_OTHER_ROW(type, number, name, sender, min, unit, max) \
+  t[number] = FrameRule{#name, Sender::sender, min, unit, max};
+  DS4TP_COMMAND_FRAMES(DS4TP_COMMAND_ROW)
+  DS4TP_OTHER_FRAMES(DS4TP_OTHER_ROW)
+#undef DS4TP_OTHER_ROW
+#undef DS4TP_COMMAND_ROW
+#undef NO_SLOT
+#undef SLOT
+  return t;
+}
+
+}  // namespace detail
+
+// Indexed by type; [0] is the unknown row.
+inline constexpr std::array<FrameRule, kFrameTypeMax + 1> kFrameTable =
+    detail::make_frame_table();
+
+// nullptr for an unknown type.
+constexpr const FrameRule *frame_rule(uint16_t type) {
+  return type >= kFrameTypeMin && type <= kFrameTypeMax ? &kFrameTable[type] : nullptr;
+}
+constexpr const FrameRule &frame_info(FrameType t) {
+  const FrameRule *r = frame_rule(uint16_t(t));
+  return r ? *r : kFrameTable[0];
+}
+// Upper-case name ("EVAL"), "?" for an unknown type.
+constexpr const char *frame_name(uint16_t type) {
+  const FrameRule *r = frame_rule(type);
+  return r ? r->name : "?";
+}
+constexpr const char *frame_name(FrameType t) { return frame_name(uint16_t(t)); }
+
+// Payload bytes of a fixed-size type (its size rule has unit 0).
+constexpr size_t fixed_bytes(FrameType t) { return frame_info(t).min; }
+
+// Whether a command is answered with a status (COMMAND_ACK or SYNC_ACK).
+constexpr bool has_status_reply(FrameType t) {
+  Reply r = frame_info(t).reply;
+  return r == Reply::Ack || r == Reply::SyncAck;
+}
+
+// The frame that carries a reply kind (COMMAND_ACK, SYNC_ACK, HASH).
+constexpr FrameType reply_frame(Reply r) {
+  return r == Reply::SyncAck ? FrameType::SyncAck
+                             : r == Reply::Hash ? FrameType::Hash : FrameType::CommandAck;
+}
+
+// The ds4tp_worker_ops field that serves a command, "?" when none does.
+constexpr const char *callback_name(FrameType t) {
+  const char *c = frame_info(t).callback;
+  return c ? c : "?";
+}
+
+// Commands served by a worker callback: one ds4tp_worker_ops field each.
+constexpr size_t worker_callback_count() {
+  size_t n = 0;
+  for (const FrameRule &r : kFrameTable) n += r.callback != nullptr ? 1 : 0;
+  return n;
+}
+
+}  // namespace ds4tp::wire
