@@ -478,6 +478,15 @@ static void report(const char *name, int rc) {
   if (rc != 0) failures++;
 }
 
+/* CONF_SKIP=name,name: scenarios left out (to run the later ones against an
+ * engine's original ds4_tp.c after an earlier one broke its stream). */
+static int skipped(const char *name) {
+  const char *list = getenv("CONF_SKIP");
+  if (list == NULL || strstr(list, name) == NULL) return 0;
+  printf("scenario %s: SKIP\n", name);
+  return 1;
+}
+
 static int leader_script(void) {
   const int p1[] = {1, 2, 3, 4, 5}, p2[] = {8, 9, 10};
   int rc = l_create(1) || l_create(2);
@@ -521,6 +530,7 @@ static int leader_script(void) {
   }
   /* The leader's local eval fails after its gates: ds4.c invalidates the
    * session without reading the worker's half, then syncs again. */
+  if (!skipped("invalidate_after_undrained_eval")) {
   rc = l_eval(1, 61, 0);
   if (rc == 0) {
     (void)ds4_tp_send_invalidate(g_tp, 1);
@@ -529,7 +539,9 @@ static int leader_script(void) {
   }
   report("invalidate_after_undrained_eval", rc);
   if (rc) return 1;
+  }
   /* A sync whose ack is left unread, then a rewind and an eval. */
+  if (!skipped("rewind_after_undrained_sync")) {
   rc = l_sync(2, p2, 3, 0);
   if (rc == 0) {
     (void)ds4_tp_send_rewind(g_tp, 2, 1);
@@ -538,6 +550,7 @@ static int leader_script(void) {
   }
   report("rewind_after_undrained_sync", rc);
   if (rc) return 1;
+  }
   rc = ds4_tp_send_session_destroy(g_tp, 2) != 1 ||
        ds4_tp_wait_command_ack(g_tp, 2, "session destroy", err, sizeof err) != 1;
   report("destroy", rc);
@@ -558,6 +571,7 @@ int main(int argc, char **argv) {
 #endif
   const int bad_cli = cli_rejections();
   report("cli_rejects", bad_cli);
+  err[0] = '\0';
   const int port = argc > 2 ? atoi(argv[2]) : free_port();
   if (port <= 0) return 77;
   fflush(stdout);
