@@ -69,6 +69,16 @@ extern "C" {
 #ifndef DS4_TP_COMPAT_VISION
 #define DS4_TP_COMPAT_VISION DS4_TP_COMPAT_NEW_SHAPE_
 #endif
+/* Layout of the engine's ds4_vision_span. 1 (the engines: socrat3/ds4 and
+ * the seed lineage): { token_start; ds4_vision_embedding embedding; } with
+ * embedding.{data, token_count, width, height, content_width,
+ * content_height, fingerprint}; rows are n_embd floats wide (layout and
+ * grid_width/grid_height do not cross, as in the engines' own wire).
+ * 2 (flat): { token_start, token_count, data_width, width, height,
+ * content_width, content_height, fingerprint, embd }. */
+#ifndef DS4_TP_COMPAT_VISION_SPAN
+#define DS4_TP_COMPAT_VISION_SPAN 1
+#endif
 /* 1: the identity carries gate_slot_mask[DS4_TP_GATE_MASK_WORDS], with the
  * engine's DS4_TP_GATE_MASK_WORDS (an enum constant or macro of its ds4.h;
  * libds4tp carries 4 words, set bits beyond word 3 fail ds4_tp_create). */

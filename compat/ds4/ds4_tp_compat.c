@@ -20,9 +20,23 @@
 /* The seed passes int token arrays where libds4tp takes int32_t. */
 typedef char ds4_tp_compat_int_is_32_bits[sizeof(int) == sizeof(int32_t) ? 1 : -1];
 
+/* ds4_vision_span field access for both layouts (ds4_tp.h). */
+#if DS4_TP_COMPAT_VISION
+#if DS4_TP_COMPAT_VISION_SPAN == 1
+#define VSPAN(s, field) ((s).embedding.field)
+#define VSPAN_EMBD(s) ((s).embedding.data)
+#define VSPAN_DATA_WIDTH(tp, s) ((tp)->n_embd)
+#else
+#define VSPAN(s, field) ((s).field)
+#define VSPAN_EMBD(s) ((s).embd)
+#define VSPAN_DATA_WIDTH(tp, s) ((s).data_width)
+#endif
+#endif
+
 struct ds4_tp {
   ds4tp_pair *pair;
   int rank;
+  uint32_t n_embd;
   int32_t frame_timeout_ms;
   uint32_t logits_floats; /* per row, declared with each leader command */
   uint32_t runtime_features; /* ODINLINK identity word, 0 otherwise */
@@ -448,6 +462,7 @@ int ds4_tp_create(ds4_tp **out, const ds4_tp_options *opt, const ds4_tp_identity
     return 0;
   }
   tp->rank = ds4tp_rank(tp->pair);
+  tp->n_embd = id->n_embd;
 #if DS4_TP_COMPAT_RUNTIME_FEATURES
   /* The engine's hello compared runtime_features exactly; libds4tp's
    * identity has no such word, so the execution-mode agreement does it. */
@@ -624,16 +639,16 @@ int ds4_tp_send_sync_multimodal(ds4_tp *tp, uint64_t session_id, const int *toke
     ds4tp_image_span *sp = &tp->spans[i];
     memset(sp, 0, sizeof *sp);
     sp->token_start = images[i].token_start;
-    sp->token_count = images[i].token_count;
-    sp->data_width = images[i].data_width;
-    sp->width = images[i].width;
-    sp->height = images[i].height;
-    sp->content_width = images[i].content_width;
-    sp->content_height = images[i].content_height;
-    size_t fp = sizeof images[i].fingerprint < sizeof sp->fingerprint
-                    ? sizeof images[i].fingerprint : sizeof sp->fingerprint;
-    memcpy(sp->fingerprint, images[i].fingerprint, fp);
-    sp->embd = images[i].embd;
+    sp->token_count = VSPAN(images[i], token_count);
+    sp->data_width = VSPAN_DATA_WIDTH(tp, images[i]);
+    sp->width = VSPAN(images[i], width);
+    sp->height = VSPAN(images[i], height);
+    sp->content_width = VSPAN(images[i], content_width);
+    sp->content_height = VSPAN(images[i], content_height);
+    size_t fp = sizeof VSPAN(images[i], fingerprint) < sizeof sp->fingerprint
+                    ? sizeof VSPAN(images[i], fingerprint) : sizeof sp->fingerprint;
+    memcpy(sp->fingerprint, VSPAN(images[i], fingerprint), fp);
+    sp->embd = VSPAN_EMBD(images[i]);
   }
   note_sent(tp, DS4TP_CMD_SYNC_IMAGES, session_id, 1, 1);
   return ok(ds4tp_send_sync_images(tp->pair, session_id, (const int32_t *)tokens, n_tokens,
@@ -890,20 +905,22 @@ static int copy_command(ds4_tp *tp, ds4_tp_command *out, char *err, size_t errle
       const ds4tp_image_span *s = &c->images[i];
       ds4_vision_span *d = &out->images[i];
       d->token_start = s->token_start;
-      d->token_count = s->token_count;
+      VSPAN(*d, token_count) = s->token_count;
+#if DS4_TP_COMPAT_VISION_SPAN != 1
       d->data_width = s->data_width;
-      d->width = s->width;
-      d->height = s->height;
-      d->content_width = s->content_width;
-      d->content_height = s->content_height;
-      size_t fp = sizeof d->fingerprint < sizeof s->fingerprint ? sizeof d->fingerprint
-                                                                : sizeof s->fingerprint;
-      memcpy(d->fingerprint, s->fingerprint, fp);
+#endif
+      VSPAN(*d, width) = s->width;
+      VSPAN(*d, height) = s->height;
+      VSPAN(*d, content_width) = s->content_width;
+      VSPAN(*d, content_height) = s->content_height;
+      size_t fp = sizeof VSPAN(*d, fingerprint) < sizeof s->fingerprint
+                      ? sizeof VSPAN(*d, fingerprint) : sizeof s->fingerprint;
+      memcpy(VSPAN(*d, fingerprint), s->fingerprint, fp);
       size_t n = (size_t)s->token_count * s->data_width;
       float *embd = malloc((n ? n : 1) * sizeof(float));
       if (embd == NULL) return fail(err, errlen, "ds4_tp_recv_command: out of memory");
       if (n) memcpy(embd, s->embd, n * sizeof(float));
-      d->embd = embd;
+      VSPAN_EMBD(*d) = embd;
     }
   }
 #endif
@@ -943,7 +960,7 @@ void ds4_tp_command_free(ds4_tp_command *command) {
   command->n_tokens = command->n_items = 0;
 #if DS4_TP_COMPAT_VISION
   for (uint32_t i = 0; command->images != NULL && i < command->n_images; i++)
-    free((void *)command->images[i].embd);
+    free((void *)VSPAN_EMBD(command->images[i]));
   free(command->images);
   command->images = NULL;
   command->n_images = 0;

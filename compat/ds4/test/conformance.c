@@ -382,6 +382,19 @@ static int worker_loop(void) {
       engine_sync(s, c.tokens, c.n_tokens);
       if (!ds4_tp_send_command_ack(g_tp, c.session_id, rc)) rc = 1;
       else if (rc == 0) rc = worker_send_logits(s);
+#if !defined(CONF_ORIGINAL) && DS4_TP_COMPAT_VISION
+    } else if (c.type == DS4_TP_FRAME_SYNC_MULTIMODAL) {
+      /* The image must arrive as the leader built it (vision_check). */
+      int ok = c.n_images == 1 && c.images[0].embedding.token_count == 2 &&
+               c.images[0].token_start == 1 && c.images[0].embedding.width == 64 &&
+               c.images[0].embedding.fingerprint[31] == 0xAB;
+      for (uint32_t i = 0; ok && i < 2 * N_EMBD; i++)
+        ok = c.images[0].embedding.data[i] == (float)i * 0.5f;
+      rc = ok ? big_gates() : 1;
+      engine_sync(s, c.tokens, c.n_tokens);
+      if (!ds4_tp_send_command_ack(g_tp, c.session_id, rc)) rc = 1;
+      else if (rc == 0) rc = worker_send_logits(s);
+#endif
     } else if (c.type == DS4_TP_FRAME_EVAL) {
       rc = row_gates();
       engine_eval(s, c.value);
@@ -508,6 +521,30 @@ static int leader_script(void) {
 #endif
   report("verify", rc);
   if (rc) return 1;
+#if !defined(CONF_ORIGINAL) && DS4_TP_COMPAT_VISION
+  {
+    /* A prompt with one image of two rows, in the engines' nested span. */
+    static float rows[2 * N_EMBD];
+    for (uint32_t i = 0; i < 2 * N_EMBD; i++) rows[i] = (float)i * 0.5f;
+    ds4_vision_span img;
+    memset(&img, 0, sizeof img);
+    img.token_start = 1;
+    img.embedding.data = rows;
+    img.embedding.token_count = 2;
+    img.embedding.width = 64;
+    img.embedding.height = 32;
+    img.embedding.content_width = 60;
+    img.embedding.content_height = 30;
+    img.embedding.fingerprint[31] = 0xAB;
+    const int mm[] = {1, 99, 99, 4};
+    rc = ds4_tp_send_sync_multimodal(g_tp, 2, mm, 4, &img, 1) != 1 || big_gates();
+    engine_sync(&L[2], mm, 4);
+    rc = rc || ds4_tp_wait_command_ack(g_tp, 2, "multimodal sync", err, sizeof err) != 1 ||
+         leader_recv_logits(&L[2]);
+    report("sync_multimodal", rc);
+    if (rc) return 1;
+  }
+#endif
   {
     ds4_tp_batch_item items[2] = {{1, 41, 0}, {2, 42, 0}};
     rc = ds4_tp_send_eval_batch(g_tp, items, 2) != 1 || row_gates() != 0;

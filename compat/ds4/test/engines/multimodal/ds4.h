@@ -14,14 +14,20 @@ typedef struct ds4_engine ds4_engine;
 
 enum { DS4_TP_GATE_MASK_WORDS = 3 };
 
+/* An encoded image, nested in the span as the engines declare it. */
 typedef struct {
-  uint32_t token_start;
+  float *data; /* token_count rows of the model's n_embd floats */
   uint32_t token_count;
-  uint32_t data_width;
+  uint32_t layout;
+  uint32_t grid_width, grid_height;
   uint32_t width, height;
   uint32_t content_width, content_height;
   uint8_t fingerprint[32];
-  const float *embd;
+} ds4_vision_embedding;
+
+typedef struct {
+  uint32_t token_start;
+  ds4_vision_embedding embedding;
 } ds4_vision_span;
 
 typedef enum { DS4_DISTRIBUTED_NONE = 0, DS4_DISTRIBUTED_COORDINATOR, DS4_DISTRIBUTED_WORKER } ds4_distributed_role;
