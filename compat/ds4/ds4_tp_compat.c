@@ -179,11 +179,28 @@ static int drain_replies(ds4_tp *tp) {
   return 1;
 }
 
-/* Every leader command: drain, then send. */
+static int refuse_unread(const ds4_tp *tp, const char *call) {
+  fprintf(stderr, "ds4-tp: %s refused: %s%u logits row(s) of %s (session %llu) are unread\n",
+          call, tp->owed_ack ? "the ack and " : "", tp->owed_logits,
+          ds4tp_command_name(tp->sent_kind), (unsigned long long)tp->sent_session);
+  return 0;
+}
+
+/* The commands that start a session's timeline over or end it (SYNC,
+ * REWIND, INVALIDATE, SPEC_RESTORE, SESSION_DESTROY, STOP) drain first:
+ * they are what the engines send on their recovery paths. Any other
+ * command sent over an unread reply is refused by libds4tp (ESTATE naming
+ * the reply): there the engine may still mean to read it, and dropping it
+ * would hide the bug the engines' ds4_tp.c turned into a misread reply. */
 #define LEADER_SEND_PREP(tp) \
   do {                        \
     if ((tp) == NULL) return 0; \
     if (!drain_replies(tp)) return 0; \
+  } while (0)
+#define LEADER_SEND_CHECK(tp)                                     \
+  do {                                                            \
+    if ((tp) == NULL) return 0;                                   \
+    if ((tp)->owed_ack || (tp)->owed_logits > 0) return refuse_unread(tp, __func__); \
   } while (0)
 
 /* ---- options, CLI ---- */
@@ -607,7 +624,7 @@ int ds4_tp_batch_block_end(ds4_tp *tp) { return tp ? ok(ds4tp_block_end(tp->pair
 /* ---- leader commands ---- */
 
 int ds4_tp_send_session_create(ds4_tp *tp, uint64_t session_id, int ctx_size) {
-  LEADER_SEND_PREP(tp);
+  LEADER_SEND_CHECK(tp);
   if (ctx_size <= 0) return 0;
   note_sent(tp, DS4TP_CMD_SESSION_CREATE, session_id, 1, 0);
   return ok(ds4tp_send_session_create(tp->pair, session_id, (uint32_t)ctx_size));
@@ -657,13 +674,13 @@ int ds4_tp_send_sync_multimodal(ds4_tp *tp, uint64_t session_id, const int *toke
 #endif
 
 int ds4_tp_send_eval(ds4_tp *tp, uint64_t session_id, uint64_t seq, int token) {
-  LEADER_SEND_PREP(tp);
+  LEADER_SEND_CHECK(tp);
   note_sent(tp, DS4TP_CMD_EVAL, session_id, 0, 1);
   return ok(ds4tp_send_eval(tp->pair, session_id, seq, token, tp->logits_floats));
 }
 
 int ds4_tp_send_glm_mtp(ds4_tp *tp, uint64_t session_id, uint64_t seq, int token, int limit) {
-  LEADER_SEND_PREP(tp);
+  LEADER_SEND_CHECK(tp);
   if (limit < 1) return 0;
   note_sent(tp, DS4TP_CMD_MTP, session_id, 1, 0);
   return ok(ds4tp_send_mtp(tp->pair, session_id, seq, token, (uint32_t)limit));
@@ -688,7 +705,7 @@ int ds4_tp_send_invalidate(ds4_tp *tp, uint64_t session_id) {
 }
 
 int ds4_tp_send_eval_batch(ds4_tp *tp, const ds4_tp_batch_item *items, uint32_t count) {
-  LEADER_SEND_PREP(tp);
+  LEADER_SEND_CHECK(tp);
   const ds4tp_batch_item *it = convert_items(tp, items, count);
   if (count > 0 && it == NULL) return 0;
   note_sent(tp, DS4TP_CMD_EVAL_BATCH, 0, 1, count);
@@ -698,7 +715,7 @@ int ds4_tp_send_eval_batch(ds4_tp *tp, const ds4_tp_batch_item *items, uint32_t 
 int ds4_tp_send_mixed_batch(ds4_tp *tp, uint64_t prefill_session_id, const int *prompt,
                             uint32_t prompt_count, const ds4_tp_batch_item *items,
                             uint32_t count) {
-  LEADER_SEND_PREP(tp);
+  LEADER_SEND_CHECK(tp);
   const ds4tp_batch_item *it = convert_items(tp, items, count);
   if (count > 0 && it == NULL) return 0;
   note_sent(tp, DS4TP_CMD_MIXED_BATCH, prefill_session_id, 1, 1 + count);
@@ -712,7 +729,7 @@ int ds4_tp_send_verify(ds4_tp *tp, uint64_t session_id, const int *drafts, uint3
 
 int ds4_tp_send_verify_flags(ds4_tp *tp, uint64_t session_id, const int *drafts, uint32_t n,
                              uint32_t flags) {
-  LEADER_SEND_PREP(tp);
+  LEADER_SEND_CHECK(tp);
   if ((flags & ~DS4_TP_VERIFY_FLAGS) != 0) return 0;
   /* The seed's bits are libds4tp's: HEAD_SPLIT, DRAFT_SHARED, DRAFT_SEED. */
   note_sent(tp, DS4TP_CMD_VERIFY, session_id, 0, 0);
@@ -722,7 +739,7 @@ int ds4_tp_send_verify_flags(ds4_tp *tp, uint64_t session_id, const int *drafts,
 /* Both commit forms carry the same numbers: full_accept 1 is FULL (mode 1),
  * 0 is ROLLBACK (mode 0) replaying replay_n tokens. */
 int ds4_tp_send_verify_commit(ds4_tp *tp, int32_t mode, int32_t token_count) {
-  LEADER_SEND_PREP(tp);
+  LEADER_SEND_CHECK(tp);
 #if DS4_TP_COMPAT_COMMIT_ACCEPT
   if (mode != 0) {
     mode = DS4TP_COMMIT_FULL;
@@ -737,7 +754,7 @@ int ds4_tp_send_verify_commit(ds4_tp *tp, int32_t mode, int32_t token_count) {
 
 int ds4_tp_send_dspark_draft(ds4_tp *tp, uint64_t session_id, int token, int pos,
                              uint32_t mode) {
-  LEADER_SEND_PREP(tp);
+  LEADER_SEND_CHECK(tp);
   note_sent(tp, DS4TP_CMD_DRAFT, session_id, 0, 0);
   return ok(ds4tp_send_draft(tp->pair, session_id, token, pos, mode));
 }

@@ -577,6 +577,19 @@ static int leader_script(void) {
   report("invalidate_after_undrained_eval", rc);
   if (rc) return 1;
   }
+#ifndef CONF_ORIGINAL
+  /* An EVAL over an unread half is refused (not dropped: the engine may
+   * still read it), the pair stays up, and the half is still there. */
+  rc = l_eval(1, 63, 0);
+  if (rc == 0 && g_head != HEAD_FULL) {
+    rc = ds4_tp_send_eval(g_tp, 1, g_eval_seq + 1, 64) != 0 || ds4_tp_failed(g_tp) ||
+         leader_recv_logits(&L[1]) || l_eval(1, 64, 1);
+  } else if (rc == 0) {
+    rc = l_eval(1, 64, 1);
+  }
+  report("eval_over_unread_refused", rc);
+  if (rc) return 1;
+#endif
   /* A sync whose ack is left unread, then a rewind and an eval. */
   if (!skipped("rewind_after_undrained_sync")) {
   rc = l_sync(2, p2, 3, 0);
