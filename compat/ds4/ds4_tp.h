@@ -26,12 +26,91 @@
 extern "C" {
 #endif
 
-/* Words of the gate slot mask: the engine's constant (libds4tp carries 4;
- * set bits beyond word 3 are rejected by ds4_tp_create). */
-#ifndef DS4_TP_GATE_MASK_WORDS
-#define DS4_TP_GATE_MASK_WORDS 3
+/* ---- Engine header shape ------------------------------------------------
+ *
+ * The forks' ds4_tp.h differ; this header takes the shape of the engine it
+ * replaces, chosen with DS4_TP_COMPAT_SHAPE (set it in the engine's CFLAGS,
+ * e.g. -DDS4_TP_COMPAT_SHAPE=DS4_TP_COMPAT_SHAPE_LEGACY). README.md lists
+ * the shape of each fork checked.
+ *
+ *   SEED      the seed header (target): vision spans, gate mask, 5-argument
+ *             agree_execution_mode (full_experts), (mode, token_count)
+ *             verify commits, MTP, spec restore, DSpark, small exchange.
+ *   V21       as SEED with the 4-argument agree_execution_mode (no
+ *             full_experts): socrat3/ds4, 1bit-MONSTER/ds4.
+ *   LEGACY    no multimodal (no ds4_vision_span), no gate mask, no
+ *             execution-mode agreement, (full_accept, replay_n) verify
+ *             commits, frames 1..17 only: mcx/ds4 and the July 2026 lineage.
+ *   ODINLINK  LEGACY plus the identity's runtime_features word and the
+ *             OdinLink calls (big-gate waves, logits top-2, logits halves
+ *             exchange, big direct regions): wkljohn/ds4-strix-halo-tp-odinlink.
+ *
+ * Unset: SEED. The shapes cannot be told apart by the preprocessor (the
+ * engines declare DS4_TP_GATE_MASK_WORDS as an enum constant and
+ * ds4_vision_span as a typedef), so a LEGACY or ODINLINK engine sets the
+ * macro. Each feature macro below can also be set on its own; it wins over
+ * the shape. */
+#define DS4_TP_COMPAT_SHAPE_SEED 1
+#define DS4_TP_COMPAT_SHAPE_V21 2
+#define DS4_TP_COMPAT_SHAPE_LEGACY 3
+#define DS4_TP_COMPAT_SHAPE_ODINLINK 4
+#ifndef DS4_TP_COMPAT_SHAPE
+#define DS4_TP_COMPAT_SHAPE DS4_TP_COMPAT_SHAPE_SEED
 #endif
+#if DS4_TP_COMPAT_SHAPE < DS4_TP_COMPAT_SHAPE_SEED || \
+    DS4_TP_COMPAT_SHAPE > DS4_TP_COMPAT_SHAPE_ODINLINK
+#error "DS4_TP_COMPAT_SHAPE: use one of the DS4_TP_COMPAT_SHAPE_* values"
+#endif
+#define DS4_TP_COMPAT_NEW_SHAPE_ (DS4_TP_COMPAT_SHAPE <= DS4_TP_COMPAT_SHAPE_V21)
 
+/* 1: the engine's ds4.h defines ds4_vision_span (token_start, token_count,
+ * data_width, width, height, content_width, content_height, fingerprint,
+ * embd); declares ds4_tp_send_sync_multimodal and the command's images. */
+#ifndef DS4_TP_COMPAT_VISION
+#define DS4_TP_COMPAT_VISION DS4_TP_COMPAT_NEW_SHAPE_
+#endif
+/* Layout of the engine's ds4_vision_span. 1 (the engines: socrat3/ds4 and
+ * the seed lineage): { token_start; ds4_vision_embedding embedding; } with
+ * embedding.{data, token_count, width, height, content_width,
+ * content_height, fingerprint}; rows are n_embd floats wide (layout and
+ * grid_width/grid_height do not cross, as in the engines' own wire).
+ * 2 (flat): { token_start, token_count, data_width, width, height,
+ * content_width, content_height, fingerprint, embd }. */
+#ifndef DS4_TP_COMPAT_VISION_SPAN
+#define DS4_TP_COMPAT_VISION_SPAN 1
+#endif
+/* 1: the identity carries gate_slot_mask[DS4_TP_GATE_MASK_WORDS], with the
+ * engine's DS4_TP_GATE_MASK_WORDS (an enum constant or macro of its ds4.h;
+ * libds4tp carries 4 words, set bits beyond word 3 fail ds4_tp_create). */
+#ifndef DS4_TP_COMPAT_GATE_MASK
+#define DS4_TP_COMPAT_GATE_MASK DS4_TP_COMPAT_NEW_SHAPE_
+#endif
+/* 1: the identity carries runtime_features (exact match between ranks,
+ * checked right after the hello) and ds4_tp_runtime_features exists. */
+#ifndef DS4_TP_COMPAT_RUNTIME_FEATURES
+#define DS4_TP_COMPAT_RUNTIME_FEATURES (DS4_TP_COMPAT_SHAPE == DS4_TP_COMPAT_SHAPE_ODINLINK)
+#endif
+/* 1: the OdinLink extra calls are declared. */
+#ifndef DS4_TP_COMPAT_ODINLINK_API
+#define DS4_TP_COMPAT_ODINLINK_API (DS4_TP_COMPAT_SHAPE == DS4_TP_COMPAT_SHAPE_ODINLINK)
+#endif
+/* Arguments of ds4_tp_agree_execution_mode: 5 (tp, flags, full_experts,
+ * err, errlen), 4 (tp, flags, err, errlen), 0 (not declared). */
+#ifndef DS4_TP_COMPAT_AGREE_ARGS
+#if DS4_TP_COMPAT_SHAPE == DS4_TP_COMPAT_SHAPE_SEED
+#define DS4_TP_COMPAT_AGREE_ARGS 5
+#elif DS4_TP_COMPAT_SHAPE == DS4_TP_COMPAT_SHAPE_V21
+#define DS4_TP_COMPAT_AGREE_ARGS 4
+#else
+#define DS4_TP_COMPAT_AGREE_ARGS 0
+#endif
+#endif
+/* 1: ds4_tp_send/recv_verify_commit take (full_accept, replay_n): nonzero
+ * full_accept keeps the block, else roll back and replay replay_n tokens.
+ * 0: (mode, token_count) with ds4_tp_verify_commit_mode (adds PREFIX). */
+#ifndef DS4_TP_COMPAT_COMMIT_ACCEPT
+#define DS4_TP_COMPAT_COMMIT_ACCEPT (!DS4_TP_COMPAT_NEW_SHAPE_)
+#endif
 /* Numeric values of the engine's ds4_tp_options.role / .transport and of
  * ds4_distributed_options.role. Defaults follow the seed engine. */
 #ifndef DS4_TP_COMPAT_ROLE_NONE
@@ -66,9 +145,14 @@ extern "C" {
 #define DS4_TP_COMPAT_DIST_ROLE_WORKER 2
 #endif
 /* Nonzero when *dist carries options TP cannot run with (--layers, any
- * --dist-* or debug option). The engine knows its fields; default none. */
+ * --dist-* or distributed debug option). Default: the fields every fork
+ * checked has in ds4_distributed_options (layers.set, prefill_chunk,
+ * prefill_window, activation_bits, replay_check, debug), tested as the
+ * engines' own ds4_tp.c tests them. */
 #ifndef DS4_TP_COMPAT_DIST_EXTRA_SET
-#define DS4_TP_COMPAT_DIST_EXTRA_SET(dist) 0
+#define DS4_TP_COMPAT_DIST_EXTRA_SET(dist)                                  \
+  ((dist)->layers.set || (dist)->prefill_chunk || (dist)->prefill_window || \
+   (dist)->activation_bits || (dist)->replay_check || (dist)->debug)
 #endif
 
 typedef struct ds4_tp ds4_tp;
@@ -91,10 +175,16 @@ typedef struct {
   uint32_t n_vocab;
   uint32_t quant_bits;
   uint32_t ctx_size;
+#if DS4_TP_COMPAT_RUNTIME_FEATURES
+  /* Engine arithmetic/layout choices both ranks must share exactly. */
+  uint32_t runtime_features;
+#endif
   uint32_t gate_slot_start;
   uint32_t gate_slot_step;
   uint32_t gates_per_token;
+#if DS4_TP_COMPAT_GATE_MASK
   uint64_t gate_slot_mask[DS4_TP_GATE_MASK_WORDS];
+#endif
 } ds4_tp_identity;
 
 /* True when opt->role is leader or worker. */
@@ -142,8 +232,15 @@ enum {
 };
 /* flags must match on both ranks; *full_experts: local capability in,
  * both ranks' AND out (may be NULL). 1 ok, 0 failure. */
+#if DS4_TP_COMPAT_AGREE_ARGS == 5
 int ds4_tp_agree_execution_mode(ds4_tp *tp, uint32_t flags, bool *full_experts,
                                 char *err, size_t errlen);
+#elif DS4_TP_COMPAT_AGREE_ARGS == 4
+int ds4_tp_agree_execution_mode(ds4_tp *tp, uint32_t flags, char *err,
+                                size_t errlen);
+#elif DS4_TP_COMPAT_AGREE_ARGS != 0
+#error "DS4_TP_COMPAT_AGREE_ARGS: 0, 4 or 5"
+#endif
 bool ds4_tp_failed(const ds4_tp *tp);
 void ds4_tp_mark_failed(ds4_tp *tp);
 
@@ -185,10 +282,12 @@ int ds4_tp_send_session_create(ds4_tp *tp, uint64_t session_id, int ctx_size);
 int ds4_tp_send_session_destroy(ds4_tp *tp, uint64_t session_id);
 int ds4_tp_send_sync(ds4_tp *tp, uint64_t session_id, const int *tokens,
                      uint32_t n_tokens);
+#if DS4_TP_COMPAT_VISION
 int ds4_tp_send_sync_multimodal(ds4_tp *tp, uint64_t session_id,
                                 const int *tokens, uint32_t n_tokens,
                                 const ds4_vision_span *images,
                                 uint32_t image_count);
+#endif
 int ds4_tp_send_eval(ds4_tp *tp, uint64_t session_id, uint64_t seq, int token);
 int ds4_tp_send_glm_mtp(ds4_tp *tp, uint64_t session_id, uint64_t seq,
                         int token, int limit);
@@ -236,7 +335,12 @@ typedef enum {
   DS4_TP_FRAME_EVAL_BATCH = 15,
   DS4_TP_FRAME_MIXED_BATCH = 16,
   DS4_TP_FRAME_COMMAND_ACK = 17,
+#if DS4_TP_COMPAT_ODINLINK_API
+  DS4_TP_FRAME_LOGITS_TOP2 = 18, /* the OdinLink fork's number */
+#endif
+#if DS4_TP_COMPAT_VISION
   DS4_TP_FRAME_SYNC_MULTIMODAL = 18,
+#endif
   DS4_TP_FRAME_RDMA_WARM = 19,
   DS4_TP_FRAME_RDMA_POSTED = 20,
   DS4_TP_FRAME_GLM_MTP = 21,
@@ -257,8 +361,10 @@ typedef struct {
   uint32_t n_tokens;
   ds4_tp_batch_item *items;
   uint32_t n_items;
+#if DS4_TP_COMPAT_VISION
   ds4_vision_span *images;
   uint32_t n_images;
+#endif
 } ds4_tp_command;
 
 /* Worker: blocks (as long as the leader lives) for the next command. 1 ok,
@@ -271,8 +377,9 @@ void ds4_tp_command_free(ds4_tp_command *command);
 int ds4_tp_hash_check(ds4_tp *tp, uint64_t seq, uint64_t hash, char *err,
                       size_t errlen);
 
-/* Worker -> leader logits half; count must be the leader's declared
- * logits half (ds4_tp_compat_set_logits_floats, default n_vocab / 2). */
+/* Worker -> leader logits half; count must be the logits half of the pair
+ * (see ds4_tp_compat_logits_floats: n_vocab / 2 when the head is split,
+ * else none is sent). */
 int ds4_tp_send_logits_half(ds4_tp *tp, const float *half, uint32_t count);
 int ds4_tp_recv_logits_half(ds4_tp *tp, float *half, uint32_t count);
 
@@ -308,20 +415,114 @@ int ds4_tp_small_exchange(ds4_tp *tp, const void *mine, void *peer,
 float *ds4_tp_head_row_out(ds4_tp *tp);
 int ds4_tp_head_row_send(ds4_tp *tp, uint32_t row, uint32_t floats);
 int ds4_tp_head_row_recv(ds4_tp *tp, uint32_t row, float *dst, uint32_t floats);
+#if DS4_TP_COMPAT_COMMIT_ACCEPT
+/* full_accept nonzero: keep the block (replay_n ignored); 0: roll back and
+ * replay replay_n tokens. The worker reads (1, 0) or (0, n). */
+int ds4_tp_send_verify_commit(ds4_tp *tp, int32_t full_accept, int32_t replay_n);
+int ds4_tp_recv_verify_commit(ds4_tp *tp, int32_t *full_accept, int32_t *replay_n);
+#else
 int ds4_tp_send_verify_commit(ds4_tp *tp, int32_t mode, int32_t token_count);
 /* Worker: reads the VERIFY_COMMIT that must follow a VERIFY. */
 int ds4_tp_recv_verify_commit(ds4_tp *tp, int32_t *mode, int32_t *token_count);
+#endif
 
 /* Engine's to implement (it runs the engine's sessions); build it on
  * ds4tp_worker_run via ds4_tp_compat_pair, see README.md. */
 int ds4_tp_worker_run(ds4_engine *engine, const ds4_tp_options *opt);
 
+#if DS4_TP_COMPAT_RUNTIME_FEATURES || DS4_TP_COMPAT_ODINLINK_API
+/* The identity's runtime_features (equal on both ranks once created). */
+uint32_t ds4_tp_runtime_features(const ds4_tp *tp);
+#endif
+
+#if DS4_TP_COMPAT_ODINLINK_API
+/* ---- the OdinLink fork's calls (DS4_TP_COMPAT_SHAPE_ODINLINK) ---- */
+enum {
+  DS4_TP_FEATURE_Q4K_WMMA = UINT32_C(1) << 0,
+  DS4_TP_FEATURE_BATCH_ATTN_HEAD_SPLIT = UINT32_C(1) << 1,
+  DS4_TP_FEATURE_ODINLINK_BATCH_ASYNC = UINT32_C(1) << 2,
+  /* Logits halves through ds4_tp_exchange_logits_halves. */
+  DS4_TP_FEATURE_RDMA_LOGITS = UINT32_C(1) << 3,
+  /* Rank 0 computes the full head: the worker ships no logits. */
+  DS4_TP_FEATURE_RANK0_FULL_LOGITS = UINT32_C(1) << 4,
+  /* The worker ships its best two (id, value) pairs per row. */
+  DS4_TP_FEATURE_GREEDY_TOP2 = UINT32_C(1) << 5,
+  DS4_TP_FEATURE_IQ2_I8_WMMA = UINT32_C(1) << 6,
+  DS4_TP_FEATURE_TEMPORAL_COMPRESSOR = UINT32_C(1) << 7,
+  /* Bits 8..15: first expert owned by rank 1. */
+  DS4_TP_FEATURE_EXPERT_SPLIT_SHIFT = 8,
+  DS4_TP_FEATURE_EXPERT_SPLIT_MASK = UINT32_C(0xff) << 8,
+  DS4_TP_FEATURE_Q4K_FUSED_MID = UINT32_C(1) << 16,
+  DS4_TP_FEATURE_HC_STAGE_EXACT_COOP = UINT32_C(1) << 17,
+  DS4_TP_FEATURE_INDEXER_TOPK_RADIX_TREE = UINT32_C(1) << 18
+};
+/* Bits of the expert split boundary, and back. Macros, not inline
+ * functions, so that the header stays bindable. */
+#define ds4_tp_feature_expert_split(first_rank1) \
+  ((uint32_t)(((uint32_t)(first_rank1) & UINT32_C(0xff)) << DS4_TP_FEATURE_EXPERT_SPLIT_SHIFT))
+#define ds4_tp_feature_expert_split_value(features) \
+  ((uint32_t)(((uint32_t)(features) & DS4_TP_FEATURE_EXPERT_SPLIT_MASK) >> \
+              DS4_TP_FEATURE_EXPERT_SPLIT_SHIFT))
+#define ds4_tp_runtime_features_equal(local, peer) ((uint32_t)(local) == (uint32_t)(peer))
+
+typedef struct {
+  int32_t id[2];
+  float value[2];
+} ds4_tp_logits_top2;
+
+/* Device copy for big-gate staging: accepted and unused (libds4tp stages
+ * through its own slab regions). */
+typedef int (*ds4_tp_devcopy_fn)(void *dst, const void *src, uint64_t bytes);
+void ds4_tp_set_devcopy(ds4_tp_devcopy_fn fn);
+/* True when big gates run over RDMA. */
+bool ds4_tp_big_gate_is_rdma_capable(const ds4_tp *tp);
+/* Always false: libds4tp registers device or host memory alike. */
+bool ds4_tp_requires_host_slab(const ds4_tp *tp);
+/* ds4_tp_slab_bytes for this pair. */
+uint64_t ds4_tp_alloc_slab_bytes(const ds4_tp *tp);
+/* No direct big regions: ds4_tp_big_capacity_rows is 0, so the engine
+ * keeps its own big-gate buffers; the offsets are UINT64_MAX. */
+uint64_t ds4_tp_slab_big_out_offset(const ds4_tp *tp);
+uint64_t ds4_tp_slab_big_in_offset(const ds4_tp *tp);
+uint32_t ds4_tp_big_capacity_rows(const ds4_tp *tp);
+/* Big gate whose waves of wave_bytes are announced through ready(ud, i)
+ * as they land; here all waves land with the whole exchange. */
+typedef void (*ds4_tp_big_wave_ready_fn)(void *ud, uint32_t wave);
+int ds4_tp_big_gate_exchange_waves(ds4_tp *tp, uint32_t layer, uint64_t seq,
+                                   const void *out, void *in, uint64_t bytes,
+                                   uint64_t wave_bytes, uint32_t waves,
+                                   ds4_tp_big_wave_ready_fn ready,
+                                   void *ready_ud);
+/* Both ranks after an eval with DS4_TP_FEATURE_RDMA_LOGITS: the leader
+ * receives the worker's upper half into logits + half_count; the worker
+ * sends its upper half (its lower half is left as it is). */
+int ds4_tp_exchange_logits_halves(ds4_tp *tp, float *logits, uint32_t half_count);
+/* DS4_TP_FEATURE_GREEDY_TOP2: one record per logits row, in place of a
+ * logits half. */
+int ds4_tp_send_logits_top2(ds4_tp *tp, const ds4_tp_logits_top2 *top2);
+int ds4_tp_recv_logits_top2(ds4_tp *tp, ds4_tp_logits_top2 *top2);
+#endif
+
 /* ---- compat extensions (not in the seed) ---- */
 
-/* Floats per logits half the leader declares with each command that
- * returns logits (libds4tp checks the count on both ranks). Default
- * n_vocab / 2; 0 = the worker ships no logits. 1 ok, 0 on NULL. */
+/* Floats per logits row the worker ships after SYNC, EVAL, batches and a
+ * replaying rollback; the leader declares it with each such command and
+ * libds4tp checks it on both ranks. Set at ds4_tp_create, the same way on
+ * both ranks, from (first match wins):
+ *   1. the environment: DS4_TP_LOGITS = split (n_vocab / 2), none (0) or
+ *      a float count;
+ *   2. ODINLINK runtime_features: RANK0_FULL_LOGITS 0, GREEDY_TOP2 4 (one
+ *      top-2 record), else split;
+ *   3. the gate schedule: DeepSeek's (every layer fires ATTN then FFN:
+ *      per_token 0, or start 0, step 1, per_token 2 * n_layer, no mask)
+ *      splits the vocabulary head; any other (GLM: FFN gates of sparse
+ *      layers, or a mask) does not, and nothing crosses after a sync or
+ *      an eval.
+ * Read it with ds4_tp_compat_logits_floats; an engine may also declare it
+ * once with ds4_tp_compat_set_logits_floats (both ranks, before the first
+ * session). 1 ok, 0 on NULL. */
 int ds4_tp_compat_set_logits_floats(ds4_tp *tp, uint32_t count);
+uint32_t ds4_tp_compat_logits_floats(const ds4_tp *tp);
 /* The underlying libds4tp pair (a ds4tp_pair *), for the calls the seed
  * lacks (gate service, staging hooks, ds4tp_worker_run). */
 struct ds4tp_pair *ds4_tp_compat_pair(ds4_tp *tp);

@@ -9,6 +9,9 @@
 #include <stdint.h>
 
 #define DS4_TP_GATE_MASK_WORDS 3
+/* This header keeps the flat ds4_vision_span (compat's layout 2); the
+ * engines' nested one is tested with engines/multimodal/ds4.h. */
+#define DS4_TP_COMPAT_VISION_SPAN 2
 
 typedef enum {
   DS4_TP_NONE = 0,
