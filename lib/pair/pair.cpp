@@ -3,16 +3,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 #include <sys/mman.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/clock.hpp"
 #include "control/liveness.hpp"
 #include "control/negotiate.hpp"
+#include "os/os.hpp"
 #include "session/session.hpp"
 #include "transport/rdma/rdma_transport.hpp"
 #include "transport/rdma/setup_link.hpp"
@@ -22,18 +20,7 @@
 namespace ds4tp {
 
 std::array<uint8_t, 16> host_identity() {
-  std::string seed;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, seed);
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  seed += '/';
-  seed += host;
-  // The shm directory's device and inode: ranks in containers that share
-  // a kernel but not /dev/shm cannot share memory, so they differ here.
-  struct stat st {};
-  if (stat("/dev/shm", &st) == 0)
-    seed += fmt::format("/{}:{}", uint64_t(st.st_dev), uint64_t(st.st_ino));
+  std::string seed = os::host_seed();
   // Test-only: lets a test pretend the ranks run on different hosts.
   if (const char *fake = std::getenv("DS4TP_TEST_HOST_ID"); fake != nullptr && *fake != 0) {
     seed += "/test:";
@@ -58,7 +45,7 @@ namespace {
 uint64_t random_cookie() {
   uint64_t v = 0;
   while (v == 0) {
-    if (getrandom(&v, sizeof v, 0) != sizeof v) v = now_ns() ^ uint64_t(getpid()) << 32;
+    if (!os::random_bytes(&v, sizeof v)) v = now_ns() ^ uint64_t(getpid()) << 32;
   }
   return v;
 }

@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "common/clock.hpp"
-#include "net/socket.hpp"
+#include "os/os.hpp"
 #include "pair/pair.hpp"
 #include "slab/schedule.hpp"
 
@@ -151,7 +151,7 @@ bool GateService::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, E
     const uint64_t t = now_ns();
     const uint64_t idle = t - idle_since;
     if (idle < cfg_.spin_ns) {
-      net::cpu_relax();
+      os::cpu_relax();
       continue;
     }
     if (t - last_scan >= kScanEveryNs) {
@@ -162,10 +162,9 @@ bool GateService::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, E
       }
     }
     if (idle < cfg_.spin_ns + cfg_.yield_ns) {
-      sched_yield();
+      os::yield_thread();
     } else {
-      timespec ts{time_t(cfg_.sleep_ns / 1000000000ull), long(cfg_.sleep_ns % 1000000000ull)};
-      nanosleep(&ts, nullptr);
+      os::sleep_ns(cfg_.sleep_ns);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "common/clock.hpp"
+#include "os/os.hpp"
 #include "wire/gate_header.hpp"
 
 namespace ds4tp::rdma {
@@ -603,7 +604,7 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
         next_check = t + kLiveCheckNs;
         if (peer_gone(gone_which)) gone_at = t;
       }
-      net::cpu_relax();
+      os::cpu_relax();
       continue;
     }
     // Past the spin window: nap briefly in poll(), which also wakes at

@@ -6,16 +6,14 @@
 #include <cstring>
 #include <string_view>
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "common/clock.hpp"
+#include "os/os.hpp"
 #include "transport/shm/segment.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/shm_offer.hpp"
@@ -39,7 +37,7 @@ using wire::GateKind;
 //            still read its header of gate t.
 //   big      (peer) u64 chunks it filled into this segment's big_in,
 //            u64 chunks it drained from its own big_in
-//   waiting  (owner sets, peer clears) u32 futex word, 1 while the owner
+//   waiting  (owner sets, peer clears) u32 word (os::wait_on_word), 1 while the owner
 //            sleeps
 constexpr uint64_t kCtlBytes = 4096;
 constexpr uint64_t kLineHeader = 0, kLineGate = 64, kLineBig = 192, kLineWaiting = 256;
@@ -78,13 +76,10 @@ void copy(uint8_t *dst, const uint8_t *src, uint64_t n) {
 }
 
 // Sleeps while the u32 at `p` (in a shared mapping) is 1, at most `ns`.
-void futex_wait(uint8_t *p, uint64_t ns) {
-  timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t *>(p), FUTEX_WAIT, 1u, &ts, nullptr, 0);
+void sleep_while_waiting(uint8_t *p, uint64_t ns) {
+  os::wait_on_word(reinterpret_cast<uint32_t *>(p), 1u, ns);
 }
-void futex_wake(uint8_t *p) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t *>(p), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-}
+void wake_sleeper(uint8_t *p) { os::wake_word(reinterpret_cast<uint32_t *>(p)); }
 
 const char *aux_name(uint16_t kind) { return kind == uint16_t(GateKind::Batch) ? "rows" : "gate"; }
 
@@ -159,14 +154,14 @@ class ShmTransport final : public Transport {
   // Release-stores `v` into a word of the peer's control page and wakes
   // the peer if it sleeps. The fence pairs with the one in wait(): either
   // we see its waiting word or it sees our store before sleeping. Only a
-  // sleeping peer costs a system call (FUTEX_WAKE).
+  // sleeping peer costs a system call (os::wake_word).
   void publish(uint8_t *w, uint64_t v) {
     word(w).store(v, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     auto waiting = word32(peer_ctl_ + kLineWaiting);
     if (waiting.load(std::memory_order_relaxed) != 0 &&
         waiting.exchange(0, std::memory_order_relaxed) != 0)
-      futex_wake(peer_ctl_ + kLineWaiting);
+      wake_sleeper(peer_ctl_ + kLineWaiting);
   }
 
   // 1 when the peer announced ticket `t` (then its header matched ours),
@@ -220,7 +215,7 @@ class ShmTransport final : public Transport {
   }
 
   bool peer_process_gone() {
-    if (peer_start_ == 0 || shm::process_alive(peer_pid_, peer_start_)) return false;
+    if (peer_start_ == 0 || os::process_alive(peer_pid_, peer_start_)) return false;
     gone_why_ = "process has exited";
     return true;
   }
@@ -269,7 +264,7 @@ int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
   // Spin: acquire loads and pause only; the clock (vDSO) every 64 rounds.
   while (t < spin_end) {
     for (int i = 0; i < 64; i++) {
-      net::cpu_relax();
+      os::cpu_relax();
       r = ready();
       if (r != 0) return r > 0 ? DS4TP_OK : r;
     }
@@ -288,7 +283,7 @@ int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
       next_proc = t + kProcessCheckNs;
     }
   }
-  // Sleep on our waiting word (a futex in shared memory): raise it, then
+  // Sleep on our waiting word (in shared memory): raise it, then
   // re-check before every sleep, so a publish either sees it (clears it
   // and wakes us) or lands before our check. Sleeps are cut into slices
   // so a dead peer is noticed within kSleepSliceNs.
@@ -320,7 +315,7 @@ int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
       }
       next_proc = t + kProcessCheckNs;
     }
-    futex_wait(my_ctl_ + kLineWaiting, std::min(deadline - t, kSleepSliceNs));
+    sleep_while_waiting(my_ctl_ + kLineWaiting, std::min(deadline - t, kSleepSliceNs));
   }
   waiting.store(0, std::memory_order_relaxed);
   return rc;
@@ -439,7 +434,7 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
 
 uint64_t random64() {
   uint64_t v = 0;
-  if (getrandom(&v, sizeof v, 0) != sizeof v) v = now_ns() * 0x9e3779b97f4a7c15ull;
+  if (!os::random_bytes(&v, sizeof v)) v = now_ns() * 0x9e3779b97f4a7c15ull;
   return v;
 }
 
@@ -492,7 +487,7 @@ int make_shm_transport(net::Fd &fd, const ShmSetup &s, const DataConfig &cfg,
   //    the name as soon as it has opened it.
   wire::ShmOffer offer;
   offer.pid = uint32_t(getpid());
-  offer.start_time = shm::process_start_time(getpid());
+  offer.start_time = os::process_start_time(getpid());
   offer.segment_bytes = bytes;
   std::string name = name_prefix(s.cookie, s.rank) + fmt::format("{}-{:016x}", getpid(), random64());
   if (mine.create(name, bytes, e) == DS4TP_OK) {
@@ -559,7 +554,7 @@ int make_shm_transport(net::Fd &fd, const ShmSetup &s, const DataConfig &cfg,
     // The pid is checked while waiting only if it names the peer here
     // (same pid namespace) and its start time proves it is the same process.
     uint64_t start = theirs.start_time != 0 &&
-                             shm::process_start_time(pid_t(theirs.pid)) == theirs.start_time
+                             os::process_start_time(pid_t(theirs.pid)) == theirs.start_time
                          ? theirs.start_time
                          : 0;
     out = std::make_unique<ShmTransport>(std::move(fd), std::move(mine), std::move(peer),

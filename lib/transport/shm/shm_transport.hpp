@@ -6,7 +6,7 @@
 // vector straight into the peer's in vector (one copy, no kernel), then
 // publishes on the peer's control page with a release store; the peer
 // waits with acquire loads, spinning for spin_ns and then sleeping on a
-// futex word the writer wakes only when the peer sleeps. A dead peer is
+// shared word the writer wakes only when the peer sleeps. A dead peer is
 // noticed by its data connection closing (checked each millisecond of
 // waiting) or its process being gone. docs/PROTOCOL.md, "shm transport".
 //

@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include "common/clock.hpp"
+#include "os/os.hpp"
 #include "wire/gate_header.hpp"
 
 namespace ds4tp {
@@ -83,10 +84,7 @@ class TcpTransport final : public Transport {
           uint64_t off = sent - wire::kGateHeaderBytes;
           iov[n++] = {const_cast<uint8_t *>(out) + off, size_t(bytes - off)};
         }
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = size_t(n);
-        ssize_t r = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t r = os::sendv_nosignal(fd, iov, n);
         if (r > 0) {
           sent += uint64_t(r);
           progress = true;
@@ -139,7 +137,7 @@ class TcpTransport final : public Transport {
       if (t >= deadline) return timeout(mine, got == 0 ? meet_ns : cfg_.gate_timeout_ns,
                                         sent, got, total, err);
       if (t - last < cfg_.spin_ns) {
-        net::cpu_relax();
+        os::cpu_relax();
         continue;
       }
       pollfd p{fd, short((got < total ? POLLIN : 0) | (sent < total ? POLLOUT : 0)), 0};
