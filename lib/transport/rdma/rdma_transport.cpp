@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 
 #include "common/clock.hpp"
-#include "os/os.hpp"
+#include "os/wait.hpp"
 #include "wire/gate_header.hpp"
 
 namespace ds4tp::rdma {
@@ -50,7 +50,6 @@ using wire::GateKind;
 constexpr uint64_t kSendBit = 1ull << 63;
 constexpr int kPostBatch = 32;           // work requests per post call (stack array)
 constexpr int kPollBatch = 32;           // completions per poll call
-constexpr uint64_t kLiveCheckNs = 1000000;  // liveness check period while spinning
 constexpr uint64_t kNapNs = 50000;          // one nap after the spin window
 constexpr uint64_t kGoneGraceNs = 2000000;  // completions still drained after peer EOF
 
@@ -102,7 +101,13 @@ class RdmaTransport final : public Transport {
         cfg_(cfg),
         tun_(t),
         sched_(sched),
-        log_(log) {}
+        log_(log) {
+    // Either socket closing means the peer process is gone.
+    watch_.watch_socket(data_.get(), "data");
+    watch_.watch_socket(control_fd_, "control");
+    policy_.spin_ns = cfg_.spin_ns;
+    policy_.grace_ns = kGoneGraceNs;
+  }
 
   ~RdmaTransport() override { detach(); }
 
@@ -247,7 +252,6 @@ class RdmaTransport final : public Transport {
   int wait_for(uint64_t want_recv, uint64_t want_send, const Op &op, Error &err,
                uint64_t idle_ns = 0);
   int handle(const Completion &c, const Op &op, Error &err);
-  int peer_gone(int &which) const;
 
   // ---- members -------------------------------------------------------
   std::unique_ptr<Device> dev_;
@@ -259,6 +263,8 @@ class RdmaTransport final : public Transport {
   Tuning tun_;
   slab::Schedule sched_;
   Logger log_;
+  os::PeerWatch watch_;
+  os::WaitPolicy policy_;
 
   std::unique_ptr<QueuePair> qp_;
   bool registered_ = false;
@@ -508,18 +514,6 @@ int RdmaTransport::warm_up(uint32_t attempt, bool &ok, Error &err) {
 // ---------------------------------------------------------------------
 // Completions
 
-int RdmaTransport::peer_gone(int &which) const {
-  pollfd p[2] = {{data_.get(), POLLRDHUP, 0}, {control_fd_, POLLRDHUP, 0}};
-  int r = ::poll(p, 2, 0);
-  if (r <= 0) return 0;
-  for (int i = 0; i < 2; i++)
-    if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
-      which = i;
-      return 1;
-    }
-  return 0;
-}
-
 int RdmaTransport::handle(const Completion &c, const Op &op, Error &err) {
   if (c.wr_id & kSendBit) {
     if (c.status != 0)
@@ -560,10 +554,8 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
                             uint64_t idle_ns) {
   if (idle_ns == 0) idle_ns = cfg_.gate_timeout_ns;
   Completion wc[kPollBatch];
-  uint64_t last = now_ns();
-  uint64_t next_check = last + kLiveCheckNs;
-  uint64_t gone_at = 0;
-  int gone_which = 0;
+  os::Waiter w(policy_, &watch_);
+  uint64_t deadline = w.last_progress() + idle_ns;
   for (;;) {
     if (recv_done_ >= want_recv && send_done_ >= want_send) return DS4TP_OK;
     int n = qp_->poll(wc, kPollBatch, err);
@@ -575,23 +567,22 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
     if (n > 0) {
       for (int i = 0; i < n; i++)
         if (int rc = handle(wc[i], op, err)) return rc;
-      last = now_ns();
+      w.progress();
+      deadline = w.last_progress() + idle_ns;
       continue;
     }
-    uint64_t t = now_ns();
-    if (gone_at != 0) {
-      // The peer closed; completions it caused before may still be
-      // arriving. Give them a moment, then report.
-      if (t - gone_at < kGoneGraceNs) continue;
+    // Past the spin window: nap briefly, waking at once when either
+    // socket reports the peer gone.
+    int rc = w.idle(deadline, [&](uint64_t left) { watch_.nap(std::min(left, kNapNs)); });
+    if (rc == DS4TP_EPEERCLOSED)
       return err.set(DS4TP_EPEERCLOSED,
                      "rdma {}: the peer closed the {} connection while this rank waited for "
                      "{} more receive(s) and {} send completion(s); the peer process has "
                      "probably exited",
-                     op.str(), gone_which == 0 ? "data" : "control",
+                     op.str(), watch_.socket_name() ? watch_.socket_name() : "data",
                      want_recv > recv_done_ ? want_recv - recv_done_ : 0,
                      want_send > send_done_ ? want_send - send_done_ : 0);
-    }
-    if (t - last >= idle_ns)
+    if (rc == DS4TP_ETIMEDOUT)
       return err.set(DS4TP_ETIMEDOUT,
                      "rdma {} timed out: nothing completed for {} ms while {} receive(s) and "
                      "{} send completion(s) were outstanding; the peer is stalled or not at "
@@ -599,25 +590,6 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
                      op.str(), idle_ns / 1000000,
                      want_recv > recv_done_ ? want_recv - recv_done_ : 0,
                      want_send > send_done_ ? want_send - send_done_ : 0);
-    if (t - last < cfg_.spin_ns) {
-      if (t >= next_check) {
-        next_check = t + kLiveCheckNs;
-        if (peer_gone(gone_which)) gone_at = t;
-      }
-      os::cpu_relax();
-      continue;
-    }
-    // Past the spin window: nap briefly in poll(), which also wakes at
-    // once when either socket reports the peer gone.
-    pollfd p[2] = {{data_.get(), POLLRDHUP, 0}, {control_fd_, POLLRDHUP, 0}};
-    timespec ts{0, long(kNapNs)};
-    int r = ::ppoll(p, 2, &ts, nullptr);
-    if (r > 0)
-      for (int i = 0; i < 2; i++)
-        if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
-          gone_which = i;
-          gone_at = now_ns();
-        }
   }
 }
 

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/clock.hpp"
-#include "os/os.hpp"
+#include "os/wait.hpp"
 #include "transport/shm/segment.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/shm_offer.hpp"
@@ -49,10 +49,8 @@ constexpr uint32_t kCtlVersion = 1;
 // Big gates cut the 4 MiB staging region into this many chunks, so the
 // writer fills one while the reader drains another.
 constexpr uint32_t kBigChunks = 8;
-// While spinning, look for a closed connection this often; the peer
-// process (a /proc read) is checked less often. Both only off the fast path.
-constexpr uint64_t kSocketCheckNs = 1000000;
-constexpr uint64_t kProcessCheckNs = 20000000;
+// Sleeps are cut into slices so the peer watch (os/wait.hpp: the data
+// connection, the peer process) runs at least this often.
 constexpr uint64_t kSleepSliceNs = 2000000;
 // memcpy may switch to non-temporal stores for large copies; those need a
 // store fence before the release store that publishes them.
@@ -97,6 +95,12 @@ class ShmTransport final : public Transport {
     my_ctl_ = mine_.base() + layout_.total;
     peer_ctl_ = peer_.base() + layout_.total;
     chunk_ = layout_.big_staging / kBigChunks;
+    // The kernel closes the data connection when the peer process dies;
+    // the pid is checked too when it names the peer here (start != 0).
+    watch_.watch_socket(fd_.get(), "data connection");
+    watch_.watch_process(peer_pid_, peer_start_);
+    policy_.spin_ns = cfg_.spin_ns;
+    policy_.clock_every = 64;  // acquire loads and pause only; the clock (vDSO) every 64 rounds
   }
 
   const char *name() const override { return "shm"; }
@@ -187,44 +191,18 @@ class ShmTransport final : public Transport {
   }
 
   // Waits until ready() returns 1 (OK) or a negative code (returned; err
-  // set by ready). Spins for spin_ns, then sleeps on our waiting word.
-  // `deadline` may be moved by ready() on progress. ETIMEDOUT and
-  // EPEERCLOSED are returned with err untouched: the caller words them
-  // (gone_why_ says how the peer went).
+  // set by ready). Spins for spin_ns, then sleeps on our waiting word
+  // (os::Waiter). `deadline` may be moved by ready() on progress.
+  // ETIMEDOUT and EPEERCLOSED are returned with err untouched: the caller
+  // words them (watch_.why() says how the peer went).
   template <class Ready>
   int wait(Ready &&ready, const uint64_t &deadline);
-
-  // True when the data connection closed or failed (the kernel closes it
-  // when the peer process dies). Nothing else travels on it after the
-  // handshake; stray bytes are read and dropped.
-  bool connection_closed() {
-    uint8_t buf[256];
-    for (int i = 0; i < 16; i++) {  // bounded: a chatty peer cannot keep us here
-      ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
-      if (n > 0) continue;
-      if (n == 0) {
-        gone_why_ = "closed the data connection";
-        return true;
-      }
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-      gone_why_ = "reset the data connection";
-      return true;
-    }
-    return false;
-  }
-
-  bool peer_process_gone() {
-    if (peer_start_ == 0 || os::process_alive(peer_pid_, peer_start_)) return false;
-    gone_why_ = "process has exited";
-    return true;
-  }
 
   int fail(const GateHeader &h, int code, bool peer_met, uint64_t limit_ns, Error &err) {
     if (code == DS4TP_EPEERCLOSED)
       return err.set(DS4TP_EPEERCLOSED,
                      "peer {} (pid {}) during {} (layer {}, {} {}, seq {}) over shm",
-                     gone_why_, peer_pid_, wire::gate_kind_name(h.kind), h.layer,
+                     watch_.why(), peer_pid_, wire::gate_kind_name(h.kind), h.layer,
                      aux_name(h.kind), h.aux, h.seq);
     if (code == DS4TP_ETIMEDOUT)
       return err.set(DS4TP_ETIMEDOUT,
@@ -251,71 +229,32 @@ class ShmTransport final : public Transport {
   uint64_t ticket_ = 0;                // gates of any kind so far
   uint32_t prev_region_ = kNoRegion;   // in-region the previous gate wrote
   uint64_t big_sent_ = 0, big_got_ = 0;  // chunks over the pair's lifetime
-  const char *gone_why_ = "went away";
+  os::PeerWatch watch_;
+  os::WaitPolicy policy_;
 };
 
 template <class Ready>
 int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
   int r = ready();
   if (r != 0) return r > 0 ? DS4TP_OK : r;
-  uint64_t t = now_ns();
-  const uint64_t spin_end = t + cfg_.spin_ns;
-  uint64_t next_sock = t + kSocketCheckNs, next_proc = t + kProcessCheckNs;
-  // Spin: acquire loads and pause only; the clock (vDSO) every 64 rounds.
-  while (t < spin_end) {
-    for (int i = 0; i < 64; i++) {
-      os::cpu_relax();
-      r = ready();
-      if (r != 0) return r > 0 ? DS4TP_OK : r;
-    }
-    t = now_ns();
-    if (t >= deadline) return DS4TP_ETIMEDOUT;
-    if (t >= next_sock) {
-      bool closed = connection_closed();
-      if ((r = ready()) != 0) return r > 0 ? DS4TP_OK : r;
-      if (closed) return DS4TP_EPEERCLOSED;
-      next_sock = t + kSocketCheckNs;
-    }
-    if (t >= next_proc) {
-      bool gone = peer_process_gone();
-      if ((r = ready()) != 0) return r > 0 ? DS4TP_OK : r;
-      if (gone) return DS4TP_EPEERCLOSED;
-      next_proc = t + kProcessCheckNs;
-    }
-  }
-  // Sleep on our waiting word (in shared memory): raise it, then
+  // Past the spin window, sleep on our waiting word: raise it, then
   // re-check before every sleep, so a publish either sees it (clears it
-  // and wakes us) or lands before our check. Sleeps are cut into slices
-  // so a dead peer is noticed within kSleepSliceNs.
+  // and wakes us) or lands before our check.
   auto waiting = word32(my_ctl_ + kLineWaiting);
-  int rc;
-  for (;;) {
+  auto sleep = [&](uint64_t left) {
     waiting.store(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (ready() == 0)
+      sleep_while_waiting(my_ctl_ + kLineWaiting, std::min(left, kSleepSliceNs));
+  };
+  os::Waiter w(policy_, &watch_);
+  int rc;
+  for (;;) {
     if ((r = ready()) != 0) {
       rc = r > 0 ? DS4TP_OK : r;
       break;
     }
-    t = now_ns();
-    if (t >= deadline) {
-      rc = DS4TP_ETIMEDOUT;
-      break;
-    }
-    if (t >= next_sock) {
-      if (connection_closed()) {
-        rc = (r = ready()) != 0 ? (r > 0 ? DS4TP_OK : r) : DS4TP_EPEERCLOSED;
-        break;
-      }
-      next_sock = t + kSleepSliceNs;
-    }
-    if (t >= next_proc) {
-      if (peer_process_gone()) {
-        rc = (r = ready()) != 0 ? (r > 0 ? DS4TP_OK : r) : DS4TP_EPEERCLOSED;
-        break;
-      }
-      next_proc = t + kProcessCheckNs;
-    }
-    sleep_while_waiting(my_ctl_ + kLineWaiting, std::min(deadline - t, kSleepSliceNs));
+    if ((rc = w.idle(deadline, sleep)) != DS4TP_OK) break;
   }
   waiting.store(0, std::memory_order_relaxed);
   return rc;
