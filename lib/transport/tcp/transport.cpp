@@ -1,4 +1,4 @@
-#include "transport/tcp/tcp_transport.hpp"
+#include "transport/tcp/transport.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "transport/shm/shm_transport.hpp"
+#include "transport/shm/transport.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -14,7 +14,6 @@
 
 #include "common/clock.hpp"
 #include "os/wait.hpp"
-#include "transport/shm/segment.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/shm_offer.hpp"
 
@@ -369,34 +368,6 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
   return DS4TP_OK;
 }
 
-// ---- handshake ----------------------------------------------------------
-
-uint64_t random64() {
-  uint64_t v = 0;
-  if (!os::random_bytes(&v, sizeof v)) v = now_ns() * 0x9e3779b97f4a7c15ull;
-  return v;
-}
-
-std::string name_prefix(uint64_t cookie, int rank) {
-  return fmt::format("/ds4tp-{:016x}-r{}-", cookie, rank);
-}
-
-int send_msg(int fd, const std::vector<uint8_t> &m, uint64_t deadline, Error &err) {
-  return net::write_all(fd, m.data(), m.size(), deadline, "shm handshake", err);
-}
-
-// Reads one handshake message: header, then exactly its body.
-int recv_msg(int fd, uint64_t deadline, wire::ShmHeader &h, std::vector<uint8_t> &body,
-             Error &err) {
-  uint8_t hdr[wire::kShmHeaderBytes];
-  int rc = net::read_exact(fd, hdr, sizeof hdr, deadline, "shm handshake", err);
-  if (rc != DS4TP_OK) return rc;
-  rc = wire::decode_shm_header(hdr, sizeof hdr, h, err);
-  if (rc != DS4TP_OK) return rc;
-  body.resize(h.body_bytes);
-  return net::read_exact(fd, body.data(), body.size(), deadline, "shm handshake", err);
-}
-
 void write_ctl_header(uint8_t *ctl, uint64_t slab_bytes) {
   uint8_t *h = ctl + kLineHeader;
   word32(h).store(kCtlMagic, std::memory_order_relaxed);
@@ -409,107 +380,31 @@ void write_ctl_header(uint8_t *ctl, uint64_t slab_bytes) {
 
 uint64_t shm_segment_bytes(const slab::Layout &layout) { return layout.total + kCtlBytes; }
 
-bool shm_available(const slab::Layout *layout, std::string &why) {
-  return shm::usable(layout ? 2 * shm_segment_bytes(*layout) : 0, why);
+namespace shm {
+
+void init_control_page(const Segment &mine, const slab::Layout &layout) {
+  write_ctl_header(mine.base() + layout.total, layout.total);
 }
 
-int make_shm_transport(net::Fd &fd, const ShmSetup &s, const DataConfig &cfg,
-                       std::unique_ptr<Transport> &out, std::string &fallback_why,
-                       Error &err) {
-  const uint64_t bytes = shm_segment_bytes(s.layout);
-  const int peer_rank = 1 - s.rank;
-  shm::Segment mine, peer;
-  std::string problem;  // why this rank cannot run shm, empty if it can
-  Error e;
-
-  // 1. Create our segment and offer its name at once: the peer removes
-  //    the name as soon as it has opened it.
-  wire::ShmOffer offer;
-  offer.pid = uint32_t(getpid());
-  offer.start_time = os::process_start_time(getpid());
-  offer.segment_bytes = bytes;
-  std::string name = name_prefix(s.cookie, s.rank) + fmt::format("{}-{:016x}", getpid(), random64());
-  if (mine.create(name, bytes, e) == DS4TP_OK) {
-    offer.ok = true;
-    offer.name = name;
-  } else {
-    offer.reason = problem = e.message;
-  }
-  int rc = send_msg(fd.get(), wire::encode_shm_offer(offer), s.deadline_ns, err);
-  if (rc != DS4TP_OK) return rc;
-  if (offer.ok) {
-    if (mine.map_created(e) == DS4TP_OK)
-      write_ctl_header(mine.base() + s.layout.total, s.layout.total);
-    else
-      problem = e.message;
-  }
-
-  // 2. Open the peer's segment.
-  wire::ShmHeader h;
-  std::vector<uint8_t> body;
-  rc = recv_msg(fd.get(), s.deadline_ns, h, body, err);
-  if (rc != DS4TP_OK) return rc;
-  wire::ShmOffer theirs;
-  rc = wire::decode_shm_offer(h, body.data(), body.size(), theirs, err);
-  if (rc != DS4TP_OK) return rc;
-  if (theirs.ok) {
-    std::string want = name_prefix(s.cookie, peer_rank);
-    if (theirs.name.compare(0, want.size(), want) != 0) {
-      if (problem.empty())
-        problem = fmt::format("the peer offered segment {}, which does not belong to this pair "
-                              "(names start with {})",
-                              theirs.name, want);
-    } else if (!problem.empty() || theirs.segment_bytes != bytes) {
-      if (problem.empty())
-        problem = fmt::format("the peer's segment is {} bytes but this rank's layout needs {}",
-                              theirs.segment_bytes, bytes);
-      shm_unlink(theirs.name.c_str());  // ours to clean up too: nobody will open it
-    } else if (peer.open_existing(theirs.name, bytes, e) != DS4TP_OK) {
-      problem = e.message;
-    }
-  }
-
-  // 3. Both say whether they are ready; shm only if both are.
-  wire::ShmReady ready{problem.empty() && theirs.ok, problem};
-  rc = send_msg(fd.get(), wire::encode_shm_ready(ready), s.deadline_ns, err);
-  if (rc != DS4TP_OK) return rc;
-  rc = recv_msg(fd.get(), s.deadline_ns, h, body, err);
-  if (rc != DS4TP_OK) return rc;
-  wire::ShmReady their_ready;
-  rc = wire::decode_shm_ready(h, body.data(), body.size(), their_ready, err);
-  if (rc != DS4TP_OK) return rc;
-  mine.unlink();  // the peer has opened it (or never will)
-
-  if (ready.ok && their_ready.ok) {
-    uint8_t *ph = peer.base() + s.layout.total + kLineHeader;
-    uint32_t magic = word32(ph).load(std::memory_order_relaxed);
-    uint32_t version = word32(ph + 4).load(std::memory_order_relaxed);
-    uint64_t slab = word(ph + 8).load(std::memory_order_relaxed);
-    if (magic != kCtlMagic || version != kCtlVersion || slab != s.layout.total)
-      return err.set(DS4TP_EPROTO,
-                     "the peer's shm segment has control magic 0x{:08x} version {} slab {} "
-                     "bytes; expected 0x{:08x} version {} slab {} bytes",
-                     magic, version, slab, kCtlMagic, kCtlVersion, s.layout.total);
-    // The pid is checked while waiting only if it names the peer here
-    // (same pid namespace) and its start time proves it is the same process.
-    uint64_t start = theirs.start_time != 0 &&
-                             os::process_start_time(pid_t(theirs.pid)) == theirs.start_time
-                         ? theirs.start_time
-                         : 0;
-    out = std::make_unique<ShmTransport>(std::move(fd), std::move(mine), std::move(peer),
-                                         pid_t(theirs.pid), start, s.layout, cfg);
-    return DS4TP_OK;
-  }
-  std::string why = !problem.empty()       ? fmt::format("this rank: {}", problem)
-                    : !theirs.ok           ? fmt::format("the peer: {}", theirs.reason)
-                                           : fmt::format("the peer: {}", their_ready.reason);
-  if (s.forced)
-    return err.set(DS4TP_EUNSUPPORTED,
-                   "transport shm was requested but shared memory cannot be set up ({}); use "
-                   "transport tcp or auto",
-                   why);
-  fallback_why = why;
+int check_control_page(const Segment &peer, const slab::Layout &layout, Error &err) {
+  uint8_t *ph = peer.base() + layout.total + kLineHeader;
+  uint32_t magic = word32(ph).load(std::memory_order_relaxed);
+  uint32_t version = word32(ph + 4).load(std::memory_order_relaxed);
+  uint64_t slab = word(ph + 8).load(std::memory_order_relaxed);
+  if (magic != kCtlMagic || version != kCtlVersion || slab != layout.total)
+    return err.set(DS4TP_EPROTO,
+                   "the peer's shm segment has control magic 0x{:08x} version {} slab {} "
+                   "bytes; expected 0x{:08x} version {} slab {} bytes",
+                   magic, version, slab, kCtlMagic, kCtlVersion, layout.total);
   return DS4TP_OK;
 }
 
+std::unique_ptr<Transport> make_transport(net::Fd fd, Segment mine, Segment peer, pid_t peer_pid,
+                                          uint64_t peer_start, const slab::Layout &layout,
+                                          const DataConfig &cfg) {
+  return std::make_unique<ShmTransport>(std::move(fd), std::move(mine), std::move(peer),
+                                        peer_pid, peer_start, layout, cfg);
+}
+
+}  // namespace shm
 }  // namespace ds4tp
