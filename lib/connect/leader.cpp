@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "connect/state.hpp"
+#include "os/os.hpp"
 
 namespace ds4tp::connect {
 
@@ -72,7 +73,7 @@ int Bringup::listen(Error &err) {
                    gai_strerror(rc));
   std::string last = "no address";
   for (addrinfo *a = res; a && m->listen_fd < 0; a = a->ai_next) {
-    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = os::open_socket(a->ai_family, a->ai_socktype, 0);
     if (fd < 0) {
       last = std::strerror(errno);
       continue;
