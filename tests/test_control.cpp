@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "alloc_count.hpp"
-#include "control/channel.hpp"
-#include "control/liveness.hpp"
+#include "talk/channel.hpp"
+#include "talk/liveness.hpp"
 #include "frame_samples.hpp"
 #include "support/procs.hpp"
 #include "session/session.hpp"
@@ -28,9 +28,9 @@
 
 using namespace ds4tp;
 using namespace ds4tp::wire;
-using control::Channel;
-using control::ChannelConfig;
-using control::Frame;
+using talk::Channel;
+using talk::ChannelConfig;
+using talk::Frame;
 
 namespace {
 
@@ -248,7 +248,7 @@ TEST_CASE("a hostile or broken peer gets a named protocol error, never an alloca
       ch.abandon();
     });
     auto t0 = Clock::now();
-    int rc = ch.recv(f, control::kNoTimeout, "waiting for a command", err);
+    int rc = ch.recv(f, talk::kNoTimeout, "waiting for a command", err);
     t.join();
     REQUIRE(rc == DS4TP_EFAILED);
     REQUIRE(ms_since(t0) < 1500);
@@ -259,7 +259,7 @@ TEST_CASE("a hostile or broken peer gets a named protocol error, never an alloca
       ::shutdown(tp.a, SHUT_RDWR);
     });
     auto t0 = Clock::now();
-    int rc = ch.recv(f, control::kNoTimeout, "waiting for a command", err);
+    int rc = ch.recv(f, talk::kNoTimeout, "waiting for a command", err);
     t.join();
     REQUIRE(rc == DS4TP_EPEERCLOSED);
     REQUIRE(ms_since(t0) < 1500);
@@ -382,20 +382,20 @@ TEST_CASE("the liveness scan finds a STOP or a worker's error among unread frame
   int status = 0;
   std::vector<uint8_t> buf = logits;
   buf.insert(buf.end(), error.begin(), error.end());
-  REQUIRE(control::scan_pending(buf.data(), buf.size(), 1u << 20, why, status) ==
-          control::Pending::WorkerError);
+  REQUIRE(talk::scan_pending(buf.data(), buf.size(), 1u << 20, why, status) ==
+          talk::Pending::WorkerError);
   REQUIRE(status == -5);
   REQUIRE_THAT(why, Catch::Contains("EVAL") && Catch::Contains("engine ran out of KV cache"));
   // The error is cut short: not found.
-  REQUIRE(control::scan_pending(buf.data(), buf.size() - 1, 1u << 20, why, status) ==
-          control::Pending::Nothing);
+  REQUIRE(talk::scan_pending(buf.data(), buf.size() - 1, 1u << 20, why, status) ==
+          talk::Pending::Nothing);
   // Starting inside a frame (a reader consumed part of it): not found.
-  REQUIRE(control::scan_pending(buf.data() + 5, buf.size() - 5, 1u << 20, why, status) ==
-          control::Pending::Nothing);
+  REQUIRE(talk::scan_pending(buf.data() + 5, buf.size() - 5, 1u << 20, why, status) ==
+          talk::Pending::Nothing);
   buf = logits;
   buf.insert(buf.end(), stop.begin(), stop.end());
-  REQUIRE(control::scan_pending(buf.data(), buf.size(), 1u << 20, why, status) == control::Pending::Stop);
+  REQUIRE(talk::scan_pending(buf.data(), buf.size(), 1u << 20, why, status) == talk::Pending::Stop);
   // Only replies: the reader may still take them before the close counts.
-  REQUIRE(control::scan_pending(logits.data(), logits.size(), 1u << 20, why, status) ==
-          control::Pending::Replies);
+  REQUIRE(talk::scan_pending(logits.data(), logits.size(), 1u << 20, why, status) ==
+          talk::Pending::Replies);
 }

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/clock.hpp"
-#include "control/liveness.hpp"
+#include "talk/liveness.hpp"
 #include "connect/negotiate.hpp"
 #include "os/os.hpp"
 #include "session/session.hpp"
@@ -424,10 +424,10 @@ int Pair::start_control_plane(Error &err) {
   sc.n_layer = layout_.slots / 2;
   sc.n_embd = id_.n_embd;
   session_ = std::make_unique<session::Session>(control_.get(), sc, log_);
-  control::LivenessConfig lc;
+  talk::LivenessConfig lc;
   lc.role = opt_.role;
   lc.max_frame_bytes = opt_.max_frame_bytes;
-  control::LivenessHooks hooks;
+  talk::LivenessHooks hooks;
   session::Session *s = session_.get();
   hooks.close_expected = [s] { return s->stopped(); };
   hooks.dead = [this, s](int code, const std::string &why, int status) {
@@ -438,7 +438,7 @@ int Pair::start_control_plane(Error &err) {
     e.message = why;
     record(e, true);
   };
-  return control::Liveness::start(control_.get(), lc, std::move(hooks), log_, liveness_, err);
+  return talk::Liveness::start(control_.get(), lc, std::move(hooks), log_, liveness_, err);
 }
 
 }  // namespace ds4tp

@@ -29,7 +29,7 @@ namespace session {
 class Session;
 class WorkerEngine;
 }  // namespace session
-namespace control { class Liveness; }
+namespace talk { class Liveness; }
 
 // Where a leader listens and a worker looks for it unless told otherwise.
 inline constexpr const char *kDefaultHost = "127.0.0.1";
@@ -179,7 +179,7 @@ class Pair {
   // calls, and the watcher that latches failure when the peer goes away.
   int start_control_plane(Error &err);
   std::unique_ptr<session::Session> session_;
-  std::unique_ptr<control::Liveness> liveness_;
+  std::unique_ptr<talk::Liveness> liveness_;
   bool connected_ = false;
   uint8_t *slab_ = nullptr;
   void *owned_slab_ = nullptr;

@@ -17,7 +17,7 @@ template <typename Msg>
 int Session::swap(FrameType t, size_t bytes, const Msg &mine, Msg &peer, const char *what,
                   Error &err) {
   if (int rc = send(t, bytes, [&](wire::Writer &w) { wire::encode(w, mine); }, err)) return rc;
-  control::Frame f;
+  talk::Frame f;
   if (int rc = read_expect(t, what, f, err)) return rc;
   return wire::decode(f.payload, f.bytes(), peer, err);
 }

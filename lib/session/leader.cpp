@@ -264,7 +264,7 @@ int Session::read_ack(wire::Reply kind, uint64_t session, Msg &m, char (&what)[9
                 frame_name(await_type_), (unsigned long long)await_session_);
   // A worker failure read here (EREMOTE) gets its status from the C layer,
   // which also covers one the liveness watcher latched first.
-  control::Frame f;
+  talk::Frame f;
   if (int rc = read_expect(reply, what, f, err)) return rc;
   return wire::decode(f.payload, f.bytes(), m, err);
 }
@@ -312,7 +312,7 @@ int Session::recv_logits(float *dst, uint32_t count, Error &err) {
   if (count != logits_floats_)
     return err.set(DS4TP_EINVAL, "recv_logits for {} floats, but {} asked for {} per half", count,
                    frame_name(await_type_), logits_floats_);
-  control::Frame f;
+  talk::Frame f;
   if (int rc = read_expect(FrameType::Logits, "waiting for a LOGITS half", f, err)) return rc;
   wire::LogitsHead h;
   if (int rc = wire::decode(f.payload, f.bytes(), h, err)) return rc;
@@ -329,7 +329,7 @@ int Session::head_row_recv(uint32_t row, float *dst, uint32_t floats, Error &err
   Lock l(mu_);
   if (int rc = leader_only("ds4tp_head_row_recv", err)) return rc;
   if (int rc = check_head_row(row, floats, err)) return rc;
-  control::Frame f;
+  talk::Frame f;
   if (int rc = read_expect(FrameType::HeadRow, "waiting for the worker's HEAD_ROW", f, err))
     return rc;
   wire::HeadRowHead h;

@@ -28,7 +28,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "control/channel.hpp"
+#include "talk/channel.hpp"
 #include "wire/frames.hpp"
 
 namespace ds4tp::session {
@@ -182,7 +182,7 @@ class Session {
   // Reads the next frame, which must be `want`. Skips stale HEAD_ROW frames
   // (a row of a verify block the leader moved past) and turns a
   // WORKER_ERROR into EREMOTE.
-  int read_expect(wire::FrameType want, const char *what, control::Frame &f, Error &err);
+  int read_expect(wire::FrameType want, const char *what, talk::Frame &f, Error &err);
   // Leader: the checks of wait_ack (`kind` Ack) or wait_sync (SyncAck), then
   // reads and decodes the reply; `what` receives the description errors use.
   template <typename Msg>
@@ -194,7 +194,7 @@ class Session {
   template <typename Msg>
   int swap(wire::FrameType t, size_t bytes, const Msg &mine, Msg &peer, const char *what,
            Error &err);
-  int decode_command(const control::Frame &f, Command &cmd, Error &err);
+  int decode_command(const talk::Frame &f, Command &cmd, Error &err);
   // Worker: sends the status reply the last command owes (COMMAND_ACK or
   // SYNC_ACK); status 0 opens the logits halves that follow.
   template <typename Msg>
@@ -202,7 +202,7 @@ class Session {
 
   SessionConfig cfg_;
   Logger log_;
-  control::Channel ch_;
+  talk::Channel ch_;
   std::mutex mu_;
   std::atomic<bool> stopped_{false};
   std::atomic<int32_t> remote_status_{0};

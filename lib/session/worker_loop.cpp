@@ -32,7 +32,7 @@ int run_worker(const WorkerEnv &env, Error &err) {
   for (;;) {
     if (env.failed())
       return err.set(DS4TP_EFAILED, "worker loop: the pair failed; stopping");
-    int rc = s.recv_command(cmd, control::kNoTimeout, err);
+    int rc = s.recv_command(cmd, talk::kNoTimeout, err);
     if (rc != DS4TP_OK) {
       if (worth_reporting(rc)) return report(rc, err.message, rc);
       return rc;

@@ -20,7 +20,7 @@ constexpr int64_t kErrorReportMs = 1000;  // a failing worker does not wait long
 
 uint32_t Session::logits_owed() const { return owed_logits_; }
 
-int Session::decode_command(const control::Frame &f, Command &c, Error &err) {
+int Session::decode_command(const talk::Frame &f, Command &c, Error &err) {
   const uint8_t *p = f.payload;
   const size_t n = f.bytes();
   c.type = f.type();
@@ -178,7 +178,7 @@ int Session::recv_command(Command &cmd, int64_t timeout_ms, Error &err) {
   int64_t t = timeout_ms;
   if (verify_open_ && (t < 0 || t > cfg_.frame_timeout_ms)) t = cfg_.frame_timeout_ms;
   const char *what = verify_open_ ? "waiting for the VERIFY_COMMIT" : "waiting for a command";
-  control::Frame f;
+  talk::Frame f;
   if (int rc = ch_.recv(f, t, what, err)) return rc;
   last_type_ = f.type();  // a failure report names the frame even if it is malformed
   last_session_ = f.bytes() >= 8 ? wire::get_u64(f.payload) : 0;

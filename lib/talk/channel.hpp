@@ -20,7 +20,7 @@
 #include "wire/codec.hpp"
 #include "wire/frames.hpp"
 
-namespace ds4tp::control {
+namespace ds4tp::talk {
 
 struct ChannelConfig {
   int role = 0;                          // ds4tp_role of this end
@@ -107,4 +107,4 @@ class Channel {
   uint8_t rhdr_[wire::kFrameHeaderBytes] = {};
 };
 
-}  // namespace ds4tp::control
+}  // namespace ds4tp::talk

@@ -1,4 +1,4 @@
-#include "control/channel.hpp"
+#include "talk/channel.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -11,7 +11,7 @@
 #include "common/clock.hpp"
 #include "os/os.hpp"
 
-namespace ds4tp::control {
+namespace ds4tp::talk {
 
 namespace {
 
@@ -202,4 +202,4 @@ int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err) 
   return DS4TP_OK;
 }
 
-}  // namespace ds4tp::control
+}  // namespace ds4tp::talk

@@ -1,4 +1,4 @@
-#include "control/liveness.hpp"
+#include "talk/liveness.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -15,7 +15,7 @@
 #include "os/os.hpp"
 #include "wire/frames.hpp"
 
-namespace ds4tp::control {
+namespace ds4tp::talk {
 
 namespace {
 
@@ -213,4 +213,4 @@ Liveness::~Liveness() {
   }
 }
 
-}  // namespace ds4tp::control
+}  // namespace ds4tp::talk

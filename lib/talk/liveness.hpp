@@ -24,7 +24,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 
-namespace ds4tp::control {
+namespace ds4tp::talk {
 
 struct LivenessHooks {
   // True once the lockstep ended normally (STOP sent or received): the
@@ -71,4 +71,4 @@ enum class Pending {
 Pending scan_pending(const uint8_t *buf, size_t len, uint32_t max_frame_bytes, std::string &why,
                      int &status);
 
-}  // namespace ds4tp::control
+}  // namespace ds4tp::talk
