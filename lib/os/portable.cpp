@@ -134,8 +134,9 @@ void shared_mapping_removed(const void *base) {
 }
 
 void wait_on_word(uint32_t *word, uint32_t expected, uint64_t timeout_ns) {
-  std::atomic_ref<uint32_t> w(*word);
-  if (w.load(std::memory_order_acquire) != expected) return;
+  // __atomic builtins, not std::atomic_ref: older libc++ (Apple's before
+  // LLVM 19, Zig 0.11's) lacks the latter.
+  if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != expected) return;
   const Mapping *m = find_mapping(word);
   if (m == nullptr) {
     sleep_for(std::min(timeout_ns, kUnregisteredSleepNs));
@@ -147,7 +148,7 @@ void wait_on_word(uint32_t *word, uint32_t expected, uint64_t timeout_ns) {
   char buf[64];
   while (::read(m->rfd, buf, sizeof buf) > 0) {
   }
-  if (w.load(std::memory_order_acquire) != expected) return;
+  if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != expected) return;
   pollfd p{m->rfd, POLLIN, 0};
   const uint64_t ms = (timeout_ns + 999999) / 1000000;
   ::poll(&p, 1, int(std::min<uint64_t>(ms, 1u << 30)));

@@ -226,7 +226,7 @@ bool find_port(const Verbs &v, const ProbeRequest &req, Found &f, std::string &w
   if (n == 0) {
 #if defined(__APPLE__)
     why = "librdma found no rdma_en* device (is a Thunderbolt 5 cable connected and RDMA "
-          "enabled with `rdma_ctl enable` in recovery mode?)";
+          "enabled with `rdma_ctl enable`?)";
 #else
     why = "libibverbs found no RDMA devices";
 #endif
