@@ -256,6 +256,13 @@ bool wake_open(int fds[2]) { return portable::wake_open(fds); }
 void wake_signal(const int fds[2]) { portable::wake_signal(fds); }
 void wake_close(int fds[2]) { portable::wake_close(fds); }
 
+// ---- CPUs ------------------------------------------------------------------
+
+// macOS has no hard affinity (THREAD_AFFINITY_POLICY is a hint, ignored
+// on Apple silicon): any online CPU is allowed, pinning is a no-op.
+bool cpu_allowed(int cpu, int &allowed) { return portable::cpu_allowed(cpu, allowed); }
+void pin_thread(int) {}
+
 // ---- RDMA verbs ------------------------------------------------------------------
 
 // Apple's RDMA over Thunderbolt (macOS 26.2+). /usr/lib libraries live in

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -32,6 +33,22 @@ void yield_thread() { sched_yield(); }
 void sleep_ns(uint64_t ns) {
   timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
   nanosleep(&ts, nullptr);
+}
+
+bool cpu_allowed(int cpu, int &allowed) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  bool ok = cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof set, &set) == 0 &&
+            CPU_ISSET(cpu, &set);
+  allowed = CPU_COUNT(&set);
+  return ok;
+}
+
+void pin_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
 // Not FUTEX_PRIVATE: the word lives in a mapping two processes share.

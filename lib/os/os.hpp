@@ -40,6 +40,14 @@ void yield_thread();
 // Sleeps `ns` (gate path, slow phase).
 void sleep_ns(uint64_t ns);
 
+// ---- CPUs ------------------------------------------------------------------
+
+// True when this process may run on CPU `cpu`; `allowed` is how many CPUs
+// it may run on (0 when the OS does not say).
+bool cpu_allowed(int cpu, int &allowed);
+// Binds the calling thread to CPU `cpu` (best effort).
+void pin_thread(int cpu);
+
 // ---- cross-process wait/wake on a shared word -------------------------
 
 // Sleeps while the u32 at `word` (in a MAP_SHARED mapping another process

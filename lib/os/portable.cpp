@@ -70,8 +70,29 @@ void sleep_for(uint64_t ns) {
   nanosleep(&ts, nullptr);
 }
 
-// Unregistered words: sleep this long at most per call (the caller loops).
-constexpr uint64_t kUnregisteredSleepNs = 100000;
+// Words outside every registered mapping share one pipe of this process:
+// threads of this process (and children forked after it was made) wake
+// each other through it; another process cannot, and its waiter sleeps
+// until its timeout.
+const Mapping &local_pipe() {
+  static Mapping *m = [] {
+    auto *p = new Mapping;  // never freed: a gate may use it during exit
+    int fds[2];
+    if (::pipe(fds) == 0) {
+      set_cloexec_nonblock(fds[0]);
+      set_cloexec_nonblock(fds[1]);
+      p->rfd = fds[0];
+      p->wfd = fds[1];
+    }
+    return p;
+  }();
+  return *m;
+}
+
+const Mapping *mapping_or_local(const void *word) {
+  const Mapping *m = find_mapping(word);
+  return m != nullptr ? m : &local_pipe();
+}
 
 }  // namespace
 
@@ -137,9 +158,9 @@ void wait_on_word(uint32_t *word, uint32_t expected, uint64_t timeout_ns) {
   // __atomic builtins, not std::atomic_ref: older libc++ (Apple's before
   // LLVM 19, Zig 0.11's) lacks the latter.
   if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != expected) return;
-  const Mapping *m = find_mapping(word);
-  if (m == nullptr) {
-    sleep_for(std::min(timeout_ns, kUnregisteredSleepNs));
+  const Mapping *m = mapping_or_local(word);
+  if (m->rfd < 0) {  // no pipe could be made: a short nap, the caller loops
+    sleep_for(std::min<uint64_t>(timeout_ns, 100000));
     return;
   }
   // A waker changes the word before it pokes, and the poke stays in the
@@ -157,8 +178,8 @@ void wait_on_word(uint32_t *word, uint32_t expected, uint64_t timeout_ns) {
 }
 
 void wake_word(uint32_t *word) {
-  const Mapping *m = find_mapping(word);
-  if (m == nullptr) return;  // its waiter sleeps in short slices
+  const Mapping *m = mapping_or_local(word);
+  if (m->wfd < 0) return;
   const char c = 1;
   // EAGAIN: the FIFO is full of pokes nobody drained yet; one is enough.
   (void)!::write(m->wfd, &c, 1);
@@ -208,6 +229,12 @@ int shm_open_cloexec(const char *name, int oflag, mode_t mode) {
   int fd = ::shm_open(name, oflag, mode);
   if (fd >= 0) fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
   return fd;
+}
+
+bool cpu_allowed(int cpu, int &allowed) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  allowed = n > 0 ? int(n) : 0;
+  return cpu >= 0 && (allowed == 0 || cpu < allowed);
 }
 
 // ---- sockets -------------------------------------------------------------------

@@ -27,7 +27,10 @@ namespace ds4tp::os::portable {
 // mapping holds both ends open, so a write never meets a FIFO without a
 // reader (no EPIPE, no SIGPIPE) and a read end never sees a hang-up.
 //
-// Words outside any registered mapping fall back to short sleeps.
+// Words outside any registered mapping share one pipe per process: they
+// are woken from this process (or a child forked after the first wait or
+// wake), not from an unrelated one, whose wake is lost and whose waiter
+// sleeps until its timeout.
 //
 // Why a FIFO and not spin-then-sleep backoff (measured on this project's
 // Linux CI host, 2 loaded cores, ping-pong between two processes that
@@ -99,6 +102,9 @@ int wait_hangup(const int *fds, int nfds, uint64_t timeout_ns, Hangup &how);
 bool wake_open(int fds[2]);
 void wake_signal(const int fds[2]);
 void wake_close(int fds[2]);
+
+// sysconf(_SC_NPROCESSORS_ONLN): any online CPU.
+bool cpu_allowed(int cpu, int &allowed);
 
 // FNV-1a, 64 bits: names derived from longer names.
 uint64_t hash64(const std::string &s);

@@ -78,12 +78,12 @@ bool wake_open(int fds[2]) { return portable::wake_open(fds); }
 void wake_signal(const int fds[2]) { portable::wake_signal(fds); }
 void wake_close(int fds[2]) { portable::wake_close(fds); }
 
+// No portable affinity call: any online CPU is allowed, pinning is a no-op.
+bool cpu_allowed(int cpu, int &allowed) { return portable::cpu_allowed(cpu, allowed); }
+void pin_thread(int) {}
+
 const char *const *verbs_library_names() {
-#if defined(__linux__)
   static const char *const names[] = {"libibverbs.so.1", nullptr};
-#else
-  static const char *const names[] = {"libibverbs.so.1", "libibverbs.so", nullptr};
-#endif
   return names;
 }
 

@@ -1,4 +1,4 @@
-/* A stand-in verbs library for the loader tests (test_os): every symbol
+/* A stand-in verbs library for the loader tests (test_platform): every symbol
  * the loader resolves, no devices. Built twice: with
  * FAKE_VERBS_DATA_PATH it also exports ibv_post_send, ibv_post_recv and
  * ibv_poll_cq as functions, as Apple's librdma may; without, like
