@@ -1,7 +1,7 @@
 // Transport negotiation: a pure function both ranks evaluate alike.
 #include <catch2/catch.hpp>
 
-#include "control/negotiate.hpp"
+#include "connect/negotiate.hpp"
 
 using namespace ds4tp;
 using namespace ds4tp::wire;
@@ -18,8 +18,8 @@ Hello rank(int role, uint32_t caps, int request, uint8_t host) {
 int pick(const Hello &a, const Hello &b, Error &err) {
   int x = -1, y = -1;
   Error e2;
-  int rc1 = control::negotiate_transport(a, b, x, err);
-  int rc2 = control::negotiate_transport(b, a, y, e2);
+  int rc1 = connect::negotiate_transport(a, b, x, err);
+  int rc2 = connect::negotiate_transport(b, a, y, e2);
   REQUIRE(rc1 == rc2);  // both ranks reach the same verdict...
   REQUIRE(err.message == e2.message);  // ...worded the same way
   if (rc1) return rc1;
@@ -57,4 +57,19 @@ TEST_CASE("an impossible explicit request says which rank lacks it") {
   REQUIRE(pick(rank(1, kAll, 0, 1), rank(2, kCapTcp, DS4TP_TRANSPORT_RDMA, 1), err) ==
           DS4TP_EUNSUPPORTED);
   REQUIRE_THAT(err.message, Catch::Contains("the worker does not offer it"));
+}
+
+TEST_CASE("the hello judgement: a role clash, and rdma refused in this rank's words") {
+  Error err;
+  int chosen = -1;
+  REQUIRE(connect::judge_hello(rank(1, kAll, 0, 1), rank(1, kAll, 0, 1), "", chosen, err) ==
+          DS4TP_EPROTO);
+  REQUIRE_THAT(err.message, Catch::Contains("both ranks claim the leader role"));
+  REQUIRE(connect::judge_hello(rank(2, kCapTcp, 0, 1), rank(1, kAll, DS4TP_TRANSPORT_RDMA, 2),
+                               "no port", chosen, err) == DS4TP_EUNSUPPORTED);
+  REQUIRE_THAT(err.message,
+               Catch::Contains("this rank (worker) has no RDMA device: no port"));
+  REQUIRE(connect::judge_hello(rank(1, kAll, 0, 1), rank(2, kAll, 0, 2), "", chosen, err) ==
+          DS4TP_OK);
+  REQUIRE(chosen == DS4TP_TRANSPORT_RDMA);
 }

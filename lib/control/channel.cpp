@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include <poll.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -147,7 +146,7 @@ int Channel::io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_
         // Each round is a syscall anyway; yielding lets a peer that shares
         // this CPU (more spinning threads than free cores) run and answer,
         // instead of waiting for our spin to run out.
-        sched_yield();
+        os::yield_thread();
         continue;
       }
     }

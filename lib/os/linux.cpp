@@ -225,4 +225,11 @@ const char *const *verbs_library_names() {
   return names;
 }
 
+// sysfs, for libraries without ibv_query_gid_ex.
+bool rdma_gid_type(const char *device, int port, int index, std::string &type) {
+  std::ifstream f("/sys/class/infiniband/" + std::string(device) + "/ports/" +
+                  std::to_string(port) + "/gid_attrs/types/" + std::to_string(index));
+  return bool(std::getline(f, type));
+}
+
 }  // namespace ds4tp::os

@@ -140,5 +140,8 @@ void wake_close(int fds[2]);
 // Library names tried, in order, when neither the caller nor
 // $DS4TP_VERBS_LIB names one; nullptr-terminated.
 const char *const *verbs_library_names();
+// The RoCE type of GID `index` on `device` port `port` as the OS reports
+// it outside verbs ("RoCE v2", "IB/RoCE v1"); false when it does not.
+bool rdma_gid_type(const char *device, int port, int index, std::string &type);
 
 }  // namespace ds4tp::os

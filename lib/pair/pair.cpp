@@ -10,9 +10,10 @@
 
 #include "common/clock.hpp"
 #include "control/liveness.hpp"
-#include "control/negotiate.hpp"
+#include "connect/negotiate.hpp"
 #include "os/os.hpp"
 #include "session/session.hpp"
+#include "session/worker_loop.hpp"
 #include "transport/descriptor.hpp"
 
 namespace ds4tp {
@@ -69,7 +70,7 @@ int Pair::create(const Options &opt, wire::Identity id, std::unique_ptr<Pair> &o
   if (!bad.empty()) return err.set(DS4TP_EINVAL, "identity: {}", bad);
   p->id_ = std::move(id);
 
-  control::BringupConfig bc;
+  connect::BringupConfig bc;
   bc.role = opt.role;
   bc.host = opt.role == DS4TP_ROLE_LEADER ? opt.listen_host : opt.leader_host;
   bc.port = opt.role == DS4TP_ROLE_LEADER ? opt.listen_port : opt.leader_port;
@@ -79,16 +80,18 @@ int Pair::create(const Options &opt, wire::Identity id, std::unique_ptr<Pair> &o
   if (!opt.psk.empty())
     p->log_.info("authentication on: pre-shared key ({} bytes) from {}", opt.psk.size(),
                  opt.psk_source);
-  p->bringup_ = std::make_unique<control::Bringup>(bc, p->log_);
+  p->bringup_ = std::make_unique<connect::Bringup>(bc, p->log_);
   if (opt.role == DS4TP_ROLE_LEADER) {
     int rc = p->bringup_->listen(err);
     if (rc != DS4TP_OK) return rc;
   }
+  p->service_ = std::make_unique<GateService>(*p);
   out = std::move(p);
   return DS4TP_OK;
 }
 
 Pair::~Pair() {
+  service_.reset();   // joins the service thread before anything it uses goes
   liveness_.reset();  // joins the watcher before the control fd closes
   transport_.reset();
   if (owned_slab_ != nullptr) munmap(owned_slab_, owned_bytes_);
@@ -125,7 +128,70 @@ int Pair::refuse(Error &err) const {
   return err.set(DS4TP_EFAILED, "the pair failed earlier and is unusable: {}", failure_);
 }
 
-int Pair::connect(Error &err) {
+int Pair::settle(int rc, Error &err) {
+  switch (rc) {
+    case DS4TP_OK:
+    case DS4TP_EINVAL:
+    case DS4TP_ESTATE:
+    case DS4TP_EFAILED:
+    case DS4TP_EDIVERGED: return rc;
+    default:
+      if (err.message.empty()) err.message = ds4tp_strerror(rc);
+      record(err, true);
+      return rc;
+  }
+}
+
+int Pair::refuse_if_service(Error &err) const {
+  if (!service_->running()) return DS4TP_OK;
+  return err.set(DS4TP_ESTATE,
+                 "the gate service is running and is the only gate caller: call "
+                 "ds4tp_gate_service_stop before calling gates directly");
+}
+
+int Pair::connect(Error &err) { return settle(connect_once(err), err); }
+
+int Pair::gate(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) {
+  if (int rc = refuse_if_service(err)) return rc;
+  return settle(row_exchange(layer, gate, seq, err), err);
+}
+
+int Pair::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) {
+  if (int rc = refuse_if_service(err)) return rc;
+  return settle(batch_exchange(index, rows, seq, err), err);
+}
+
+int Pair::big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
+                   Error &err) {
+  if (int rc = refuse_if_service(err)) return rc;
+  return settle(big_exchange(layer, seq, out, in, bytes, err), err);
+}
+
+int Pair::start_service(ServiceConfig cfg, Error &err) {
+  if (cfg.stop_timeout_ns == 0) cfg.stop_timeout_ns = ms_to_ns(opt_.gate_timeout_ms + 1000);
+  return service_->start(cfg, err);
+}
+
+int Pair::stop_service(Error &err) { return service_->stop(err); }
+
+int Pair::run_worker(session::WorkerEngine &engine, Error &err) {
+  return control(err, [&](session::Session &s, Error &e) {
+    if (s.role() != DS4TP_ROLE_WORKER)
+      return e.set(DS4TP_ESTATE, "ds4tp_worker_run is a worker call; this rank is the leader");
+    session::WorkerEnv env;
+    env.session = &s;
+    env.engine = &engine;
+    env.failed = [this] { return failed(); };
+    env.log = log_;
+    int rc = session::run_worker(env, e);
+    // A failed callback ends the lockstep, though EFAILED otherwise means
+    // "failed earlier" and does not latch.
+    if (rc == DS4TP_EFAILED) record(e, true);
+    return rc;
+  });
+}
+
+int Pair::connect_once(Error &err) {
   if (connected_ || !bringup_)
     return err.set(DS4TP_ESTATE, "ds4tp_connect was already called on this pair");
   wire::Hello mine;
@@ -134,11 +200,19 @@ int Pair::connect(Error &err) {
   const uint64_t started = now_ns();
   // Every backend this rank can run is offered; one that was not probed
   // (a costly check this rank's request rules out) is not. The reasons
-  // are kept for the error (a request this rank cannot serve) or logged
-  // once (auto).
+  // are kept for the error (an rdma request this rank cannot serve) or
+  // logged once (auto).
   namespace tr = ds4tp::transport;
   tr::Query query{&layout_, opt_.rdma_device, opt_.rdma_port, opt_.rdma_gid_index};
   std::vector<tr::Availability> offers(tr::all().size());
+  auto index_of = [](const tr::Descriptor *d) {
+    return size_t(std::find(tr::all().begin(), tr::all().end(), d) - tr::all().begin());
+  };
+  auto offer = [&](int id) -> const tr::Availability & {
+    static const tr::Availability kNone;
+    const tr::Descriptor *d = tr::find(id);
+    return d != nullptr ? offers[index_of(d)] : kNone;
+  };
   mine.caps = 0;
   for (size_t i = 0; i < offers.size(); i++) {
     const tr::Descriptor &d = *tr::all()[i];
@@ -155,23 +229,11 @@ int Pair::connect(Error &err) {
   mine.id = id_;
 
   int chosen = DS4TP_TRANSPORT_TCP;
-  control::HelloJudge judge = [&](const wire::Preamble &, const wire::Hello &peer,
+  connect::HelloJudge judge = [&](const wire::Preamble &, const wire::Hello &peer,
                                   Error &e) {
-    int jrc = control::judge_hello(mine, peer, chosen, e);
-    // A request this rank cannot serve: say why in this rank's words.
-    const int l = mine.transport_request, p = peer.transport_request;
-    const int want = l != DS4TP_TRANSPORT_AUTO ? l : p;
-    const bool agreed = l == p || l == DS4TP_TRANSPORT_AUTO || p == DS4TP_TRANSPORT_AUTO;
-    for (size_t i = 0; i < offers.size() && jrc == DS4TP_EUNSUPPORTED && agreed; i++) {
-      const tr::Descriptor &d = *tr::all()[i];
-      if (d.id == want && d.lacking != nullptr && !(mine.caps & d.cap))
-        e.set(jrc, "transport {} was requested but this rank ({}) {}: {}", d.name,
-              opt_.role == DS4TP_ROLE_LEADER ? "leader" : "worker", d.lacking,
-              offers[i].why.empty() ? "it was not probed" : offers[i].why);
-    }
-    return jrc;
+    return connect::judge_hello(mine, peer, offer(DS4TP_TRANSPORT_RDMA).why, chosen, e);
   };
-  control::BringupResult res;
+  connect::BringupResult res;
   int rc = bringup_->run(mine, judge, res, err);
   bringup_.reset();  // closes the listener: a pair takes exactly one worker
   if (rc != DS4TP_OK) return rc;
@@ -200,15 +262,14 @@ int Pair::connect(Error &err) {
   if (d == nullptr)
     return err.set(DS4TP_EUNSUPPORTED, "transport {} is not built into this library",
                    ds4tp_transport_name(chosen));
-  const size_t index = size_t(std::find(tr::all().begin(), tr::all().end(), d) - tr::all().begin());
   std::unique_ptr<tr::State> prepared;
   std::string fallback;
-  if ((rc = d->setup(c, offers[index], prepared, fallback, err))) return rc;
+  if ((rc = d->setup(c, offer(d->id), prepared, fallback, err))) return rc;
   if (!prepared && !fallback.empty()) {  // both ranks saw the same failure: tcp on the same socket
     log_.warn("{} unavailable, using tcp: {}", d->what, fallback);
     d = &tr::kTcp;
     transport_kind_ = d->id;
-    if ((rc = d->setup(c, offers[0], prepared, fallback, err))) return rc;
+    if ((rc = d->setup(c, offer(d->id), prepared, fallback, err))) return rc;
   }
   transport_ = d->make(c, std::move(prepared));
   if (int crc = start_control_plane(err)) return crc;
@@ -255,12 +316,13 @@ int Pair::attach_slab(void *base, uint64_t bytes, Error &err) {
 }
 
 void Pair::detach_slab() {
+  service_->halt();  // the service must not outlive the slab
   if (slab_ == nullptr) return;
   transport_->detach();
   slab_ = nullptr;
 }
 
-int Pair::gate(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) {
+int Pair::row_exchange(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) {
   if (slab_ == nullptr) return err.set(DS4TP_ESTATE, "gate before ds4tp_attach_slab");
   if (layer >= layout_.slots / 2 || gate >= DS4TP_GATES_PER_LAYER)
     return err.set(DS4TP_EINVAL, "gate (layer {}, gate {}) is outside {} layers x 2 gates",
@@ -280,21 +342,21 @@ int Pair::gate(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) {
                    seq, want, want / 2, want % 2, layer, gate);
   last_row_seq_.store(seq, std::memory_order_relaxed);
   gates_started_ = true;
-  if (hooks_.before_exchange != nullptr) {
-    int h = hooks_.before_exchange(hooks_.user_data, DS4TP_STAGE_ROW, layer, gate, seq,
-                                   slab_ + layout_.out_vec(slot), layout_.vec_bytes);
+  if (hooks_.before_exchange) {
+    int h = hooks_.before_exchange(Stage::Row, layer, gate, seq, slab_ + layout_.out_vec(slot),
+                                   layout_.vec_bytes);
     if (h != 0) return hook_failed("before_exchange", h, "row", layer, gate, seq, err);
   }
   int rc = transport_->gate(layer, gate, slot, seq, err);
-  if (rc == DS4TP_OK && hooks_.after_exchange != nullptr) {
-    int h = hooks_.after_exchange(hooks_.user_data, DS4TP_STAGE_ROW, layer, gate, seq,
-                                  slab_ + layout_.in_vec(slot), layout_.vec_bytes);
+  if (rc == DS4TP_OK && hooks_.after_exchange) {
+    int h = hooks_.after_exchange(Stage::Row, layer, gate, seq, slab_ + layout_.in_vec(slot),
+                                  layout_.vec_bytes);
     if (h != 0) return hook_failed("after_exchange", h, "row", layer, gate, seq, err);
   }
   return rc;
 }
 
-int Pair::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) {
+int Pair::batch_exchange(uint32_t index, uint32_t rows, uint64_t seq, Error &err) {
   if (slab_ == nullptr) return err.set(DS4TP_ESTATE, "batch gate before ds4tp_attach_slab");
   if (index >= layout_.batch_gates)
     return err.set(DS4TP_EINVAL, "batch gate index {} is outside 0..{}", index,
@@ -304,27 +366,29 @@ int Pair::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) {
   if (seq == 0) return err.set(DS4TP_EINVAL, "batch gate seq must be nonzero");
   gates_started_ = true;
   const uint64_t bytes = uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes;
-  if (hooks_.before_exchange != nullptr) {
-    int h = hooks_.before_exchange(hooks_.user_data, DS4TP_STAGE_BATCH, index, rows, seq,
+  if (hooks_.before_exchange) {
+    int h = hooks_.before_exchange(Stage::Batch, index, rows, seq,
                                    slab_ + layout_.batch_out_gate(index), bytes);
     if (h != 0) return hook_failed("before_exchange", h, "batch", index, rows, seq, err);
   }
   int rc = transport_->batch_gate(index, rows, seq, err);
-  if (rc == DS4TP_OK && hooks_.after_exchange != nullptr) {
-    int h = hooks_.after_exchange(hooks_.user_data, DS4TP_STAGE_BATCH, index, rows, seq,
+  if (rc == DS4TP_OK && hooks_.after_exchange) {
+    int h = hooks_.after_exchange(Stage::Batch, index, rows, seq,
                                   slab_ + layout_.batch_in_gate(index), bytes);
     if (h != 0) return hook_failed("after_exchange", h, "batch", index, rows, seq, err);
   }
   return rc;
 }
 
-int Pair::set_staging_hooks(const ds4tp_staging_hooks *hooks, Error &err) {
+int Pair::set_staging_hooks(StagingHooks hooks, Error &err) {
+  if (service_->running())
+    return err.set(DS4TP_ESTATE, "staging hooks cannot change while the gate service runs");
   if (gates_started_)
     return err.set(DS4TP_ESTATE,
                    "staging hooks must be set before the first row or batch gate (row gate "
                    "seq {} already ran)",
                    last_row_seq());
-  hooks_ = hooks != nullptr ? *hooks : ds4tp_staging_hooks{};
+  hooks_ = std::move(hooks);
   return DS4TP_OK;
 }
 
@@ -338,8 +402,8 @@ int Pair::hook_failed(const char *which, int value, const char *kind, uint32_t a
                  seq);
 }
 
-int Pair::big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
-                   Error &err) {
+int Pair::big_exchange(uint32_t layer, uint64_t seq, const void *out, void *in,
+                       uint64_t bytes, Error &err) {
   if (!connected_) return err.set(DS4TP_ESTATE, "big gate before ds4tp_connect");
   if (slab_ == nullptr) return err.set(DS4TP_ESTATE, "big gate before ds4tp_attach_slab");
   if (bytes > 0 && (out == nullptr || in == nullptr))

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -14,8 +15,9 @@
 #include "auth/key.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "control/bringup.hpp"
+#include "connect/bringup.hpp"
 #include "net/socket.hpp"
+#include "service/gate_service.hpp"
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
 #include "transport/transport.hpp"
@@ -23,16 +25,23 @@
 
 namespace ds4tp {
 
-namespace session { class Session; }
+namespace session {
+class Session;
+class WorkerEngine;
+}  // namespace session
 namespace control { class Liveness; }
 
-// Options after validation, strings owned.
+// Where a leader listens and a worker looks for it unless told otherwise.
+inline constexpr const char *kDefaultHost = "127.0.0.1";
+
+// Options after validation, strings owned. The defaults here are the only
+// ones: ds4tp_options_init copies them into the C struct.
 struct Options {
   int role = DS4TP_ROLE_NONE;
   int transport = DS4TP_TRANSPORT_AUTO;
-  std::string listen_host = "127.0.0.1";
+  std::string listen_host = kDefaultHost;
   int listen_port = 0;
-  std::string leader_host = "127.0.0.1";
+  std::string leader_host = kDefaultHost;
   int leader_port = 0;
   int connect_timeout_ms = 60000;
   int hello_timeout_ms = 2000;
@@ -54,6 +63,25 @@ struct Options {
   uint32_t max_frame_bytes = 64u << 20;
 };
 
+// Engine copies around every row and batch exchange, run on the gate
+// thread (the contract is ds4tp_set_staging_hooks'). For Stage::Row `a, b`
+// are (layer, gate), for Stage::Batch (batch index, rows). A hook returns 0,
+// or any other value when its copy failed (the gate then fails with EIO).
+enum class Stage { Row = DS4TP_STAGE_ROW, Batch = DS4TP_STAGE_BATCH };
+struct StagingHooks {
+  std::function<int(Stage, uint32_t a, uint32_t b, uint64_t seq, void *slab_out, uint64_t bytes)>
+      before_exchange;
+  std::function<int(Stage, uint32_t a, uint32_t b, uint64_t seq, const void *slab_in,
+                    uint64_t bytes)>
+      after_exchange;
+};
+
+// Entry points that can end the pair (connect, gates, control calls, the
+// worker loop) apply one rule before returning: any failure latches
+// failed() except a caller's mistake (EINVAL, ESTATE), a refusal after an
+// earlier failure (EFAILED) and a hash divergence (EDIVERGED: both ranks
+// know, the leader decides how to recover). Set-up calls (attach_slab,
+// set_staging_hooks, the service) never latch; their callers record().
 class Pair {
  public:
   // Validates and creates; a leader also binds its listener.
@@ -63,22 +91,47 @@ class Pair {
 
   int connect(Error &err);
   int attach_slab(void *base, uint64_t bytes, Error &err);
+  // Halts the gate service first: it must not outlive the slab.
   void detach_slab();
 
+  // Gates from the engine: ESTATE while the gate service runs (it is then
+  // the only gate caller).
   int gate(uint32_t layer, uint32_t gate, uint64_t seq, Error &err);
   int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err);
   int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
                Error &err);
 
   // Staging hooks run around every row/batch gate on the gate thread
-  // (nullptr removes them). ESTATE once a row or batch gate has run.
-  int set_staging_hooks(const ds4tp_staging_hooks *hooks, Error &err);
+  // (empty hooks remove them). ESTATE while the gate service runs or once a
+  // row or batch gate has run.
+  int set_staging_hooks(StagingHooks hooks, Error &err);
+
+  // Gate service (lib/service). A zero stop_timeout_ns means one gate
+  // timeout plus a second. stop_service() works on a failed pair too.
+  int start_service(ServiceConfig cfg, Error &err);
+  int stop_service(Error &err);
+  int service_state() const { return service_->state(); }
+
+  // Runs one lockstep call `call(Session &, Error &)` under the failure
+  // rule; ESTATE before connect. A template so a call's arguments travel
+  // without a heap-allocated closure (EVAL must not allocate).
+  template <typename F>
+  int control(Error &err, F &&call) {
+    if (!session_)
+      return err.set(DS4TP_ESTATE, "control calls need a connected pair: call ds4tp_connect first");
+    return settle(call(*session_, err), err);
+  }
+  // The worker loop (lib/session/worker_loop.hpp) driving `engine`, as a
+  // control call; a failed engine callback (EFAILED) also ends the pair.
+  int run_worker(session::WorkerEngine &engine, Error &err);
   // Last row gate seq handed to the transport; any thread.
   uint64_t last_row_seq() const { return last_row_seq_.load(std::memory_order_relaxed); }
 
   // Failure state. record() keeps a failed call's message; a fatal one also
-  // latches failed(), after which every call returns EFAILED.
+  // latches failed(), after which every call returns EFAILED. settle()
+  // applies the rule above to a latching call's result and returns it.
   void record(const Error &e, bool fatal);
+  int settle(int rc, Error &err);
   void mark_failed(const std::string &reason);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   std::string message() const;
@@ -100,7 +153,14 @@ class Pair {
   session::Session *session() const { return session_.get(); }
 
  private:
+  friend class GateService;  // its thread runs row gates without the exclusion check
   Pair() = default;
+  int connect_once(Error &err);
+  int row_exchange(uint32_t layer, uint32_t gate, uint64_t seq, Error &err);
+  int batch_exchange(uint32_t index, uint32_t rows, uint64_t seq, Error &err);
+  int big_exchange(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
+                   Error &err);
+  int refuse_if_service(Error &err) const;
   static int hook_failed(const char *which, int value, const char *kind, uint32_t a,
                          uint32_t b, uint64_t seq, Error &err);
 
@@ -110,7 +170,7 @@ class Pair {
   Logger log_;
   slab::Layout layout_;
   slab::Schedule schedule_;
-  std::unique_ptr<control::Bringup> bringup_;
+  std::unique_ptr<connect::Bringup> bringup_;
   net::Fd control_;
   net::Fd data_;  // until the transport takes it
   std::unique_ptr<Transport> transport_;
@@ -125,8 +185,10 @@ class Pair {
   void *owned_slab_ = nullptr;
   uint64_t owned_bytes_ = 0;
   std::atomic<uint64_t> last_row_seq_{0};
-  ds4tp_staging_hooks hooks_{};
+  StagingHooks hooks_;
   bool gates_started_ = false;  // a row or batch gate reached the transport
+  // Destroyed first (~Pair resets it): its thread uses everything above.
+  std::unique_ptr<GateService> service_;
 
   std::atomic<bool> failed_{false};
   mutable std::mutex msg_mu_;

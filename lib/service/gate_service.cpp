@@ -90,7 +90,7 @@ void GateService::run() {
     const uint64_t seq = pair_.last_row_seq() + 1;
     const auto slot = uint32_t(slab::slot_for_seq(sched, seq));
     if (!wait_ready(slot, seq, idle_since, why, err)) break;
-    if (pair_.gate(slot / 2, slot % 2, seq, err) != DS4TP_OK) {
+    if (pair_.row_exchange(slot / 2, slot % 2, seq, err) != DS4TP_OK) {
       err.message = "gate service: " + err.message;
       why = Exit::Failed;
       break;

@@ -67,9 +67,6 @@ struct Descriptor {
   // Probed only when this rank's request allows it (auto, or this one):
   // the check is costly (rdma opens devices).
   bool probe_on_request;
-  // How a rank that cannot offer it is worded when it was requested
-  // ("has no RDMA device"); nullptr: negotiation's words stand.
-  const char *lacking;
 
   // Can this host run it? Never fails; `out.why` says why not.
   void (*available)(const Query &q, Availability &out);

@@ -282,8 +282,7 @@ std::unique_ptr<Transport> rdma_make(Connection &c, std::unique_ptr<State> prepa
 
 }  // namespace
 
-const Descriptor kRdma{"rdma",         "RDMA",         DS4TP_TRANSPORT_RDMA, wire::kCapRdma,
-                       true,           "has no RDMA device",  rdma_available,
-                       rdma_setup,     rdma_make};
+const Descriptor kRdma{"rdma",         "RDMA",     DS4TP_TRANSPORT_RDMA, wire::kCapRdma, true,
+                       rdma_available, rdma_setup, rdma_make};
 
 }  // namespace ds4tp::transport

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -61,7 +60,7 @@ const char *gid_kind_name(GidKind k) {
 }
 
 // Reads one GID and its type: the extended query when the library has it,
-// else the plain query plus sysfs. False for an empty or unreadable entry.
+// else the plain query plus what the OS says (os::rdma_gid_type). False for an empty or unreadable entry.
 bool read_gid(const Verbs &v, ibv_context *ctx, const char *dev, int port, int index,
               uint8_t link_layer, ibv_gid &gid, GidKind &kind) {
   if (v.query_gid_ex != nullptr) {
@@ -74,10 +73,9 @@ bool read_gid(const Verbs &v, ibv_context *ctx, const char *dev, int port, int i
   } else {
     if (v.query_gid(ctx, uint8_t(port), index, &gid) != 0) return false;
     kind = link_layer == IBV_LINK_LAYER_ETHERNET ? GidKind::Unknown : GidKind::Ib;
-    std::ifstream f(fmt::format("/sys/class/infiniband/{}/ports/{}/gid_attrs/types/{}", dev,
-                                port, index));
     std::string t;
-    if (std::getline(f, t)) kind = t.find("v2") != std::string::npos ? GidKind::RoceV2 : GidKind::RoceV1;
+    if (os::rdma_gid_type(dev, port, index, t))
+      kind = t.find("v2") != std::string::npos ? GidKind::RoceV2 : GidKind::RoceV1;
   }
   if (link_layer == IBV_LINK_LAYER_INFINIBAND) kind = GidKind::Ib;
   return !gid_zero(gid);

@@ -167,8 +167,8 @@ std::unique_ptr<Transport> shm_make(Connection &c, std::unique_ptr<State> prepar
 
 }  // namespace
 
-const Descriptor kShm{"shm",     "shared memory",     DS4TP_TRANSPORT_SHM, wire::kCapShm, false,
-                      nullptr,   shm_available_entry, shm_setup,           shm_make};
+const Descriptor kShm{"shm",      "shared memory",     DS4TP_TRANSPORT_SHM, wire::kCapShm, false,
+                      shm_available_entry, shm_setup, shm_make};
 
 }  // namespace transport
 }  // namespace ds4tp

@@ -24,7 +24,7 @@ std::unique_ptr<Transport> tcp_make(Connection &c, std::unique_ptr<State>) {
 
 }  // namespace
 
-const Descriptor kTcp{"tcp",     "TCP",         DS4TP_TRANSPORT_TCP, wire::kCapTcp, false,
-                      nullptr,   tcp_available, tcp_setup,           tcp_make};
+const Descriptor kTcp{"tcp",         "TCP",     DS4TP_TRANSPORT_TCP, wire::kCapTcp, false,
+                      tcp_available, tcp_setup, tcp_make};
 
 }  // namespace ds4tp::transport

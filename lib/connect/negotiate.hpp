@@ -2,10 +2,12 @@
 // functions on the same two hellos and reach the same verdict.
 #pragma once
 
+#include <string>
+
 #include "common/error.hpp"
 #include "wire/hello.hpp"
 
-namespace ds4tp::control {
+namespace ds4tp::connect {
 
 // Chooses the transport both ranks will use, or fails with EUNSUPPORTED
 // naming which rank lacks what. An explicit request on either side wins
@@ -16,7 +18,9 @@ int negotiate_transport(const wire::Hello &mine, const wire::Hello &peer,
 
 // Role, identity and transport checks on a peer's decoded hello whose
 // preamble version already matched. On success `chosen` is the transport.
-int judge_hello(const wire::Hello &mine, const wire::Hello &peer, int &chosen,
-                Error &err);
+// `rdma_absent` is why this rank offers no RDMA (empty: it was not probed):
+// an rdma request this rank cannot serve is refused in its own words.
+int judge_hello(const wire::Hello &mine, const wire::Hello &peer,
+                const std::string &rdma_absent, int &chosen, Error &err);
 
-}  // namespace ds4tp::control
+}  // namespace ds4tp::connect

@@ -18,7 +18,7 @@
 #include "net/socket.hpp"
 #include "wire/hello.hpp"
 
-namespace ds4tp::control {
+namespace ds4tp::connect {
 
 struct BringupConfig {
   int role = 0;  // ds4tp_role
@@ -64,4 +64,4 @@ class Bringup {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ds4tp::control
+}  // namespace ds4tp::connect

@@ -1,8 +1,8 @@
-#include "control/negotiate.hpp"
+#include "connect/negotiate.hpp"
 
 #include "transport/descriptor.hpp"
 
-namespace ds4tp::control {
+namespace ds4tp::connect {
 
 namespace {
 
@@ -57,14 +57,21 @@ int negotiate_transport(const wire::Hello &mine, const wire::Hello &peer, int &c
                  "worker 0x{:x})", lead.caps, work.caps);
 }
 
-int judge_hello(const wire::Hello &mine, const wire::Hello &peer, int &chosen,
-                Error &err) {
-  if (peer.role == mine.role)
-    return err.set(DS4TP_EPROTO, "both ranks claim the {} role",
-                   mine.role == DS4TP_ROLE_LEADER ? "leader" : "worker");
+int judge_hello(const wire::Hello &mine, const wire::Hello &peer,
+                const std::string &rdma_absent, int &chosen, Error &err) {
+  const char *me = mine.role == DS4TP_ROLE_LEADER ? "leader" : "worker";
+  if (peer.role == mine.role) return err.set(DS4TP_EPROTO, "both ranks claim the {} role", me);
   int rc = wire::compare_identity(mine.id, peer.id, err);
   if (rc != DS4TP_OK) return rc;
-  return negotiate_transport(mine, peer, chosen, err);
+  rc = negotiate_transport(mine, peer, chosen, err);
+  // An rdma request this rank cannot serve: say why in this rank's words.
+  const int l = mine.transport_request, p = peer.transport_request;
+  const bool want_rdma = (l == DS4TP_TRANSPORT_RDMA || p == DS4TP_TRANSPORT_RDMA) &&
+                         (l == p || l == DS4TP_TRANSPORT_AUTO || p == DS4TP_TRANSPORT_AUTO);
+  if (rc == DS4TP_EUNSUPPORTED && want_rdma && !(mine.caps & wire::kCapRdma))
+    err.set(rc, "transport rdma was requested but this rank ({}) has no RDMA device: {}", me,
+            rdma_absent.empty() ? "it was not probed" : rdma_absent);
+  return rc;
 }
 
-}  // namespace ds4tp::control
+}  // namespace ds4tp::connect
