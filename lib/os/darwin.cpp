@@ -265,6 +265,10 @@ void pin_thread(int) {}
 
 // ---- RDMA verbs ------------------------------------------------------------------
 
+// Apple reports no GID types anywhere; the IPv4-mapped GID is picked by
+// its address (verbs_device.cpp).
+bool rdma_gid_type(const char *, int, int, std::string &) { return false; }
+
 // Apple's RDMA over Thunderbolt (macOS 26.2+). /usr/lib libraries live in
 // the dyld shared cache: dlopen finds them although no file is on disk.
 const char *const *verbs_library_names() {

@@ -82,6 +82,9 @@ void wake_close(int fds[2]) { portable::wake_close(fds); }
 bool cpu_allowed(int cpu, int &allowed) { return portable::cpu_allowed(cpu, allowed); }
 void pin_thread(int) {}
 
+// No sysfs: verbs' own GID query (or "unknown type") has to do.
+bool rdma_gid_type(const char *, int, int, std::string &) { return false; }
+
 const char *const *verbs_library_names() {
   static const char *const names[] = {"libibverbs.so.1", nullptr};
   return names;
