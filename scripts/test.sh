@@ -3,16 +3,35 @@
 #   scripts/test.sh                 normal build (build/)
 #   scripts/test.sh --sanitize address|thread
 #                                   ASan+UBSan or TSan build (build-asan/, build-tsan/)
+#   scripts/test.sh --platform posix [--sanitize ...]
+#                                   the portable-POSIX OS layer Darwin uses
+#                                   (-DDS4TP_PLATFORM=posix; build-posix/,
+#                                   build-posix-asan/, ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 san=""
-if [ "${1:-}" = "--sanitize" ]; then san="$2"; fi
+platform=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize) san="${2:-}"; shift 2 ;;
+    --platform) platform="${2:-}"; shift 2 ;;
+    *) echo "unknown argument: $1 (see the comment at the top of $0)" >&2; exit 2 ;;
+  esac
+done
 scripts/install-deps.sh
 case "$san" in
   "") dir=build; extra=() ;;
   address) dir=build-asan; extra=(-DDS4TP_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug -DDS4TP_BUILD_BENCH=OFF) ;;
   thread) dir=build-tsan; extra=(-DDS4TP_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -DDS4TP_BUILD_BENCH=OFF) ;;
   *) echo "unknown sanitizer: $san" >&2; exit 2 ;;
+esac
+case "$platform" in
+  "" | auto) ;;
+  posix)
+    # build -> build-posix, build-asan -> build-posix-asan, ...
+    dir="build-posix${dir#build}"
+    extra+=(-DDS4TP_PLATFORM=posix -DDS4TP_BUILD_BENCH=OFF) ;;
+  *) echo "unknown platform: $platform (auto or posix)" >&2; exit 2 ;;
 esac
 scripts/build.sh "$dir" "${extra[@]}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

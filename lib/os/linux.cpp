@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -135,6 +136,16 @@ bool process_alive(pid_t pid, uint64_t start_time) {
 const char *shm_dir() { return "/dev/shm"; }
 
 size_t shm_name_max() { return NAME_MAX; }
+
+int shm_open_cloexec(const char *name, int oflag, mode_t mode) {
+  return shm_open(name, oflag | O_CLOEXEC, mode);
+}
+
+uint64_t shm_object_bytes(uint64_t bytes) { return bytes; }
+
+// Futexes key on the page itself: nothing to record.
+void shared_mapping_added(const void *, size_t, const std::string &) {}
+void shared_mapping_removed(const void *) {}
 
 int reserve_file(int fd, uint64_t bytes) {
   int e = posix_fallocate(fd, 0, off_t(bytes));

@@ -1,7 +1,8 @@
 // The OS seam: every operating-system-specific call libds4tp makes, and
-// nothing else. One implementation file per platform (linux.cpp today),
-// chosen in lib/CMakeLists.txt; no platform header or type leaks from
-// here, so a Darwin or portable-POSIX file can implement the same names.
+// nothing else. One implementation file per platform (linux.cpp,
+// darwin.cpp, posix.cpp for -DDS4TP_PLATFORM=posix; the fallbacks the
+// last two share are in portable.cpp), chosen in lib/CMakeLists.txt. No
+// platform header or type leaks from here.
 //
 // Everything here is safe to call from any thread. Functions marked "gate
 // path" are called inside gates and never allocate, log or lock; the
@@ -17,7 +18,8 @@
 
 namespace ds4tp::os {
 
-// "linux", "darwin", "posix": which implementation this build uses.
+// "linux", "darwin", "linux-posix" (or "posix" on another OS): which
+// implementation this build uses.
 const char *platform_name();
 
 // ---- spinning ----------------------------------------------------------
@@ -85,6 +87,19 @@ bool process_alive(pid_t pid, uint64_t start_time);
 const char *shm_dir();
 // Longest name shm_open() accepts, the leading '/' included.
 size_t shm_name_max();
+// Darwin's PSHMNAMLEN; posix mode uses it too.
+constexpr size_t kShmNameMaxDarwin = 31;
+// shm_open() with close-on-exec (Darwin takes no O_CLOEXEC there).
+int shm_open_cloexec(const char *name, int oflag, mode_t mode);
+// The size fstat() reports for a segment sized to `bytes` (Darwin rounds
+// it up to whole pages).
+uint64_t shm_object_bytes(uint64_t bytes);
+// Tells wait_on_word()/wake_word() that [base, base + bytes) maps the
+// shared-memory object `key` (a name both processes know), where the OS
+// cannot wait on an address itself (posix mode, macOS before 14.4;
+// no-ops elsewhere). Set-up time; removed before the mapping goes away.
+void shared_mapping_added(const void *base, size_t bytes, const std::string &key);
+void shared_mapping_removed(const void *base);
 // Reserves the first `bytes` of the file `fd` so that running out of room
 // fails here rather than with SIGBUS on first touch. 0 on success or
 // when the OS cannot reserve ahead, else an errno value.

@@ -28,11 +28,12 @@ case "$CASE" in
   probe)
     "$DS4TP" probe >"$T/probe.out" || fail "probe exited non-zero"
     grep -q "libds4tp" "$T/probe.out" || fail "probe names no library version"
+    grep -qE "platform (linux|linux-posix|darwin)" "$T/probe.out" || fail "probe names no platform"
     grep -qE "^  tcp +available" "$T/probe.out" || fail "probe does not list tcp as available"
     grep -qE "^  rdma " "$T/probe.out" || fail "probe does not report rdma"
     grep -q "auto would pick" "$T/probe.out" || fail "probe does not say what auto picks"
     "$DS4TP" probe --json >"$T/probe.json" || fail "probe --json exited non-zero"
-    /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert {t["name"] for t in d["transports"]} >= {"tcp","shm","rdma"}; assert all(t["detail"] for t in d["transports"])' "$T/probe.json" || fail "probe --json is not the expected JSON"
+    /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert {t["name"] for t in d["transports"]} >= {"tcp","shm","rdma"}; assert all(t["detail"] for t in d["transports"]); assert d["platform"] in ("linux","linux-posix","darwin")' "$T/probe.json" || fail "probe --json is not the expected JSON"
     ;;
   pair-*)
     tr="${CASE#pair-}"

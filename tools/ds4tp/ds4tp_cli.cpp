@@ -257,6 +257,15 @@ void log_cb(void *ud, int level, const char *msg) {
 
 // ---- probe --------------------------------------------------------------
 
+// linux, linux-posix (-DDS4TP_PLATFORM=posix) or darwin. On Darwin the rdma
+// row says why RDMA is or is not there: librdma missing, no rdma_en*
+// device, no IPv4-mapped GID (lib/transport/rdma).
+#ifdef DS4TP_PLATFORM_LABEL
+constexpr const char *kPlatform = DS4TP_PLATFORM_LABEL;
+#else
+constexpr const char *kPlatform = "unknown";
+#endif
+
 int cmd_probe(const Args &a) {
   struct Row {
     int t;
@@ -276,8 +285,8 @@ int cmd_probe(const Args &a) {
     for (auto &r : rows)
       if (r.ok && r.t == DS4TP_TRANSPORT_SHM) auto_pick = r.t;
   if (a.json) {
-    std::printf("{\"library\":\"%s\",\"protocol\":%u,\"transports\":[", ds4tp_version_string(),
-                ds4tp_protocol_version());
+    std::printf("{\"library\":\"%s\",\"protocol\":%u,\"platform\":\"%s\",\"transports\":[",
+                ds4tp_version_string(), ds4tp_protocol_version(), kPlatform);
     for (size_t i = 0; i < rows.size(); i++)
       std::printf("%s{\"name\":\"%s\",\"available\":%s,\"detail\":\"%s\"}", i ? "," : "",
                   ds4tp_transport_name(rows[i].t), rows[i].ok ? "true" : "false",
@@ -288,8 +297,8 @@ int cmd_probe(const Args &a) {
                                                                       : auto_pick));
     return 0;
   }
-  std::printf("libds4tp %s, wire protocol %u\n", ds4tp_version_string(),
-              ds4tp_protocol_version());
+  std::printf("libds4tp %s, wire protocol %u, platform %s\n", ds4tp_version_string(),
+              ds4tp_protocol_version(), kPlatform);
   std::printf("transports on this host:\n");
   for (auto &r : rows)
     std::printf("  %-5s %-13s %s\n", ds4tp_transport_name(r.t),

@@ -2,6 +2,10 @@
 // the libibverbs headers): RDMA is never offered, and says why.
 #include "transport/rdma/probe.hpp"
 
+#if defined(__APPLE__)
+#include <dlfcn.h>
+#endif
+
 namespace ds4tp::rdma {
 
 namespace {
@@ -15,6 +19,14 @@ bool built_with_verbs() { return false; }
 ProbeResult probe(const ProbeRequest &) {
   ProbeResult r;
   r.reason = kWhy;
+#if defined(__APPLE__)
+  // Apple ships no verbs header, so say whether the library is even here.
+  void *h = dlopen("/usr/lib/librdma.dylib", RTLD_LAZY | RTLD_LOCAL);
+  r.reason += h != nullptr ? "; /usr/lib/librdma.dylib is present"
+                           : "; /usr/lib/librdma.dylib is missing too (RDMA over Thunderbolt "
+                             "needs macOS 26.2 or later)";
+  if (h != nullptr) dlclose(h);
+#endif
   return r;
 }
 

@@ -81,8 +81,19 @@ bool read_gid(const Verbs &v, ibv_context *ctx, const char *dev, int port, int i
   return !gid_zero(gid);
 }
 
+#if defined(__APPLE__)
+constexpr uint64_t kAppleMaxMsg = 16384;
+#endif
+
 // Higher is better; 0 = do not use.
 int gid_score(const ibv_gid &g, GidKind k, uint8_t link_layer) {
+#if defined(__APPLE__)
+  // Apple reports no GID types; only the IPv4-mapped GID routes (it
+  // appears once the Thunderbolt interface has an IPv4 address).
+  (void)k;
+  (void)link_layer;
+  return gid_ipv4_mapped(g) ? 1 : 0;
+#endif
   if (link_layer != IBV_LINK_LAYER_ETHERNET) return 1;
   switch (k) {
     case GidKind::RoceV2: return gid_ipv4_mapped(g) ? 5 : gid_link_local(g) ? 3 : 4;
@@ -153,9 +164,15 @@ bool check_port(const Verbs &v, ibv_context *ctx, const char *name, const ProbeR
     }
     if (f.gid_index < 0) {
       notes.push_back(fmt::format(
+#if defined(__APPLE__)
+          "{} port {} has no IPv4-mapped GID ({} entries): give the Thunderbolt bridge's "
+          "member interface its own IPv4 address",
+          name, req.port, f.port_attr.gid_tbl_len));
+#else
           "{} port {} has no usable GID ({} entries, all empty{})", name, req.port,
           f.port_attr.gid_tbl_len,
           ll == IBV_LINK_LAYER_ETHERNET ? ": give the interface an IP address" : ""));
+#endif
       return false;
     }
   }
@@ -205,7 +222,12 @@ bool find_port(const Verbs &v, const ProbeRequest &req, Found &f, std::string &w
   v.free_device_list(list);
   if (ok) return true;
   if (n == 0) {
+#if defined(__APPLE__)
+    why = "librdma found no rdma_en* device (is a Thunderbolt 5 cable connected and RDMA "
+          "enabled with `rdma_ctl enable`?)";
+#else
     why = "libibverbs found no RDMA devices";
+#endif
   } else if (!req.device.empty() && notes.empty()) {
     std::string all;
     for (auto &s : names) all += (all.empty() ? "" : ", ") + s;
@@ -241,6 +263,11 @@ class VerbsQp final : public QueuePair {
     info_.qp_type = type;
     std::memcpy(info_.gid.data(), f.gid.raw, 16);
     uint64_t dev_max = f.port_attr.max_msg_sz ? f.port_attr.max_msg_sz : max_msg;
+#if defined(__APPLE__)
+    // Apple's Thunderbolt verbs lose anything over 16 KiB per message
+    // without an error, whatever the port reports (REFERENCE §4.4).
+    dev_max = std::min<uint64_t>(dev_max, kAppleMaxMsg);
+#endif
     info_.max_msg = uint32_t(std::min<uint64_t>(dev_max, max_msg));
     info_.send_depth = cap.max_send_wr;
     info_.recv_depth = cap.max_recv_wr;
@@ -322,7 +349,7 @@ class VerbsQp final : public QueuePair {
         wr[i].next = i + 1 < m ? &wr[i + 1] : nullptr;
       }
       ibv_recv_wr *bad = nullptr;
-      if (int e = ibv_post_recv(qp_, wr, &bad))
+      if (int e = v_.do_post_recv(qp_, wr, &bad))
         return err.set(DS4TP_EIO, "ibv_post_recv failed: {}", std::strerror(e));
       done += m;
     }
@@ -348,7 +375,7 @@ class VerbsQp final : public QueuePair {
         wr[i].next = i + 1 < m ? &wr[i + 1] : nullptr;
       }
       ibv_send_wr *bad = nullptr;
-      if (int e = ibv_post_send(qp_, wr, &bad))
+      if (int e = v_.do_post_send(qp_, wr, &bad))
         return err.set(DS4TP_EIO, "ibv_post_send failed: {}", std::strerror(e));
       done += m;
     }
@@ -358,7 +385,7 @@ class VerbsQp final : public QueuePair {
   int poll(Completion *out, int max, Error &err) override {
     constexpr int kChunk = 32;
     ibv_wc wc[kChunk];
-    int n = ibv_poll_cq(cq_, std::min(max, kChunk), wc);
+    int n = v_.do_poll_cq(cq_, std::min(max, kChunk), wc);
     if (n < 0) return err.set(DS4TP_EIO, "ibv_poll_cq failed ({})", n);
     for (int i = 0; i < n; i++) {
       Completion &c = out[i];
@@ -487,12 +514,20 @@ ProbeResult probe(const ProbeRequest &req) {
   std::string why;
   const Verbs *v = load_verbs(req.library.empty() ? nullptr : req.library.c_str(), why);
   if (v == nullptr) {
+#if defined(__APPLE__)
+    r.reason = "librdma is not available (" + why +
+               "; RDMA over Thunderbolt needs macOS 26.2 or later)";
+#else
     r.reason = "libibverbs is not installed or cannot be loaded (" + why +
                "; on Debian: apt install libibverbs1 ibverbs-providers)";
+#endif
     return r;
   }
   Found f;
-  if (!find_port(*v, req, f, r.reason, nullptr)) return r;
+  if (!find_port(*v, req, f, r.reason, nullptr)) {
+    r.reason += " [verbs library " + v->path + "]";
+    return r;
+  }
   r.usable = true;
   r.reason = describe_found(f);
   r.device = f.device;

@@ -76,6 +76,10 @@ std::unique_ptr<Verbs> open_library(const std::string &path, std::string &why) {
   }
   std::string optional;
   resolve(h, "_ibv_query_gid_ex", v->query_gid_ex, optional);
+  // Exported data-path calls (Apple's librdma); rdma-core has none.
+  resolve(h, "ibv_post_send", v->post_send, optional);
+  resolve(h, "ibv_post_recv", v->post_recv, optional);
+  resolve(h, "ibv_poll_cq", v->poll_cq, optional);
   return v;
 }
 
@@ -91,6 +95,10 @@ const Verbs *load_verbs(const char *path, std::string &why) {
     for (const char *const *n = os::verbs_library_names(); *n != nullptr; n++)
       names.push_back(*n);
   }
+  return load_first(names, why);
+}
+
+const Verbs *load_first(const std::vector<std::string> &names, std::string &why) {
   // Kept for the life of the process (never destroyed: a gate thread may
   // still use a table while static destructors run).
   static std::mutex mu;
@@ -107,10 +115,11 @@ const Verbs *load_verbs(const char *path, std::string &why) {
       loaded->emplace(name, std::move(v));
       return out;
     }
+    // Every name tried is in the report, whatever dlerror() says.
     if (!tried.empty()) tried += "; ";
-    tried += one;
+    tried += one.find(name) == std::string::npos ? name + ": " + one : one;
   }
-  why = tried;
+  why = names.empty() ? std::string("no verbs library to try") : tried;
   return nullptr;
 }
 

@@ -7,7 +7,10 @@
 // and are resolved with dlsym. The data-path calls (ibv_post_send,
 // ibv_post_recv, ibv_poll_cq) are inline functions in <infiniband/verbs.h>
 // that jump through the context's ops table, so they need no symbol and
-// are called directly. ibv_query_port is a header macro whose inline
+// are called directly. Apple's librdma ships no header and may export
+// them as functions instead: where the library exports ibv_post_send,
+// ibv_post_recv or ibv_poll_cq, the table holds them and the data path
+// calls those (Verbs::post_send() and friends), else the inlines. ibv_query_port is a header macro whose inline
 // prefers the extended context op and falls back to the exported (compat)
 // function; query_port() below does the same with the resolved pointer.
 //
@@ -15,6 +18,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <infiniband/verbs.h>
 
@@ -48,6 +52,22 @@ struct Verbs {
   int (*destroy_qp)(ibv_qp *qp) = nullptr;
   const char *(*wc_status_str)(ibv_wc_status status) = nullptr;
 
+  // Exported data-path functions, null where the library has none (then
+  // the header inlines dispatch through the context's ops table).
+  int (*post_send)(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) = nullptr;
+  int (*post_recv)(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) = nullptr;
+  int (*poll_cq)(ibv_cq *cq, int num_entries, ibv_wc *wc) = nullptr;
+
+  int do_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) const {
+    return post_send != nullptr ? post_send(qp, wr, bad) : ibv_post_send(qp, wr, bad);
+  }
+  int do_post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) const {
+    return post_recv != nullptr ? post_recv(qp, wr, bad) : ibv_post_recv(qp, wr, bad);
+  }
+  int do_poll_cq(ibv_cq *cq, int n, ibv_wc *wc) const {
+    return poll_cq != nullptr ? poll_cq(cq, n, wc) : ibv_poll_cq(cq, n, wc);
+  }
+
   // ibv_query_port as the header inline does it, without a link-time symbol.
   int query_port(ibv_context *context, uint8_t port, ibv_port_attr *attr) const;
 };
@@ -57,5 +77,8 @@ struct Verbs {
 // are never unloaded (providers may keep state). nullptr with `why` set
 // (dlerror text, or the missing symbol) when it cannot be used. Thread-safe.
 const Verbs *load_verbs(const char *path, std::string &why);
+// The same for an explicit search list: the first of `names` that loads.
+// `why` names every library tried, with its error.
+const Verbs *load_first(const std::vector<std::string> &names, std::string &why);
 
 }  // namespace ds4tp::rdma

@@ -1,5 +1,6 @@
 #include "transport/shm/segment.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -46,7 +47,10 @@ Segment::~Segment() { release(); }
 
 void Segment::release() {
   unlink();
-  if (base_ != nullptr) munmap(base_, bytes_);
+  if (base_ != nullptr) {
+    os::shared_mapping_removed(base_);
+    munmap(base_, bytes_);
+  }
   if (fd_ >= 0) ::close(fd_);
   base_ = nullptr;
   fd_ = -1;
@@ -59,7 +63,7 @@ void Segment::unlink() {
 }
 
 int Segment::create(const std::string &name, uint64_t bytes, Error &err) {
-  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = os::shm_open_cloexec(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0)
     return err.set(DS4TP_EIO, "cannot create shared-memory segment {}: {}", name,
                    std::strerror(errno));
@@ -85,13 +89,14 @@ int Segment::map_created(Error &err) {
     return err.set(DS4TP_ENOMEM, "cannot map {} byte shared-memory segment {}: {}", bytes_,
                    name_, std::strerror(errno));
   base_ = static_cast<uint8_t *>(m);
+  os::shared_mapping_added(base_, bytes_, name_);
   ::close(fd_);  // the mapping keeps the memory
   fd_ = -1;
   return DS4TP_OK;
 }
 
 int Segment::open_existing(const std::string &name, uint64_t bytes, Error &err) {
-  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  int fd = os::shm_open_cloexec(name.c_str(), O_RDWR, 0);
   if (fd < 0)
     return err.set(DS4TP_EIO,
                    "cannot open the peer's shared-memory segment {}: {} (do both ranks see "
@@ -109,7 +114,7 @@ int Segment::open_existing(const std::string &name, uint64_t bytes, Error &err) 
     return err.set(DS4TP_EIO,
                    "shared-memory segment {} belongs to uid {}, not to this process's uid {}",
                    name, st.st_uid, geteuid());
-  if (uint64_t(st.st_size) != bytes)
+  if (uint64_t(st.st_size) != os::shm_object_bytes(bytes))
     return err.set(DS4TP_EPROTO, "shared-memory segment {} is {} bytes, expected {}", name,
                    uint64_t(st.st_size), bytes);
   void *m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -118,9 +123,17 @@ int Segment::open_existing(const std::string &name, uint64_t bytes, Error &err) 
                    std::strerror(errno));
   base_ = static_cast<uint8_t *>(m);
   bytes_ = bytes;
+  os::shared_mapping_added(base_, bytes_, name_);
   ::close(fd_);
   fd_ = -1;
   return DS4TP_OK;
+}
+
+std::string unique_name(const std::string &prefix, uint64_t pid, uint64_t random, size_t max) {
+  std::string name = fmt::format("{}{}-", prefix, pid);
+  std::string tail = fmt::format("{:016x}", random);
+  size_t room = max > name.size() ? max - name.size() : 0;
+  return name + tail.substr(0, std::max<size_t>(room, 4));
 }
 
 bool usable(uint64_t need_bytes, std::string &why) {
@@ -142,8 +155,8 @@ bool usable(uint64_t need_bytes, std::string &why) {
   }
   uint64_t r = 0;
   if (!os::random_bytes(&r, sizeof r)) r = uint64_t(getpid()) << 20;
-  std::string probe = fmt::format("/ds4tp-probe-{}-{:016x}", getpid(), r);
-  int fd = shm_open(probe.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  std::string probe = unique_name("/ds4tp-p", uint64_t(getpid()), r, os::shm_name_max());
+  int fd = os::shm_open_cloexec(probe.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) {
     why = fmt::format("cannot create a segment in {}: {}", shm_dir_name(), std::strerror(errno));
     return false;

@@ -48,6 +48,12 @@ class Segment {
   uint64_t bytes_ = 0;
 };
 
+// `prefix`, `pid`, '-', then as many hex digits of `random` as fit in
+// `max` characters (os::shm_name_max(): 31 on Darwin), 4 at least and 16
+// at most. Names stay unique per process (O_EXCL catches the rest) and
+// keep the pid readable for leak checks.
+std::string unique_name(const std::string &prefix, uint64_t pid, uint64_t random, size_t max);
+
 // True when this process can create shared-memory segments and the shm
 // directory (where the OS has one) has room for `need_bytes`; otherwise `why` says what is missing.
 bool usable(uint64_t need_bytes, std::string &why);

@@ -37,7 +37,9 @@ uint64_t random64() {
 }
 
 std::string name_prefix(uint64_t cookie, int rank) {
-  return fmt::format("/ds4tp-{:016x}-r{}-", cookie, rank);
+  // The cookie folded to 32 bits: 19 characters, so that a pid and some
+  // randomness still fit Darwin's 31 (shm::unique_name).
+  return fmt::format("/ds4tp-{:08x}-r{}-", uint32_t(cookie ^ cookie >> 32), rank);
 }
 
 int send_msg(int fd, const std::vector<uint8_t> &m, uint64_t deadline, Error &err) {
@@ -76,7 +78,8 @@ int shm_setup(Connection &s, const Availability &, std::unique_ptr<State> &prepa
   offer.pid = uint32_t(getpid());
   offer.start_time = os::process_start_time(getpid());
   offer.segment_bytes = bytes;
-  std::string name = name_prefix(s.cookie, s.rank) + fmt::format("{}-{:016x}", getpid(), random64());
+  std::string name = shm::unique_name(name_prefix(s.cookie, s.rank), uint64_t(getpid()),
+                                      random64(), os::shm_name_max());
   if (mine.create(name, bytes, e) == DS4TP_OK) {
     offer.ok = true;
     offer.name = name;
