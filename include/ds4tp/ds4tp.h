@@ -46,7 +46,7 @@ extern "C" {
   ((DS4TP_VERSION_MAJOR << 16) | (DS4TP_VERSION_MINOR << 8) |              \
    DS4TP_VERSION_PATCH)
 /* Wire protocol version carried in the hello; both ranks must agree. */
-#define DS4TP_PROTOCOL_VERSION 1
+#define DS4TP_PROTOCOL_VERSION 2
 
 /* Returns DS4TP_VERSION_HEX of the linked library. */
 DS4TP_API unsigned ds4tp_version(void);
@@ -164,9 +164,10 @@ typedef struct ds4tp_options {
   /* Deadlines in milliseconds, all > 0. */
   int32_t connect_timeout_ms;  /* whole bring-up (default 60000) */
   int32_t hello_timeout_ms;    /* one connection's hello (default 2000) */
-  int32_t gate_timeout_ms;     /* gate without progress (default 750) */
-  int32_t big_gate_timeout_ms; /* waiting for the peer to reach a big
-                                  gate; prefill skew (default 10000) */
+  int32_t gate_timeout_ms;     /* row/batch gate: no progress once the
+                                  peer's bytes started (default 750) */
+  int32_t big_gate_timeout_ms; /* big gate: no progress once the peer's
+                                  bytes started (default 10000) */
   int32_t frame_timeout_ms;    /* control replies (default 30000) */
 
   /* Wait policy: busy-poll this long before blocking in the kernel.
@@ -199,7 +200,20 @@ typedef struct ds4tp_options {
   const void *psk;
   uint32_t psk_bytes;
   const char *psk_file; /* read at ds4tp_new; must not be group/world readable */
+
+  /* Peer liveness (docs/RELIABILITY.md): both ranks' watcher threads
+   * send heartbeats on the control connection. A peer whose heartbeats
+   * stop for peer_silence_ms (stopped, frozen, link cut) fails every wait
+   * with DS4TP_ETIMEDOUT naming the silence (default 1000, 200..600000).
+   * A live peer may reach a gate, or answer a control call, up to
+   * peer_arrival_timeout_ms late (default 300000;
+   * DS4TP_ARRIVAL_UNLIMITED = wait as long as it stays alive). */
+  int32_t peer_silence_ms;
+  int32_t peer_arrival_timeout_ms;
 } ds4tp_options;
+
+/* peer_arrival_timeout_ms: no limit while the peer is alive. */
+#define DS4TP_ARRIVAL_UNLIMITED (-1)
 
 /* Fills `opt` with defaults (role NONE: you must set it). */
 DS4TP_API void ds4tp_options_init(ds4tp_options *opt);

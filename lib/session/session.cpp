@@ -18,7 +18,7 @@ uint32_t logits_rows(const Command &c) {
 Session::Session(int fd, const SessionConfig &cfg, const Logger &log)
     : cfg_(cfg),
       log_(log),
-      ch_(fd, talk::ChannelConfig{cfg.role, cfg.max_frame_bytes, cfg.spin_ns}) {}
+      ch_(fd, talk::ChannelConfig{cfg.role, cfg.max_frame_bytes, cfg.spin_ns, cfg.peer}) {}
 
 // ---- shared by both roles (session/leader.cpp, agreements.cpp, worker_side.cpp) ----
 

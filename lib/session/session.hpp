@@ -40,6 +40,7 @@ struct SessionConfig {
   uint64_t spin_ns = 0;
   uint32_t n_layer = 0;  // bounds a verify block's layers
   uint32_t n_embd = 0;   // an image embedding row must be n_embd floats
+  os::PeerState *peer = nullptr;  // the peer's heartbeats land here
 };
 
 // A command as the worker receives it. Arrays keep their capacity across
@@ -136,6 +137,8 @@ class Session {
 
   // ---- any thread ----
   void abandon() { ch_.abandon(); }
+  // The liveness watcher sends and drains heartbeats through it.
+  talk::Channel &channel() { return ch_; }
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
   int32_t remote_status() const { return remote_status_.load(std::memory_order_acquire); }
   void set_remote_status(int32_t s) { remote_status_.store(s, std::memory_order_release); }

@@ -5,11 +5,13 @@
 #include <cstring>
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/clock.hpp"
 #include "os/os.hpp"
+#include "os/wait.hpp"
 
 namespace ds4tp::talk {
 
@@ -32,6 +34,11 @@ int io_error(int e, const char *what, Error &err) {
                    "its host is down or the network is cut",
                    what, std::strerror(e));
   return err.set(DS4TP_EIO, "{}: {}", what, std::strerror(e));
+}
+
+size_t unread_bytes(int fd) {
+  int avail = 0;
+  return ioctl(fd, FIONREAD, &avail) == 0 && avail > 0 ? size_t(avail) : 0;
 }
 
 const char *role_name(int role) {
@@ -87,6 +94,9 @@ int Channel::io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t t
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return io_error(errno, what, err);
+    if (abandoned() && cfg_.peer != nullptr && cfg_.peer->silent())
+      return err.set(DS4TP_ETIMEDOUT, "{}: {} ({} of {} bytes written)", what,
+                     cfg_.peer->silence(), done, len);
     if (abandoned())
       return err.set(DS4TP_EFAILED, "{}: abandoned after {} of {} bytes: the pair failed", what,
                      done, len);
@@ -110,6 +120,7 @@ int Channel::write_frame(wire::FrameType type, uint8_t *buf, uint32_t bytes, int
   wire::encode_frame_header(h, buf);
   char what[64];
   std::snprintf(what, sizeof what, "sending %s", wire::frame_name(type));
+  std::lock_guard<std::mutex> lock(write_mu_);
   int rc = io_write(buf, wire::kFrameHeaderBytes + bytes, deadline_for(timeout_ms), timeout_ms,
                     what, err);
   if (rc == DS4TP_OK) tx_counter_ = h.counter;
@@ -124,6 +135,7 @@ int Channel::io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_
     ssize_t n = ::recv(fd_, p + done, len - done, MSG_DONTWAIT);
     if (n > 0) {
       done += size_t(n);
+      rx_bytes_.fetch_add(uint64_t(n), std::memory_order_relaxed);
       spin_until = 0;
       continue;
     }
@@ -137,6 +149,8 @@ int Channel::io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return io_error(errno, what, err);
+    if (abandoned() && cfg_.peer != nullptr && cfg_.peer->silent())
+      return err.set(DS4TP_ETIMEDOUT, "{}: {}", what, cfg_.peer->silence());
     if (abandoned())
       return err.set(DS4TP_EFAILED, "{}: abandoned, the pair failed while waiting", what);
     if (cfg_.spin_ns > 0) {
@@ -166,14 +180,77 @@ int Channel::io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_
   return DS4TP_OK;
 }
 
+void Channel::heard(const uint8_t *payload) {
+  wire::HeartbeatMsg m;
+  Error e;
+  if (cfg_.peer == nullptr || wire::decode(payload, wire::kHeartbeatBytes, m, e) != DS4TP_OK)
+    return;
+  cfg_.peer->peer_kind_layer.store(uint64_t(m.kind) << 32 | m.layer, std::memory_order_relaxed);
+  cfg_.peer->peer_seq.store(m.seq, std::memory_order_relaxed);
+  cfg_.peer->heartbeats.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Channel::send_heartbeat(const wire::HeartbeatMsg &m) {
+  uint8_t buf[wire::kFrameHeaderBytes + wire::kHeartbeatBytes];
+  wire::FrameHeader h;
+  h.type = uint16_t(wire::FrameType::Heartbeat);
+  h.bytes = uint32_t(wire::kHeartbeatBytes);
+  h.counter = 0;  // outside the session's frame counter
+  wire::encode_frame_header(h, buf);
+  wire::Writer w(buf + wire::kFrameHeaderBytes, wire::kHeartbeatBytes);
+  wire::encode(w, m);
+  std::unique_lock<std::mutex> lock(write_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  ssize_t n = os::send_nosignal(fd_, buf, sizeof buf);
+  if (n <= 0 || size_t(n) == sizeof buf) return;
+  Error e;  // a failure here shows up as the peer's silence or hang-up
+  io_write(buf + n, sizeof buf - size_t(n), now_ns() + 1000000000ull, 1000, "sending HEARTBEAT",
+           e);
+}
+
+size_t Channel::drain_heartbeats() {
+  std::unique_lock<std::mutex> lock(read_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return unread_bytes(fd_);  // the session reads and skips them
+  constexpr size_t kWhole = wire::kFrameHeaderBytes + wire::kHeartbeatBytes;
+  for (;;) {
+    size_t avail = unread_bytes(fd_);
+    if (avail < kWhole) return avail;
+    uint8_t buf[kWhole];
+    ssize_t n = ::recv(fd_, buf, kWhole, MSG_PEEK | MSG_DONTWAIT);
+    if (n != ssize_t(kWhole)) return avail;
+    wire::FrameHeader h;
+    Error e;
+    if (wire::decode_frame_header(buf, kWhole, cfg_.max_frame_bytes, h, e) != DS4TP_OK ||
+        h.type != uint16_t(wire::FrameType::Heartbeat))
+      return avail;
+    n = ::recv(fd_, buf, kWhole, MSG_DONTWAIT);
+    if (n != ssize_t(kWhole)) return avail;  // cannot happen: peeked whole
+    rx_bytes_.fetch_add(kWhole, std::memory_order_relaxed);
+    heard(buf + wire::kFrameHeaderBytes);
+  }
+}
+
 int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err) {
+  std::lock_guard<std::mutex> lock(read_mu_);
   const uint64_t deadline = deadline_for(timeout_ms);
   const size_t hb = wire::kFrameHeaderBytes;
-  if (int rc = io_read(rhdr_, hb, deadline, timeout_ms, what, 0, hb, err)) return rc;
   wire::FrameHeader h;
-  if (int rc = wire::decode_frame_header(rhdr_, hb, cfg_.max_frame_bytes, h, err)) {
-    err.message = fmt::format("{}: {}", what, err.message);
-    return rc;
+  for (;;) {
+    if (int rc = io_read(rhdr_, hb, deadline, timeout_ms, what, 0, hb, err)) return rc;
+    if (int rc = wire::decode_frame_header(rhdr_, hb, cfg_.max_frame_bytes, h, err)) {
+      err.message = fmt::format("{}: {}", what, err.message);
+      return rc;
+    }
+    if (h.type != uint16_t(wire::FrameType::Heartbeat)) break;
+    // The watcher's frame: no counter; the rule fixed its size.
+    uint8_t hbuf[wire::kHeartbeatBytes];
+    if (h.counter != 0)
+      return err.set(DS4TP_EPROTO, "{}: HEARTBEAT frame with counter {} (must be 0)", what,
+                     h.counter);
+    if (int rc = io_read(hbuf, sizeof hbuf, deadline, timeout_ms, what, hb, hb + sizeof hbuf,
+                         err))
+      return rc;
+    heard(hbuf);
   }
   const wire::FrameRule *rule = wire::frame_rule(h.type);
   const bool from_leader = cfg_.role == DS4TP_ROLE_WORKER;

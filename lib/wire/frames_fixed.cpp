@@ -84,6 +84,13 @@ void encode(Writer &w, const ExecModeMsg &m) {
   w.u32(m.flags);
   w.u32(m.caps);
 }
+void encode(Writer &w, const HeartbeatMsg &m) {
+  w.u16(m.kind);
+  w.u16(0);
+  w.u32(m.layer);
+  w.u64(m.seq);
+  w.u64(m.gates);
+}
 void encode(Writer &w, const DrafterSplitMsg &m) {
   w.u32(m.on);
   w.u32(0);
@@ -267,6 +274,17 @@ int decode(const uint8_t *p, size_t n, ExecModeMsg &m, Error &err) {
   m.flags = get_u32(p);
   m.caps = get_u32(p + 4);
   return DS4TP_OK;
+}
+
+int decode(const uint8_t *p, size_t n, HeartbeatMsg &m, Error &err) {
+  Ctx c{FrameType::Heartbeat, n};
+  if (int rc = need_exact(c, kHeartbeatBytes, err)) return rc;
+  m.kind = get_u16(p);
+  m.layer = get_u32(p + 4);
+  m.seq = get_u64(p + 8);
+  m.gates = get_u64(p + 16);
+  if (m.kind > 3) return bad(c, err, "gate kind {} is not a gate kind", m.kind);
+  return reserved_zero(c, get_u16(p + 2), "at byte 2", err);
 }
 
 int decode(const uint8_t *p, size_t n, DrafterSplitMsg &m, Error &err) {

@@ -101,6 +101,12 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
     // Past the spin window: nap briefly, waking at once when either
     // socket reports the peer gone.
     int rc = w.idle(deadline, [&](uint64_t left) { watch_.nap(std::min(left, kNapNs)); });
+    if (rc == DS4TP_EPEERCLOSED && watch_.silent())
+      return err.set(DS4TP_ETIMEDOUT,
+                     "rdma {}: {} (this rank waited for {} more receive(s) and {} send "
+                     "completion(s))",
+                     op.str(), watch_.why(), want_recv > recv_done_ ? want_recv - recv_done_ : 0,
+                     want_send > send_done_ ? want_send - send_done_ : 0);
     if (rc == DS4TP_EPEERCLOSED)
       return err.set(DS4TP_EPEERCLOSED,
                      "rdma {}: the peer closed the {} connection while this rank waited for "

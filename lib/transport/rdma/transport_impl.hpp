@@ -77,6 +77,7 @@ class RdmaTransport final : public Transport {
     // Either socket closing means the peer process is gone.
     watch_.watch_socket(data_.get(), "data");
     watch_.watch_socket(control_fd_, "control");
+    watch_.watch_peer(cfg_.peer);
     policy_.spin_ns = cfg_.spin_ns;
     policy_.grace_ns = kGoneGraceNs;
   }
