@@ -178,11 +178,11 @@ TEST_CASE("a stopped worker (SIGSTOP) fails the leader's wait within peer_silenc
     Ranks r;
     REQUIRE(spawn(r, transport, w, 0, 60000));
     usleep(200000);  // the leader is inside its wait
-    r.worker.signal(SIGSTOP);
     uint64_t fault = mono_ns();
+    r.worker.signal(SIGSTOP);
     Report res;
     REQUIRE(r.leader.next_of(kReportResult, res, kSilenceMs + kSlackMs + 3000));
-    double ms = double(res.t_ns - fault) / 1e6;
+    double ms = (double(res.t_ns) - double(fault)) / 1e6;
     INFO(res.msg);
     CHECK(res.rc == DS4TP_ETIMEDOUT);
     CHECK(res.failed);
@@ -209,11 +209,11 @@ TEST_CASE("a killed worker (SIGKILL) ends the leader's wait at once") {
     Ranks r;
     REQUIRE(spawn(r, transport, w, 0, 60000));
     usleep(200000);
-    r.worker.signal(SIGKILL);
     uint64_t fault = mono_ns();
+    r.worker.signal(SIGKILL);
     Report res;
     REQUIRE(r.leader.next_of(kReportResult, res, 5000));
-    double ms = double(res.t_ns - fault) / 1e6;
+    double ms = (double(res.t_ns) - double(fault)) / 1e6;
     INFO(res.msg);
     CHECK(res.rc != DS4TP_OK);
     CHECK(res.rc != DS4TP_ETIMEDOUT);

@@ -268,6 +268,8 @@ class Options(_Struct):
         ("psk", c_void_p),
         ("psk_bytes", c_uint32),
         ("psk_file", c_char_p),
+        ("peer_silence_ms", c_int32),
+        ("peer_arrival_timeout_ms", c_int32),
     ]
 
     @classmethod

@@ -381,7 +381,7 @@ DS4TP_API int ds4tp_batch_gate_exchange(ds4tp_pair *pair, uint32_t index,
 
 /* Prefill gate of any size: sends `bytes` from `out` and receives the
  * peer's `bytes` into `in` (distinct, non-overlapping buffers; any
- * memory). The peer may arrive up to big_gate_timeout_ms late. */
+ * memory). A live peer may arrive up to peer_arrival_timeout_ms late. */
 DS4TP_API int ds4tp_big_gate_exchange(ds4tp_pair *pair, uint32_t layer,
                                       uint64_t seq, const void *out,
                                       void *in, uint64_t bytes);

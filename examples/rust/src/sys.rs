@@ -87,6 +87,8 @@ pub struct ds4tp_options {
     pub psk: *const c_void,
     pub psk_bytes: u32,
     pub psk_file: *const c_char,
+    pub peer_silence_ms: i32,
+    pub peer_arrival_timeout_ms: i32,
 }
 
 extern "C" {
