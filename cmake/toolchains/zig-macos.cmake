@@ -93,8 +93,11 @@ function(_ds4tp_zig_wrapper name body)
   endif()
 endfunction()
 
-_ds4tp_zig_wrapper(cc "exec '${_zig_real}' cc -target ${_zig_target} \"$@\"")
-_ds4tp_zig_wrapper(c++ "exec '${_zig_real}' c++ -target ${_zig_target} \"$@\"")
+# CMake's compiler ABI probe passes -Wl,-v, which Zig's linker rejects;
+# without the probe CMAKE_SIZEOF_VOID_P stays unknown. Drop just that.
+set(_drop_wl_v "for a in \"$@\"; do shift; [ \"$a\" = -Wl,-v ] || set -- \"$@\" \"$a\"; done")
+_ds4tp_zig_wrapper(cc "${_drop_wl_v}\nexec '${_zig_real}' cc -target ${_zig_target} \"$@\"")
+_ds4tp_zig_wrapper(c++ "${_drop_wl_v}\nexec '${_zig_real}' c++ -target ${_zig_target} \"$@\"")
 _ds4tp_zig_wrapper(ar "exec '${_zig_real}' ar \"$@\"")
 _ds4tp_zig_wrapper(ranlib "exec '${_zig_real}' ranlib \"$@\"")
 
