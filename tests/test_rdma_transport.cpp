@@ -26,7 +26,7 @@
 #include "slab/schedule.hpp"
 #include "support/ranks.hpp"
 #include "transport/rdma/fake_qp.hpp"
-#include "transport/rdma/rdma_transport.hpp"
+#include "transport/rdma/transport.hpp"
 #include "transport/rdma/setup_link.hpp"
 
 using namespace ds4tp;

@@ -6,11 +6,11 @@
 
 #include <poll.h>
 #include <sched.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/clock.hpp"
+#include "os/os.hpp"
 
 namespace ds4tp::control {
 
@@ -42,23 +42,18 @@ const char *role_name(int role) {
 }  // namespace
 
 Channel::Channel(int fd, const ChannelConfig &cfg) : fd_(fd), cfg_(cfg) {
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  os::wake_open(wake_);
   sbuf_.reset(new uint8_t[kInitialBuffer]);
   scap_ = kInitialBuffer;
   rbuf_.reset(new uint8_t[kInitialBuffer]);
   rcap_ = kInitialBuffer;
 }
 
-Channel::~Channel() {
-  if (wake_fd_ >= 0) ::close(wake_fd_);
-}
+Channel::~Channel() { os::wake_close(wake_); }
 
 void Channel::abandon() {
   if (abandoned_.exchange(true, std::memory_order_acq_rel)) return;
-  if (wake_fd_ >= 0) {
-    uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof one);
-  }
+  os::wake_signal(wake_);
 }
 
 uint8_t *Channel::send_buffer(uint64_t total) {
@@ -76,8 +71,8 @@ uint8_t *Channel::send_buffer(uint64_t total) {
 int Channel::wait(short events, uint64_t deadline, Error &err) {
   int left = deadline == kForever ? -1 : ms_left(deadline);
   if (deadline != kForever && left <= 0) return DS4TP_ETIMEDOUT;
-  pollfd p[2] = {{fd_, events, 0}, {wake_fd_, POLLIN, 0}};
-  int r = ::poll(p, wake_fd_ >= 0 ? 2 : 1, left);
+  pollfd p[2] = {{fd_, events, 0}, {wake_[0], POLLIN, 0}};
+  int r = ::poll(p, wake_[0] >= 0 ? 2 : 1, left);
   if (r < 0 && errno != EINTR) return io_error(errno, "waiting on the control connection", err);
   return DS4TP_OK;
 }
@@ -86,7 +81,7 @@ int Channel::io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t t
                       const char *what, Error &err) {
   size_t done = 0;
   while (done < len) {
-    ssize_t n = ::send(fd_, p + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = os::send_nosignal(fd_, p + done, len - done);
     if (n > 0) {
       done += size_t(n);
       continue;

@@ -75,7 +75,7 @@ class Channel {
   // Latches "give up": every wait that finds nothing to read or no room to
   // write returns EFAILED from now on. Bytes already buffered are still
   // read. Any thread; async-signal-safe apart from the first call's
-  // eventfd creation (done in the constructor).
+  // wake-up handle's creation (done in the constructor).
   void abandon();
   bool abandoned() const { return abandoned_.load(std::memory_order_acquire); }
 
@@ -95,7 +95,7 @@ class Channel {
   int wait(short events, uint64_t deadline, Error &err);
 
   int fd_;
-  int wake_fd_ = -1;  // eventfd: readable once abandoned
+  int wake_[2] = {-1, -1};  // os::wake_open: [0] readable once abandoned
   ChannelConfig cfg_;
   std::atomic<bool> abandoned_{false};
   uint32_t tx_counter_ = 0;

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "common/clock.hpp"
+#include "os/os.hpp"
 #include "wire/frames.hpp"
 
 namespace ds4tp::control {
@@ -28,15 +29,10 @@ constexpr uint64_t kGraceNs = 250ull * 1000 * 1000;
 constexpr uint64_t kRepliesGraceNs = 2000ull * 1000 * 1000;
 
 void tune_keepalive(int fd, int dead_peer_ms) {
-  int one = 1, idle = 2, intvl = 1, cnt = 4;
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-  // Bounds both unacknowledged data and keepalive failure: a peer whose
-  // host vanished (no FIN, no RST) errors the socket after this long.
-  unsigned timeout = unsigned(dead_peer_ms);
-  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout, sizeof timeout);
+  // Probes after 2 s of silence, every 1 s, 4 of them; dead_peer_ms bounds
+  // both unacknowledged data and keepalive failure: a peer whose host
+  // vanished (no FIN, no RST) errors the socket after this long.
+  os::tune_keepalive(fd, 2, 1, 4, dead_peer_ms);
 }
 
 }  // namespace

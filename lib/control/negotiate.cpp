@@ -1,16 +1,14 @@
 #include "control/negotiate.hpp"
 
+#include "transport/descriptor.hpp"
+
 namespace ds4tp::control {
 
 namespace {
 
-uint32_t cap_of(int transport) {
-  switch (transport) {
-    case DS4TP_TRANSPORT_TCP: return wire::kCapTcp;
-    case DS4TP_TRANSPORT_SHM: return wire::kCapShm;
-    case DS4TP_TRANSPORT_RDMA: return wire::kCapRdma;
-    default: return 0;
-  }
+uint32_t cap_of(int id) {
+  const transport::Descriptor *d = transport::find(id);
+  return d != nullptr ? d->cap : 0;
 }
 
 const char *name(int t) { return ds4tp_transport_name(t); }

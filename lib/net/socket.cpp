@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/clock.hpp"
+#include "os/os.hpp"
 
 namespace ds4tp::net {
 
@@ -28,6 +29,7 @@ void tune_control_socket(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  os::no_sigpipe(fd);
   set_nonblocking(fd);
 }
 
@@ -37,6 +39,7 @@ void tune_data_socket(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  os::no_sigpipe(fd);
   set_nonblocking(fd);
 }
 
@@ -68,7 +71,7 @@ int write_all(int fd, const void *buf, size_t len, uint64_t deadline_ns,
   const uint8_t *p = static_cast<const uint8_t *>(buf);
   size_t done = 0;
   while (done < len) {
-    ssize_t n = ::send(fd, p + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = os::send_nosignal(fd, p + done, len - done);
     if (n > 0) {
       done += size_t(n);
       continue;

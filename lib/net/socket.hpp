@@ -37,7 +37,7 @@ class Fd {
   int fd_ = -1;
 };
 
-// TCP_NODELAY, SO_NOSIGPIPE-equivalents, large buffers, non-blocking.
+// TCP_NODELAY, no SIGPIPE (os::no_sigpipe), large buffers, non-blocking.
 void tune_data_socket(int fd);
 void tune_control_socket(int fd);
 void set_nonblocking(int fd);
@@ -59,14 +59,5 @@ int read_exact(int fd, void *buf, size_t len, uint64_t deadline_ns,
 
 // True when the peer has closed or reset `fd` (non-blocking peek).
 bool peer_gone(int fd);
-
-// Pauses the CPU briefly inside a spin loop.
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 }  // namespace ds4tp::net

@@ -3,37 +3,22 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <vector>
 
 #include <sys/mman.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/clock.hpp"
 #include "control/liveness.hpp"
 #include "control/negotiate.hpp"
+#include "os/os.hpp"
 #include "session/session.hpp"
-#include "transport/rdma/rdma_transport.hpp"
-#include "transport/rdma/setup_link.hpp"
-#include "transport/shm/shm_transport.hpp"
-#include "transport/tcp/tcp_transport.hpp"
+#include "transport/descriptor.hpp"
 
 namespace ds4tp {
 
 std::array<uint8_t, 16> host_identity() {
-  std::string seed;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, seed);
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  seed += '/';
-  seed += host;
-  // The shm directory's device and inode: ranks in containers that share
-  // a kernel but not /dev/shm cannot share memory, so they differ here.
-  struct stat st {};
-  if (stat("/dev/shm", &st) == 0)
-    seed += fmt::format("/{}:{}", uint64_t(st.st_dev), uint64_t(st.st_ino));
+  std::string seed = os::host_seed();
   // Test-only: lets a test pretend the ranks run on different hosts.
   if (const char *fake = std::getenv("DS4TP_TEST_HOST_ID"); fake != nullptr && *fake != 0) {
     seed += "/test:";
@@ -58,7 +43,7 @@ namespace {
 uint64_t random_cookie() {
   uint64_t v = 0;
   while (v == 0) {
-    if (getrandom(&v, sizeof v, 0) != sizeof v) v = now_ns() ^ uint64_t(getpid()) << 32;
+    if (!os::random_bytes(&v, sizeof v)) v = now_ns() ^ uint64_t(getpid()) << 32;
   }
   return v;
 }
@@ -147,18 +132,23 @@ int Pair::connect(Error &err) {
   mine.role = uint8_t(opt_.role);
   mine.transport_request = uint8_t(opt_.transport);
   const uint64_t started = now_ns();
-  mine.caps = wire::kCapTcp;
-  std::string shm_why;
-  if (shm_available(&layout_, shm_why)) mine.caps |= wire::kCapShm;
-  // RDMA is offered only when this rank has a usable port; otherwise the
-  // reason is kept for the error (transport=rdma) or logged once (auto).
-  rdma::ProbeRequest rdma_req{opt_.rdma_device, opt_.rdma_port, opt_.rdma_gid_index, {}};
-  if (opt_.transport == DS4TP_TRANSPORT_AUTO || opt_.transport == DS4TP_TRANSPORT_RDMA) {
-    rdma_probe_ = rdma::probe(rdma_req);
-    if (rdma_probe_.usable)
-      mine.caps |= wire::kCapRdma;
-    else if (opt_.transport == DS4TP_TRANSPORT_AUTO)
-      log_.info("rdma not offered, auto will use shm or tcp: {}", rdma_probe_.reason);
+  // Every backend this rank can run is offered; one that was not probed
+  // (a costly check this rank's request rules out) is not. The reasons
+  // are kept for the error (a request this rank cannot serve) or logged
+  // once (auto).
+  namespace tr = ds4tp::transport;
+  tr::Query query{&layout_, opt_.rdma_device, opt_.rdma_port, opt_.rdma_gid_index};
+  std::vector<tr::Availability> offers(tr::all().size());
+  mine.caps = 0;
+  for (size_t i = 0; i < offers.size(); i++) {
+    const tr::Descriptor &d = *tr::all()[i];
+    if (d.probe_on_request && opt_.transport != DS4TP_TRANSPORT_AUTO && opt_.transport != d.id)
+      continue;
+    d.available(query, offers[i]);
+    if (offers[i].usable)
+      mine.caps |= d.cap;
+    else if (d.probe_on_request && opt_.transport == DS4TP_TRANSPORT_AUTO)
+      log_.info("{} not offered, auto will use shm or tcp: {}", d.name, offers[i].why);
   }
   mine.host_id = host_identity();
   mine.cookie = opt_.role == DS4TP_ROLE_LEADER ? random_cookie() : 0;
@@ -168,14 +158,17 @@ int Pair::connect(Error &err) {
   control::HelloJudge judge = [&](const wire::Preamble &, const wire::Hello &peer,
                                   Error &e) {
     int jrc = control::judge_hello(mine, peer, chosen, e);
-    // An rdma request this rank cannot serve: say why in this rank's words.
+    // A request this rank cannot serve: say why in this rank's words.
     const int l = mine.transport_request, p = peer.transport_request;
-    const bool want_rdma = (l == DS4TP_TRANSPORT_RDMA || p == DS4TP_TRANSPORT_RDMA) &&
-                           (l == p || l == DS4TP_TRANSPORT_AUTO || p == DS4TP_TRANSPORT_AUTO);
-    if (jrc == DS4TP_EUNSUPPORTED && want_rdma && !(mine.caps & wire::kCapRdma))
-      e.set(jrc, "transport rdma was requested but this rank ({}) has no RDMA device: {}",
-            opt_.role == DS4TP_ROLE_LEADER ? "leader" : "worker",
-            rdma_probe_.reason.empty() ? "it was not probed" : rdma_probe_.reason);
+    const int want = l != DS4TP_TRANSPORT_AUTO ? l : p;
+    const bool agreed = l == p || l == DS4TP_TRANSPORT_AUTO || p == DS4TP_TRANSPORT_AUTO;
+    for (size_t i = 0; i < offers.size() && jrc == DS4TP_EUNSUPPORTED && agreed; i++) {
+      const tr::Descriptor &d = *tr::all()[i];
+      if (d.id == want && d.lacking != nullptr && !(mine.caps & d.cap))
+        e.set(jrc, "transport {} was requested but this rank ({}) {}: {}", d.name,
+              opt_.role == DS4TP_ROLE_LEADER ? "leader" : "worker", d.lacking,
+              offers[i].why.empty() ? "it was not probed" : offers[i].why);
+    }
     return jrc;
   };
   control::BringupResult res;
@@ -188,51 +181,36 @@ int Pair::connect(Error &err) {
   data_ = std::move(res.data);
   transport_kind_ = chosen;
 
-  DataConfig dc;
-  dc.gate_timeout_ns = ms_to_ns(opt_.gate_timeout_ms);
-  dc.big_gate_timeout_ns = ms_to_ns(opt_.big_gate_timeout_ms);
-  dc.spin_ns = uint64_t(opt_.spin_us) * 1000;
-  switch (chosen) {
-    case DS4TP_TRANSPORT_TCP:
-      transport_ = make_tcp_transport(std::move(data_), dc);
-      break;
-    case DS4TP_TRANSPORT_SHM: {
-      ShmSetup ss;
-      ss.rank = rank();
-      ss.cookie = opt_.role == DS4TP_ROLE_LEADER ? mine.cookie : peer_.cookie;
-      ss.layout = layout_;
-      ss.deadline_ns = std::max(started + ms_to_ns(opt_.connect_timeout_ms),
-                                now_ns() + ms_to_ns(opt_.hello_timeout_ms));
-      ss.forced = mine.transport_request == DS4TP_TRANSPORT_SHM ||
-                  peer_.transport_request == DS4TP_TRANSPORT_SHM;
-      std::string fallback;
-      rc = make_shm_transport(data_, ss, dc, transport_, fallback, err);
-      if (rc != DS4TP_OK) return rc;
-      if (!transport_) {  // both ranks saw the same failure: TCP on the same socket
-        log_.warn("shared memory unavailable, using tcp: {}", fallback);
-        transport_kind_ = DS4TP_TRANSPORT_TCP;
-        transport_ = make_tcp_transport(std::move(data_), dc);
-      }
-      break;
-    }
-    case DS4TP_TRANSPORT_RDMA: {
-      rdma::Endpoint ep;
-      if ((rc = rdma::open_device(rdma_req, rdma_probe_, ep.device, err))) return rc;
-      // Set-up frames travel on the data connection: the transport owns it,
-      // so they never interleave with the session's control frames.
-      ep.link = rdma::make_socket_setup_link(data_.get());
-      ep.data = std::move(data_);
-      ep.control_fd = control_.get();
-      ep.rank = rank();
-      rdma::Tuning tun;
-      tun.setup_timeout_ns = ms_to_ns(opt_.frame_timeout_ms);
-      transport_ = rdma::make_rdma_transport(std::move(ep), dc, tun, schedule_, log_);
-      break;
-    }
-    default:
-      return err.set(DS4TP_EUNSUPPORTED, "transport {} is not built into this library",
-                     ds4tp_transport_name(chosen));
+  tr::Connection c;
+  c.data = std::move(data_);
+  c.control_fd = control_.get();
+  c.rank = rank();
+  c.cookie = opt_.role == DS4TP_ROLE_LEADER ? mine.cookie : peer_.cookie;
+  c.layout = layout_;
+  c.schedule = schedule_;
+  c.data_config.gate_timeout_ns = ms_to_ns(opt_.gate_timeout_ms);
+  c.data_config.big_gate_timeout_ns = ms_to_ns(opt_.big_gate_timeout_ms);
+  c.data_config.spin_ns = uint64_t(opt_.spin_us) * 1000;
+  c.deadline_ns = std::max(started + ms_to_ns(opt_.connect_timeout_ms),
+                           now_ns() + ms_to_ns(opt_.hello_timeout_ms));
+  c.frame_timeout_ns = ms_to_ns(opt_.frame_timeout_ms);
+  c.forced = mine.transport_request == chosen || peer_.transport_request == chosen;
+  c.log = log_;
+  const tr::Descriptor *d = tr::find(chosen);
+  if (d == nullptr)
+    return err.set(DS4TP_EUNSUPPORTED, "transport {} is not built into this library",
+                   ds4tp_transport_name(chosen));
+  const size_t index = size_t(std::find(tr::all().begin(), tr::all().end(), d) - tr::all().begin());
+  std::unique_ptr<tr::State> prepared;
+  std::string fallback;
+  if ((rc = d->setup(c, offers[index], prepared, fallback, err))) return rc;
+  if (!prepared && !fallback.empty()) {  // both ranks saw the same failure: tcp on the same socket
+    log_.warn("{} unavailable, using tcp: {}", d->what, fallback);
+    d = &tr::kTcp;
+    transport_kind_ = d->id;
+    if ((rc = d->setup(c, offers[0], prepared, fallback, err))) return rc;
   }
+  transport_ = d->make(c, std::move(prepared));
   if (int crc = start_control_plane(err)) return crc;
   connected_ = true;
   log_.info("pair up: rank {} of 2, transport {}, gate timeout {} ms, peer ctx {}",

@@ -18,7 +18,6 @@
 #include "net/socket.hpp"
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
-#include "transport/rdma/probe.hpp"
 #include "transport/transport.hpp"
 #include "wire/hello.hpp"
 
@@ -116,7 +115,6 @@ class Pair {
   net::Fd data_;  // until the transport takes it
   std::unique_ptr<Transport> transport_;
   int transport_kind_ = DS4TP_TRANSPORT_AUTO;
-  rdma::ProbeResult rdma_probe_;  // this rank's RDMA port, or why it has none
   // Control plane, started at the end of connect(): framed lockstep
   // calls, and the watcher that latches failure when the peer goes away.
   int start_control_plane(Error &err);

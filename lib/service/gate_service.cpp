@@ -4,12 +4,8 @@
 #include <chrono>
 #include <system_error>
 
-#include <pthread.h>
-#include <sched.h>
-#include <time.h>
-
 #include "common/clock.hpp"
-#include "net/socket.hpp"
+#include "os/wait.hpp"
 #include "pair/pair.hpp"
 #include "slab/schedule.hpp"
 
@@ -44,16 +40,11 @@ int GateService::start(const ServiceConfig &cfg, Error &err) {
   if (pair_.failed()) return pair_.refuse(err);
   if (pair_.slab_base() == nullptr)
     return err.set(DS4TP_ESTATE, "start the gate service after ds4tp_attach_slab");
-  if (cfg.cpu >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (cfg.cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof set, &set) != 0 ||
-        !CPU_ISSET(cfg.cpu, &set))
-      return err.set(DS4TP_EINVAL,
-                     "gate service cpu {} is not in this process's CPU affinity mask ({} "
-                     "CPUs allowed)",
-                     cfg.cpu, CPU_COUNT(&set));
-  }
+  if (int allowed = 0; cfg.cpu >= 0 && !os::cpu_allowed(cfg.cpu, allowed))
+    return err.set(DS4TP_EINVAL,
+                   "gate service cpu {} is not in this process's CPU affinity mask ({} CPUs "
+                   "allowed)",
+                   cfg.cpu, allowed);
   cfg_ = cfg;
   stop_.store(false, std::memory_order_relaxed);
   {
@@ -88,12 +79,7 @@ int GateService::stop(Error &err) {
 }
 
 void GateService::run() {
-  if (cfg_.cpu >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cfg_.cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // validated in start()
-  }
+  if (cfg_.cpu >= 0) os::pin_thread(cfg_.cpu);  // validated in start()
   const slab::Layout &l = pair_.layout();
   const slab::Schedule &sched = pair_.schedule();
   auto *base = static_cast<uint8_t *>(pair_.slab_base());
@@ -126,10 +112,18 @@ bool GateService::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, E
   const slab::Layout &l = pair_.layout();
   auto *base = static_cast<uint8_t *>(pair_.slab_base());
   auto ready = word(base, l.gpu_flag(slot));
+  // The peer's death reaches the service as the pair's failure (the
+  // liveness watcher raises it).
+  os::PeerWatch watch;
+  watch.watch_flag([](const void *p) { return static_cast<const Pair *>(p)->failed(); }, &pair_);
+  os::WaitPolicy policy;
+  policy.spin_ns = cfg_.spin_ns;
+  policy.yield_ns = cfg_.yield_ns;
+  os::Waiter w(policy, &watch, idle_since);
   uint64_t last_scan = 0;
   for (;;) {
     // Failure first: a failed pair must not exchange again.
-    if (pair_.failed()) {
+    if (watch.flag_raised()) {
       why = Exit::Failed;
       return false;
     }
@@ -148,24 +142,17 @@ bool GateService::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, E
       why = Exit::Stopped;
       return false;
     }
-    const uint64_t t = now_ns();
-    const uint64_t idle = t - idle_since;
-    if (idle < cfg_.spin_ns) {
-      net::cpu_relax();
-      continue;
-    }
-    if (t - last_scan >= kScanEveryNs) {
-      last_scan = t;
+    if (!w.spinning() && w.now() - last_scan >= kScanEveryNs) {
+      last_scan = w.now();
       if (misplaced(slot, seq, err)) {
         why = Exit::Failed;
         return false;
       }
     }
-    if (idle < cfg_.spin_ns + cfg_.yield_ns) {
-      sched_yield();
-    } else {
-      timespec ts{time_t(cfg_.sleep_ns / 1000000000ull), long(cfg_.sleep_ns % 1000000000ull)};
-      nanosleep(&ts, nullptr);
+    if (w.idle(os::kNoDeadline, [&](uint64_t) { os::sleep_ns(cfg_.sleep_ns); }) ==
+        DS4TP_EPEERCLOSED) {
+      why = Exit::Failed;
+      return false;
     }
   }
 }

@@ -1,27 +1,19 @@
 #include "transport/probe.hpp"
 
-#include "ds4tp/ds4tp.h"
-#include "transport/rdma/probe.hpp"
-#include "transport/shm/shm_transport.hpp"
+#include "transport/descriptor.hpp"
 
 namespace ds4tp {
 
 bool transport_available(int transport, std::string &why) {
-  switch (transport) {
-    case DS4TP_TRANSPORT_TCP:
-      why = "always available";
-      return true;
-    case DS4TP_TRANSPORT_SHM:
-      return shm_available(nullptr, why);
-    case DS4TP_TRANSPORT_RDMA: {
-      rdma::ProbeResult r = rdma::probe(rdma::ProbeRequest{});
-      why = r.reason;
-      return r.usable;
-    }
-    default:
-      why = "unknown transport";
-      return false;
+  const transport::Descriptor *d = transport::find(transport);
+  if (d == nullptr) {
+    why = "unknown transport";
+    return false;
   }
+  transport::Availability a;
+  d->available(transport::Query{}, a);
+  why = a.why;
+  return a.usable;
 }
 
 }  // namespace ds4tp

@@ -1,6 +1,8 @@
 // What this host can offer: one answer per transport, with the reason in
-// words when it cannot. Used by the hello (capability bits) and by
-// ds4tp_transport_available (operators, `ds4tp probe`).
+// words when it cannot, asked of the transport's descriptor
+// (descriptor.hpp) with default settings. Used by ds4tp_transport_available
+// (operators, `ds4tp probe`); the pair asks the same descriptors, with its
+// layout and RDMA settings, for the hello's capability bits.
 #pragma once
 
 #include <string>

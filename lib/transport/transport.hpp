@@ -1,10 +1,14 @@
 // The data-plane interface every transport implements (tcp/, shm/, rdma/).
+// Each backend is built through its descriptor (descriptor.hpp), and every
+// wait inside a gate goes through os::Waiter (os/wait.hpp): spin, then
+// block, ended by the deadline or the peer's death.
 //
-// Ownership: the pair owns the transport; the transport borrows the slab
-// (base + layout) between attach() and detach(). Threading: all gate calls
-// come from one thread at a time (the engine's gate thread); attach and
-// detach are never concurrent with a gate. Every call blocks until done or
-// until its deadline, and never allocates, logs or locks on success.
+// Ownership: the pair owns the transport; the transport owns the data
+// connection and borrows the slab (base + layout) between attach() and
+// detach(). Threading: all gate calls come from one thread at a time (the
+// engine's gate thread); attach and detach are never concurrent with a
+// gate. Every call blocks until done or until its deadline, and gates
+// never allocate, log or lock on success (attach may: it sets up).
 #pragma once
 
 #include <cstdint>

@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "transport/shm/shm_transport.hpp"
+#include "transport/shm/transport.hpp"
 
 namespace ds4tp::test {
 

@@ -23,7 +23,7 @@ struct ProbeRequest {
   std::string device;     // empty = any device
   int port = 1;           // 1..255
   int gid_index = -1;     // -1 = pick
-  std::string library;    // empty = $DS4TP_VERBS_LIB, else libibverbs.so.1
+  std::string library;    // empty = $DS4TP_VERBS_LIB, else os::verbs_library_names()
 };
 
 struct ProbeResult {

@@ -11,7 +11,7 @@
 
 #include <memory>
 
-#include "transport/rdma/rdma_transport.hpp"
+#include "transport/rdma/transport.hpp"
 
 namespace ds4tp::rdma {
 

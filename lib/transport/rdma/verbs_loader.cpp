@@ -6,8 +6,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include <dlfcn.h>
+
+#include "os/os.hpp"
 
 namespace ds4tp::rdma {
 
@@ -79,26 +82,36 @@ std::unique_ptr<Verbs> open_library(const std::string &path, std::string &why) {
 }  // namespace
 
 const Verbs *load_verbs(const char *path, std::string &why) {
-  std::string name;
+  std::vector<std::string> names;
   if (path != nullptr && *path) {
-    name = path;
+    names.push_back(path);
   } else if (const char *env = std::getenv("DS4TP_VERBS_LIB"); env != nullptr && *env) {
-    name = env;
+    names.push_back(env);
   } else {
-    name = "libibverbs.so.1";
+    for (const char *const *n = os::verbs_library_names(); *n != nullptr; n++)
+      names.push_back(*n);
   }
   // Kept for the life of the process (never destroyed: a gate thread may
   // still use a table while static destructors run).
   static std::mutex mu;
   static auto *loaded = new std::map<std::string, std::unique_ptr<Verbs>>();
   std::lock_guard<std::mutex> lock(mu);
-  auto it = loaded->find(name);
-  if (it != loaded->end()) return it->second.get();
-  std::unique_ptr<Verbs> v = open_library(name, why);
-  if (!v) return nullptr;
-  const Verbs *out = v.get();
-  loaded->emplace(name, std::move(v));
-  return out;
+  std::string tried;
+  for (const std::string &name : names) {
+    auto it = loaded->find(name);
+    if (it != loaded->end()) return it->second.get();
+    std::string one;
+    std::unique_ptr<Verbs> v = open_library(name, one);
+    if (v) {
+      const Verbs *out = v.get();
+      loaded->emplace(name, std::move(v));
+      return out;
+    }
+    if (!tried.empty()) tried += "; ";
+    tried += one;
+  }
+  why = tried;
+  return nullptr;
 }
 
 }  // namespace ds4tp::rdma

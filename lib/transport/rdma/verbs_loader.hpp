@@ -52,8 +52,8 @@ struct Verbs {
   int query_port(ibv_context *context, uint8_t port, ibv_port_attr *attr) const;
 };
 
-// Loads `path` (nullptr: $DS4TP_VERBS_LIB if set, else "libibverbs.so.1")
-// once per process and path; later calls return the same table. Libraries
+// Loads `path` (nullptr: $DS4TP_VERBS_LIB if set, else the first of
+// os::verbs_library_names() that loads) once per process and path; later calls return the same table. Libraries
 // are never unloaded (providers may keep state). nullptr with `why` set
 // (dlerror text, or the missing symbol) when it cannot be used. Thread-safe.
 const Verbs *load_verbs(const char *path, std::string &why);

@@ -1,19 +1,28 @@
 #include "transport/shm/segment.hpp"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include "os/os.hpp"
+
 namespace ds4tp::shm {
+namespace {
+
+// For messages: where the segments live.
+const char *shm_dir_name() {
+  const char *d = os::shm_dir();
+  return d != nullptr ? d : "shared memory";
+}
+
+}  // namespace
 
 Segment::Segment(Segment &&o) noexcept { *this = std::move(o); }
 
@@ -65,12 +74,12 @@ int Segment::create(const std::string &name, uint64_t bytes, Error &err) {
 }
 
 int Segment::map_created(Error &err) {
-  int e = posix_fallocate(fd_, 0, off_t(bytes_));
-  if (e != 0 && e != EOPNOTSUPP && e != EINVAL)
+  int e = os::reserve_file(fd_, bytes_);
+  if (e != 0)
     return err.set(DS4TP_ENOMEM,
                    "cannot reserve {} bytes of shared memory for segment {}: {} (is {} "
                    "full?)",
-                   bytes_, name_, std::strerror(e), kShmDir);
+                   bytes_, name_, std::strerror(e), shm_dir_name());
   void *m = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (m == MAP_FAILED)
     return err.set(DS4TP_ENOMEM, "cannot map {} byte shared-memory segment {}: {}", bytes_,
@@ -87,7 +96,7 @@ int Segment::open_existing(const std::string &name, uint64_t bytes, Error &err) 
     return err.set(DS4TP_EIO,
                    "cannot open the peer's shared-memory segment {}: {} (do both ranks see "
                    "the same {}?)",
-                   name, std::strerror(errno), kShmDir);
+                   name, std::strerror(errno), shm_dir_name());
   fd_ = fd;
   name_ = name;
   // Both ranks have it open or mapped now; the name is no longer needed.
@@ -115,82 +124,35 @@ int Segment::open_existing(const std::string &name, uint64_t bytes, Error &err) 
 }
 
 bool usable(uint64_t need_bytes, std::string &why) {
-  struct statvfs vfs {};
-  if (statvfs(kShmDir, &vfs) != 0) {
-    why = fmt::format("{} is not available: {}", kShmDir, std::strerror(errno));
-    return false;
-  }
-  uint64_t avail = uint64_t(vfs.f_bavail) * uint64_t(vfs.f_frsize);
-  if (avail < need_bytes) {
-    why = fmt::format("{} has {} bytes free but the two segments need {}", kShmDir, avail,
-                      need_bytes);
-    return false;
+  // Free space is known only where segments live in a directory.
+  const char *dir = os::shm_dir();
+  uint64_t avail = 0;
+  if (dir != nullptr) {
+    struct statvfs vfs {};
+    if (statvfs(dir, &vfs) != 0) {
+      why = fmt::format("{} is not available: {}", dir, std::strerror(errno));
+      return false;
+    }
+    avail = uint64_t(vfs.f_bavail) * uint64_t(vfs.f_frsize);
+    if (avail < need_bytes) {
+      why = fmt::format("{} has {} bytes free but the two segments need {}", dir, avail,
+                        need_bytes);
+      return false;
+    }
   }
   uint64_t r = 0;
-  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r) r = uint64_t(getpid()) << 20;
+  if (!os::random_bytes(&r, sizeof r)) r = uint64_t(getpid()) << 20;
   std::string probe = fmt::format("/ds4tp-probe-{}-{:016x}", getpid(), r);
   int fd = shm_open(probe.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    why = fmt::format("cannot create a segment in {}: {}", kShmDir, std::strerror(errno));
+    why = fmt::format("cannot create a segment in {}: {}", shm_dir_name(), std::strerror(errno));
     return false;
   }
   shm_unlink(probe.c_str());
   ::close(fd);
-  why = fmt::format("{} usable, {} bytes free", kShmDir, avail);
+  why = dir != nullptr ? fmt::format("{} usable, {} bytes free", dir, avail)
+                      : std::string("shared memory usable");
   return true;
-}
-
-namespace {
-
-// Fields of /proc/PID/stat after the command name: state, then field 22
-// (start time) 20 fields later. The name may hold spaces and ')'.
-// `gone` is set only when the process certainly does not exist.
-bool read_stat(pid_t pid, char &state, uint64_t &start, bool &gone) {
-  gone = false;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    gone = errno == ENOENT || errno == ESRCH;
-    return false;
-  }
-  char buf[1024];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return false;
-  buf[n] = 0;
-  char *p = std::strrchr(buf, ')');
-  if (p == nullptr || p[1] != ' ') return false;
-  p += 2;
-  state = *p;
-  for (int field = 3; field < 22; field++) {
-    p = std::strchr(p, ' ');
-    if (p == nullptr) return false;
-    p++;
-  }
-  char *end = nullptr;
-  start = std::strtoull(p, &end, 10);
-  return end != p;
-}
-
-}  // namespace
-
-uint64_t process_start_time(pid_t pid) {
-  char state = 0;
-  uint64_t start = 0;
-  bool gone = false;
-  return read_stat(pid, state, start, gone) ? start : 0;
-}
-
-bool process_alive(pid_t pid, uint64_t start_time) {
-  char state = 0;
-  uint64_t start = 0;
-  bool gone = false;
-  // Unreadable for another reason (out of fds, say): assume alive; the
-  // gate deadline still bounds the wait.
-  if (!read_stat(pid, state, start, gone)) return !gone;
-  if (state == 'Z' || state == 'X') return false;  // exited, not yet reaped
-  return start == start_time;
 }
 
 }  // namespace ds4tp::shm

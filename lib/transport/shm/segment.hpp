@@ -1,19 +1,14 @@
-// POSIX shared-memory segments and the peer-process checks the shm
-// transport needs. Handshake-time code (allocates, makes syscalls); the
-// gate path only calls process_alive(), and only while backing off.
+// POSIX shared-memory segments for the shm transport. Handshake-time code
+// (allocates, makes syscalls); the OS specifics (the shm directory, name
+// length, reserving pages) come from os/os.hpp.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include <sys/types.h>
-
 #include "common/error.hpp"
 
 namespace ds4tp::shm {
-
-// Where shm_open() puts its segments on Linux (a tmpfs).
-constexpr const char *kShmDir = "/dev/shm";
 
 // One segment mapped read-write and shared. Owns the mapping and, until
 // unlink() (or destruction), the name: every exit path removes the name,
@@ -30,7 +25,7 @@ class Segment {
   // Creates `name` (O_EXCL, mode 0600) and sizes it to `bytes`; not mapped
   // yet, so the peer can be told the name at once. EIO/ENOMEM with errno.
   int create(const std::string &name, uint64_t bytes, Error &err);
-  // After create(): reserves every page (so a full /dev/shm fails here,
+  // After create(): reserves every page (so a full shm directory fails here,
   // not with SIGBUS inside a gate) and maps the segment.
   int map_created(Error &err);
   // Opens someone else's segment, removes its name at once, checks that
@@ -53,17 +48,8 @@ class Segment {
   uint64_t bytes_ = 0;
 };
 
-// True when this process can create shared-memory segments and /dev/shm
-// has room for `need_bytes`; otherwise `why` says what is missing.
+// True when this process can create shared-memory segments and the shm
+// directory (where the OS has one) has room for `need_bytes`; otherwise `why` says what is missing.
 bool usable(uint64_t need_bytes, std::string &why);
-
-// Start time of process `pid` in clock ticks since boot (field 22 of
-// /proc/PID/stat), 0 when it cannot be read. With the pid it names one
-// process for good: a reused pid has another start time.
-uint64_t process_start_time(pid_t pid);
-
-// False once process `pid` started at `start_time` has exited (gone,
-// zombie, or the pid now names another process).
-bool process_alive(pid_t pid, uint64_t start_time);
 
 }  // namespace ds4tp::shm

@@ -6,30 +6,25 @@
 // vector straight into the peer's in vector (one copy, no kernel), then
 // publishes on the peer's control page with a release store; the peer
 // waits with acquire loads, spinning for spin_ns and then sleeping on a
-// futex word the writer wakes only when the peer sleeps. A dead peer is
+// shared word the writer wakes only when the peer sleeps. A dead peer is
 // noticed by its data connection closing (checked each millisecond of
 // waiting) or its process being gone. docs/PROTOCOL.md, "shm transport".
 //
-// Threading: as Transport. The segment handshake runs inside
+// Threading: as Transport. The segment handshake (setup.cpp) runs inside
 // ds4tp_connect on the connecting thread.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include <sys/types.h>
+
 #include "net/socket.hpp"
 #include "slab/layout.hpp"
+#include "transport/shm/segment.hpp"
 #include "transport/transport.hpp"
 
 namespace ds4tp {
-
-struct ShmSetup {
-  int rank = 0;              // 0 leader, 1 worker
-  uint64_t cookie = 0;       // the pair cookie: part of both segment names
-  slab::Layout layout;       // identical on both ranks (same identity)
-  uint64_t deadline_ns = 0;  // whole handshake (CLOCK_MONOTONIC)
-  bool forced = false;       // a rank asked for shm explicitly: no fallback
-};
 
 // Bytes of one rank's segment: the slab plus the control page.
 uint64_t shm_segment_bytes(const slab::Layout &layout);
@@ -39,16 +34,18 @@ uint64_t shm_segment_bytes(const slab::Layout &layout);
 // what was found or what is missing.
 bool shm_available(const slab::Layout *layout, std::string &why);
 
-// Runs the segment handshake on the data connection `fd` (both ranks at
-// once). Outcomes, identical on both ranks:
-//  - both ranks mapped both segments: OK, `out` is the transport (it took fd);
-//  - a rank could not and !setup.forced: OK with `out` empty and
-//    `fallback_why` set; fd is untouched (the caller runs TCP on it);
-//  - a rank could not and setup.forced: EUNSUPPORTED naming the reason.
-// Also EPEERCLOSED, ETIMEDOUT (setup.deadline_ns), EPROTO (bad message).
-// No segment name outlives this call.
-int make_shm_transport(net::Fd &fd, const ShmSetup &setup, const DataConfig &cfg,
-                       std::unique_ptr<Transport> &out, std::string &fallback_why,
-                       Error &err);
+namespace shm {
 
+// The control page after the slab (set-up.cpp's handshake): written into
+// this rank's fresh segment, checked in the peer's (EPROTO naming both).
+void init_control_page(const Segment &mine, const slab::Layout &layout);
+int check_control_page(const Segment &peer, const slab::Layout &layout, Error &err);
+
+// The transport over both mapped segments; takes the data connection `fd`
+// (watched for the peer's death). `peer_start` 0: the pid is not checked.
+std::unique_ptr<Transport> make_transport(net::Fd fd, Segment mine, Segment peer, pid_t peer_pid,
+                                          uint64_t peer_start, const slab::Layout &layout,
+                                          const DataConfig &cfg);
+
+}  // namespace shm
 }  // namespace ds4tp

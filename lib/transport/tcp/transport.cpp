@@ -1,4 +1,4 @@
-#include "transport/tcp/tcp_transport.hpp"
+#include "transport/tcp/transport.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include "common/clock.hpp"
+#include "os/wait.hpp"
 #include "wire/gate_header.hpp"
 
 namespace ds4tp {
@@ -16,9 +17,15 @@ namespace {
 using wire::GateHeader;
 using wire::GateKind;
 
+// After a hang-up, bytes the peer sent before it still drain this long.
+constexpr uint64_t kGoneGraceNs = 2000000;
+
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(net::Fd fd, const DataConfig &cfg) : fd_(std::move(fd)), cfg_(cfg) {}
+  TcpTransport(net::Fd fd, const DataConfig &cfg) : fd_(std::move(fd)), cfg_(cfg) {
+    policy_.spin_ns = cfg.spin_ns;
+    policy_.grace_ns = kGoneGraceNs;
+  }
 
   const char *name() const override { return "tcp"; }
 
@@ -67,9 +74,13 @@ class TcpTransport final : public Transport {
     const uint64_t total = wire::kGateHeaderBytes + bytes;
     uint64_t sent = 0, got = 0;
     bool header_checked = false;
-    uint64_t t = now_ns();
-    uint64_t last = t;
-    uint64_t deadline = t + meet_ns;
+    // The data path reads the socket itself, so a closed peer normally
+    // shows as EOF there; the watch covers a peer that is gone while
+    // neither direction can move.
+    os::PeerWatch watch;
+    watch.watch_socket(fd, "data connection");
+    os::Waiter w(policy_, &watch);
+    uint64_t deadline = w.last_progress() + meet_ns;
 
     while (sent < total || got < total) {
       bool progress = false;
@@ -83,10 +94,7 @@ class TcpTransport final : public Transport {
           uint64_t off = sent - wire::kGateHeaderBytes;
           iov[n++] = {const_cast<uint8_t *>(out) + off, size_t(bytes - off)};
         }
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = size_t(n);
-        ssize_t r = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t r = os::sendv_nosignal(fd, iov, n);
         if (r > 0) {
           sent += uint64_t(r);
           progress = true;
@@ -119,34 +127,37 @@ class TcpTransport final : public Transport {
             header_checked = true;
           }
         } else if (r == 0) {
-          return err.set(DS4TP_EPEERCLOSED,
-                         "peer closed the data connection during {} (layer {}, {} {}, "
-                         "seq {}; received {} of {} bytes)",
-                         wire::gate_kind_name(mine.kind), mine.layer,
-                         mine.kind == uint16_t(GateKind::Batch) ? "rows" : "gate",
-                         mine.aux, mine.seq, got, total);
+          return closed(mine, got, total, err);
         } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
           return io_fail(mine, errno, sent, got, total, err);
         }
       }
       if (progress) {
-        last = now_ns();
+        w.progress();
         // Once the peer has shown up, the in-gate timeout applies.
-        deadline = last + (got > 0 ? cfg_.gate_timeout_ns : meet_ns);
+        deadline = w.last_progress() + (got > 0 ? cfg_.gate_timeout_ns : meet_ns);
         continue;
       }
-      t = now_ns();
-      if (t >= deadline) return timeout(mine, got == 0 ? meet_ns : cfg_.gate_timeout_ns,
-                                        sent, got, total, err);
-      if (t - last < cfg_.spin_ns) {
-        net::cpu_relax();
-        continue;
-      }
-      pollfd p{fd, short((got < total ? POLLIN : 0) | (sent < total ? POLLOUT : 0)), 0};
-      int r = ::poll(&p, 1, ms_left(deadline));
-      if (r < 0 && errno != EINTR) return io_fail(mine, errno, sent, got, total, err);
+      int perr = 0;
+      int rc = w.idle(deadline, [&](uint64_t) {
+        pollfd p{fd, short((got < total ? POLLIN : 0) | (sent < total ? POLLOUT : 0)), 0};
+        if (::poll(&p, 1, ms_left(deadline)) < 0 && errno != EINTR) perr = errno;
+      });
+      if (perr != 0) return io_fail(mine, perr, sent, got, total, err);
+      if (rc == DS4TP_ETIMEDOUT)
+        return timeout(mine, got == 0 ? meet_ns : cfg_.gate_timeout_ns, sent, got, total, err);
+      if (rc == DS4TP_EPEERCLOSED) return closed(mine, got, total, err);
     }
     return DS4TP_OK;
+  }
+
+  int closed(const GateHeader &m, uint64_t got, uint64_t total, Error &err) {
+    return err.set(DS4TP_EPEERCLOSED,
+                   "peer closed the data connection during {} (layer {}, {} {}, seq {}; "
+                   "received {} of {} bytes)",
+                   wire::gate_kind_name(m.kind), m.layer,
+                   m.kind == uint16_t(GateKind::Batch) ? "rows" : "gate", m.aux, m.seq, got,
+                   total);
   }
 
   int io_fail(const GateHeader &m, int e, uint64_t sent, uint64_t got, uint64_t total,
@@ -173,6 +184,7 @@ class TcpTransport final : public Transport {
 
   net::Fd fd_;
   DataConfig cfg_;
+  os::WaitPolicy policy_;
   uint8_t *base_ = nullptr;
   slab::Layout layout_;
 };

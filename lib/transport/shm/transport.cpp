@@ -1,4 +1,4 @@
-#include "transport/shm/shm_transport.hpp"
+#include "transport/shm/transport.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -6,17 +6,14 @@
 #include <cstring>
 #include <string_view>
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "common/clock.hpp"
-#include "transport/shm/segment.hpp"
+#include "os/wait.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/shm_offer.hpp"
 
@@ -39,7 +36,7 @@ using wire::GateKind;
 //            still read its header of gate t.
 //   big      (peer) u64 chunks it filled into this segment's big_in,
 //            u64 chunks it drained from its own big_in
-//   waiting  (owner sets, peer clears) u32 futex word, 1 while the owner
+//   waiting  (owner sets, peer clears) u32 word (os::wait_on_word), 1 while the owner
 //            sleeps
 constexpr uint64_t kCtlBytes = 4096;
 constexpr uint64_t kLineHeader = 0, kLineGate = 64, kLineBig = 192, kLineWaiting = 256;
@@ -51,10 +48,8 @@ constexpr uint32_t kCtlVersion = 1;
 // Big gates cut the 4 MiB staging region into this many chunks, so the
 // writer fills one while the reader drains another.
 constexpr uint32_t kBigChunks = 8;
-// While spinning, look for a closed connection this often; the peer
-// process (a /proc read) is checked less often. Both only off the fast path.
-constexpr uint64_t kSocketCheckNs = 1000000;
-constexpr uint64_t kProcessCheckNs = 20000000;
+// Sleeps are cut into slices so the peer watch (os/wait.hpp: the data
+// connection, the peer process) runs at least this often.
 constexpr uint64_t kSleepSliceNs = 2000000;
 // memcpy may switch to non-temporal stores for large copies; those need a
 // store fence before the release store that publishes them.
@@ -78,13 +73,10 @@ void copy(uint8_t *dst, const uint8_t *src, uint64_t n) {
 }
 
 // Sleeps while the u32 at `p` (in a shared mapping) is 1, at most `ns`.
-void futex_wait(uint8_t *p, uint64_t ns) {
-  timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t *>(p), FUTEX_WAIT, 1u, &ts, nullptr, 0);
+void sleep_while_waiting(uint8_t *p, uint64_t ns) {
+  os::wait_on_word(reinterpret_cast<uint32_t *>(p), 1u, ns);
 }
-void futex_wake(uint8_t *p) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t *>(p), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-}
+void wake_sleeper(uint8_t *p) { os::wake_word(reinterpret_cast<uint32_t *>(p)); }
 
 const char *aux_name(uint16_t kind) { return kind == uint16_t(GateKind::Batch) ? "rows" : "gate"; }
 
@@ -102,6 +94,12 @@ class ShmTransport final : public Transport {
     my_ctl_ = mine_.base() + layout_.total;
     peer_ctl_ = peer_.base() + layout_.total;
     chunk_ = layout_.big_staging / kBigChunks;
+    // The kernel closes the data connection when the peer process dies;
+    // the pid is checked too when it names the peer here (start != 0).
+    watch_.watch_socket(fd_.get(), "data connection");
+    watch_.watch_process(peer_pid_, peer_start_);
+    policy_.spin_ns = cfg_.spin_ns;
+    policy_.clock_every = 64;  // acquire loads and pause only; the clock (vDSO) every 64 rounds
   }
 
   const char *name() const override { return "shm"; }
@@ -159,14 +157,14 @@ class ShmTransport final : public Transport {
   // Release-stores `v` into a word of the peer's control page and wakes
   // the peer if it sleeps. The fence pairs with the one in wait(): either
   // we see its waiting word or it sees our store before sleeping. Only a
-  // sleeping peer costs a system call (FUTEX_WAKE).
+  // sleeping peer costs a system call (os::wake_word).
   void publish(uint8_t *w, uint64_t v) {
     word(w).store(v, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     auto waiting = word32(peer_ctl_ + kLineWaiting);
     if (waiting.load(std::memory_order_relaxed) != 0 &&
         waiting.exchange(0, std::memory_order_relaxed) != 0)
-      futex_wake(peer_ctl_ + kLineWaiting);
+      wake_sleeper(peer_ctl_ + kLineWaiting);
   }
 
   // 1 when the peer announced ticket `t` (then its header matched ours),
@@ -192,44 +190,18 @@ class ShmTransport final : public Transport {
   }
 
   // Waits until ready() returns 1 (OK) or a negative code (returned; err
-  // set by ready). Spins for spin_ns, then sleeps on our waiting word.
-  // `deadline` may be moved by ready() on progress. ETIMEDOUT and
-  // EPEERCLOSED are returned with err untouched: the caller words them
-  // (gone_why_ says how the peer went).
+  // set by ready). Spins for spin_ns, then sleeps on our waiting word
+  // (os::Waiter). `deadline` may be moved by ready() on progress.
+  // ETIMEDOUT and EPEERCLOSED are returned with err untouched: the caller
+  // words them (watch_.why() says how the peer went).
   template <class Ready>
   int wait(Ready &&ready, const uint64_t &deadline);
-
-  // True when the data connection closed or failed (the kernel closes it
-  // when the peer process dies). Nothing else travels on it after the
-  // handshake; stray bytes are read and dropped.
-  bool connection_closed() {
-    uint8_t buf[256];
-    for (int i = 0; i < 16; i++) {  // bounded: a chatty peer cannot keep us here
-      ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
-      if (n > 0) continue;
-      if (n == 0) {
-        gone_why_ = "closed the data connection";
-        return true;
-      }
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-      gone_why_ = "reset the data connection";
-      return true;
-    }
-    return false;
-  }
-
-  bool peer_process_gone() {
-    if (peer_start_ == 0 || shm::process_alive(peer_pid_, peer_start_)) return false;
-    gone_why_ = "process has exited";
-    return true;
-  }
 
   int fail(const GateHeader &h, int code, bool peer_met, uint64_t limit_ns, Error &err) {
     if (code == DS4TP_EPEERCLOSED)
       return err.set(DS4TP_EPEERCLOSED,
                      "peer {} (pid {}) during {} (layer {}, {} {}, seq {}) over shm",
-                     gone_why_, peer_pid_, wire::gate_kind_name(h.kind), h.layer,
+                     watch_.why(), peer_pid_, wire::gate_kind_name(h.kind), h.layer,
                      aux_name(h.kind), h.aux, h.seq);
     if (code == DS4TP_ETIMEDOUT)
       return err.set(DS4TP_ETIMEDOUT,
@@ -256,71 +228,32 @@ class ShmTransport final : public Transport {
   uint64_t ticket_ = 0;                // gates of any kind so far
   uint32_t prev_region_ = kNoRegion;   // in-region the previous gate wrote
   uint64_t big_sent_ = 0, big_got_ = 0;  // chunks over the pair's lifetime
-  const char *gone_why_ = "went away";
+  os::PeerWatch watch_;
+  os::WaitPolicy policy_;
 };
 
 template <class Ready>
 int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
   int r = ready();
   if (r != 0) return r > 0 ? DS4TP_OK : r;
-  uint64_t t = now_ns();
-  const uint64_t spin_end = t + cfg_.spin_ns;
-  uint64_t next_sock = t + kSocketCheckNs, next_proc = t + kProcessCheckNs;
-  // Spin: acquire loads and pause only; the clock (vDSO) every 64 rounds.
-  while (t < spin_end) {
-    for (int i = 0; i < 64; i++) {
-      net::cpu_relax();
-      r = ready();
-      if (r != 0) return r > 0 ? DS4TP_OK : r;
-    }
-    t = now_ns();
-    if (t >= deadline) return DS4TP_ETIMEDOUT;
-    if (t >= next_sock) {
-      bool closed = connection_closed();
-      if ((r = ready()) != 0) return r > 0 ? DS4TP_OK : r;
-      if (closed) return DS4TP_EPEERCLOSED;
-      next_sock = t + kSocketCheckNs;
-    }
-    if (t >= next_proc) {
-      bool gone = peer_process_gone();
-      if ((r = ready()) != 0) return r > 0 ? DS4TP_OK : r;
-      if (gone) return DS4TP_EPEERCLOSED;
-      next_proc = t + kProcessCheckNs;
-    }
-  }
-  // Sleep on our waiting word (a futex in shared memory): raise it, then
+  // Past the spin window, sleep on our waiting word: raise it, then
   // re-check before every sleep, so a publish either sees it (clears it
-  // and wakes us) or lands before our check. Sleeps are cut into slices
-  // so a dead peer is noticed within kSleepSliceNs.
+  // and wakes us) or lands before our check.
   auto waiting = word32(my_ctl_ + kLineWaiting);
-  int rc;
-  for (;;) {
+  auto sleep = [&](uint64_t left) {
     waiting.store(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (ready() == 0)
+      sleep_while_waiting(my_ctl_ + kLineWaiting, std::min(left, kSleepSliceNs));
+  };
+  os::Waiter w(policy_, &watch_);
+  int rc;
+  for (;;) {
     if ((r = ready()) != 0) {
       rc = r > 0 ? DS4TP_OK : r;
       break;
     }
-    t = now_ns();
-    if (t >= deadline) {
-      rc = DS4TP_ETIMEDOUT;
-      break;
-    }
-    if (t >= next_sock) {
-      if (connection_closed()) {
-        rc = (r = ready()) != 0 ? (r > 0 ? DS4TP_OK : r) : DS4TP_EPEERCLOSED;
-        break;
-      }
-      next_sock = t + kSleepSliceNs;
-    }
-    if (t >= next_proc) {
-      if (peer_process_gone()) {
-        rc = (r = ready()) != 0 ? (r > 0 ? DS4TP_OK : r) : DS4TP_EPEERCLOSED;
-        break;
-      }
-      next_proc = t + kProcessCheckNs;
-    }
-    futex_wait(my_ctl_ + kLineWaiting, std::min(deadline - t, kSleepSliceNs));
+    if ((rc = w.idle(deadline, sleep)) != DS4TP_OK) break;
   }
   waiting.store(0, std::memory_order_relaxed);
   return rc;
@@ -435,34 +368,6 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
   return DS4TP_OK;
 }
 
-// ---- handshake ----------------------------------------------------------
-
-uint64_t random64() {
-  uint64_t v = 0;
-  if (getrandom(&v, sizeof v, 0) != sizeof v) v = now_ns() * 0x9e3779b97f4a7c15ull;
-  return v;
-}
-
-std::string name_prefix(uint64_t cookie, int rank) {
-  return fmt::format("/ds4tp-{:016x}-r{}-", cookie, rank);
-}
-
-int send_msg(int fd, const std::vector<uint8_t> &m, uint64_t deadline, Error &err) {
-  return net::write_all(fd, m.data(), m.size(), deadline, "shm handshake", err);
-}
-
-// Reads one handshake message: header, then exactly its body.
-int recv_msg(int fd, uint64_t deadline, wire::ShmHeader &h, std::vector<uint8_t> &body,
-             Error &err) {
-  uint8_t hdr[wire::kShmHeaderBytes];
-  int rc = net::read_exact(fd, hdr, sizeof hdr, deadline, "shm handshake", err);
-  if (rc != DS4TP_OK) return rc;
-  rc = wire::decode_shm_header(hdr, sizeof hdr, h, err);
-  if (rc != DS4TP_OK) return rc;
-  body.resize(h.body_bytes);
-  return net::read_exact(fd, body.data(), body.size(), deadline, "shm handshake", err);
-}
-
 void write_ctl_header(uint8_t *ctl, uint64_t slab_bytes) {
   uint8_t *h = ctl + kLineHeader;
   word32(h).store(kCtlMagic, std::memory_order_relaxed);
@@ -475,107 +380,31 @@ void write_ctl_header(uint8_t *ctl, uint64_t slab_bytes) {
 
 uint64_t shm_segment_bytes(const slab::Layout &layout) { return layout.total + kCtlBytes; }
 
-bool shm_available(const slab::Layout *layout, std::string &why) {
-  return shm::usable(layout ? 2 * shm_segment_bytes(*layout) : 0, why);
+namespace shm {
+
+void init_control_page(const Segment &mine, const slab::Layout &layout) {
+  write_ctl_header(mine.base() + layout.total, layout.total);
 }
 
-int make_shm_transport(net::Fd &fd, const ShmSetup &s, const DataConfig &cfg,
-                       std::unique_ptr<Transport> &out, std::string &fallback_why,
-                       Error &err) {
-  const uint64_t bytes = shm_segment_bytes(s.layout);
-  const int peer_rank = 1 - s.rank;
-  shm::Segment mine, peer;
-  std::string problem;  // why this rank cannot run shm, empty if it can
-  Error e;
-
-  // 1. Create our segment and offer its name at once: the peer removes
-  //    the name as soon as it has opened it.
-  wire::ShmOffer offer;
-  offer.pid = uint32_t(getpid());
-  offer.start_time = shm::process_start_time(getpid());
-  offer.segment_bytes = bytes;
-  std::string name = name_prefix(s.cookie, s.rank) + fmt::format("{}-{:016x}", getpid(), random64());
-  if (mine.create(name, bytes, e) == DS4TP_OK) {
-    offer.ok = true;
-    offer.name = name;
-  } else {
-    offer.reason = problem = e.message;
-  }
-  int rc = send_msg(fd.get(), wire::encode_shm_offer(offer), s.deadline_ns, err);
-  if (rc != DS4TP_OK) return rc;
-  if (offer.ok) {
-    if (mine.map_created(e) == DS4TP_OK)
-      write_ctl_header(mine.base() + s.layout.total, s.layout.total);
-    else
-      problem = e.message;
-  }
-
-  // 2. Open the peer's segment.
-  wire::ShmHeader h;
-  std::vector<uint8_t> body;
-  rc = recv_msg(fd.get(), s.deadline_ns, h, body, err);
-  if (rc != DS4TP_OK) return rc;
-  wire::ShmOffer theirs;
-  rc = wire::decode_shm_offer(h, body.data(), body.size(), theirs, err);
-  if (rc != DS4TP_OK) return rc;
-  if (theirs.ok) {
-    std::string want = name_prefix(s.cookie, peer_rank);
-    if (theirs.name.compare(0, want.size(), want) != 0) {
-      if (problem.empty())
-        problem = fmt::format("the peer offered segment {}, which does not belong to this pair "
-                              "(names start with {})",
-                              theirs.name, want);
-    } else if (!problem.empty() || theirs.segment_bytes != bytes) {
-      if (problem.empty())
-        problem = fmt::format("the peer's segment is {} bytes but this rank's layout needs {}",
-                              theirs.segment_bytes, bytes);
-      shm_unlink(theirs.name.c_str());  // ours to clean up too: nobody will open it
-    } else if (peer.open_existing(theirs.name, bytes, e) != DS4TP_OK) {
-      problem = e.message;
-    }
-  }
-
-  // 3. Both say whether they are ready; shm only if both are.
-  wire::ShmReady ready{problem.empty() && theirs.ok, problem};
-  rc = send_msg(fd.get(), wire::encode_shm_ready(ready), s.deadline_ns, err);
-  if (rc != DS4TP_OK) return rc;
-  rc = recv_msg(fd.get(), s.deadline_ns, h, body, err);
-  if (rc != DS4TP_OK) return rc;
-  wire::ShmReady their_ready;
-  rc = wire::decode_shm_ready(h, body.data(), body.size(), their_ready, err);
-  if (rc != DS4TP_OK) return rc;
-  mine.unlink();  // the peer has opened it (or never will)
-
-  if (ready.ok && their_ready.ok) {
-    uint8_t *ph = peer.base() + s.layout.total + kLineHeader;
-    uint32_t magic = word32(ph).load(std::memory_order_relaxed);
-    uint32_t version = word32(ph + 4).load(std::memory_order_relaxed);
-    uint64_t slab = word(ph + 8).load(std::memory_order_relaxed);
-    if (magic != kCtlMagic || version != kCtlVersion || slab != s.layout.total)
-      return err.set(DS4TP_EPROTO,
-                     "the peer's shm segment has control magic 0x{:08x} version {} slab {} "
-                     "bytes; expected 0x{:08x} version {} slab {} bytes",
-                     magic, version, slab, kCtlMagic, kCtlVersion, s.layout.total);
-    // The pid is checked while waiting only if it names the peer here
-    // (same pid namespace) and its start time proves it is the same process.
-    uint64_t start = theirs.start_time != 0 &&
-                             shm::process_start_time(pid_t(theirs.pid)) == theirs.start_time
-                         ? theirs.start_time
-                         : 0;
-    out = std::make_unique<ShmTransport>(std::move(fd), std::move(mine), std::move(peer),
-                                         pid_t(theirs.pid), start, s.layout, cfg);
-    return DS4TP_OK;
-  }
-  std::string why = !problem.empty()       ? fmt::format("this rank: {}", problem)
-                    : !theirs.ok           ? fmt::format("the peer: {}", theirs.reason)
-                                           : fmt::format("the peer: {}", their_ready.reason);
-  if (s.forced)
-    return err.set(DS4TP_EUNSUPPORTED,
-                   "transport shm was requested but shared memory cannot be set up ({}); use "
-                   "transport tcp or auto",
-                   why);
-  fallback_why = why;
+int check_control_page(const Segment &peer, const slab::Layout &layout, Error &err) {
+  uint8_t *ph = peer.base() + layout.total + kLineHeader;
+  uint32_t magic = word32(ph).load(std::memory_order_relaxed);
+  uint32_t version = word32(ph + 4).load(std::memory_order_relaxed);
+  uint64_t slab = word(ph + 8).load(std::memory_order_relaxed);
+  if (magic != kCtlMagic || version != kCtlVersion || slab != layout.total)
+    return err.set(DS4TP_EPROTO,
+                   "the peer's shm segment has control magic 0x{:08x} version {} slab {} "
+                   "bytes; expected 0x{:08x} version {} slab {} bytes",
+                   magic, version, slab, kCtlMagic, kCtlVersion, layout.total);
   return DS4TP_OK;
 }
 
+std::unique_ptr<Transport> make_transport(net::Fd fd, Segment mine, Segment peer, pid_t peer_pid,
+                                          uint64_t peer_start, const slab::Layout &layout,
+                                          const DataConfig &cfg) {
+  return std::make_unique<ShmTransport>(std::move(fd), std::move(mine), std::move(peer),
+                                        peer_pid, peer_start, layout, cfg);
+}
+
+}  // namespace shm
 }  // namespace ds4tp

@@ -1,0 +1,144 @@
+// The one spin-then-block waiter and the one peer-death check, used by
+// every transport (tcp, shm, rdma) and the gate service. Portable: built
+// on os.hpp only, the same on every platform.
+//
+// A wait loop polls its own condition (bytes moved, a word in shared
+// memory, completions) and calls Waiter::idle() whenever a poll found
+// nothing. idle() applies the policy: busy-poll (cpu_relax) for spin_ns
+// after the last progress, then yield the CPU for yield_ns, then let the
+// caller block (`block(left_ns)`: poll(), a shared-word sleep, a nap);
+// it ends the wait at the deadline, or when the PeerWatch says the peer
+// is gone. Threading: one thread per Waiter and PeerWatch; neither
+// allocates, logs or locks on the gate path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <sys/types.h>
+
+#include "common/clock.hpp"
+#include "common/error.hpp"
+#include "os/os.hpp"
+
+namespace ds4tp::os {
+
+constexpr uint64_t kNoDeadline = UINT64_MAX;
+
+// Everything that says the peer went away, looked at in one place:
+//  - up to two sockets that close when the peer process dies (the data
+//    connection, the control connection), watched for a hang-up without
+//    reading them;
+//  - the peer process itself, when it runs on this host;
+//  - a failure flag another thread raises (the pair's liveness watcher).
+// Sockets are looked at every kSocketCheckNs, the process every
+// kProcessCheckNs, the flag at every check.
+class PeerWatch {
+ public:
+  static constexpr uint64_t kSocketCheckNs = 1000000;
+  static constexpr uint64_t kProcessCheckNs = 20000000;
+
+  // `what` names the socket in messages ("data connection"); static text.
+  void watch_socket(int fd, const char *what);
+  void watch_process(pid_t pid, uint64_t start_time);
+  void watch_flag(bool (*raised)(const void *ctx), const void *ctx);
+
+  // True once the peer is known gone (and stays true). Cheap between
+  // the periods above.
+  bool check(uint64_t now);
+  // True when the flag alone says so (no system call).
+  bool flag_raised() const { return raised_ != nullptr && raised_(ctx_); }
+  // Sleeps at most `ns`, waking early when a watched socket hangs up;
+  // then as check().
+  bool nap(uint64_t ns);
+
+  bool gone() const { return how_ != How::kAlive; }
+  // The socket that went (its `what`), or nullptr when it was not a socket.
+  const char *socket_name() const;
+  // How the peer went, for messages: "closed the data connection",
+  // "reset the control connection", "process has exited", "failed".
+  std::string why() const;
+
+ private:
+  enum class How { kAlive, kClosed, kReset, kExited, kFlag };
+  void saw_hangup(int index, Hangup h);
+
+  int fds_[2] = {-1, -1};
+  const char *names_[2] = {"", ""};
+  int nfds_ = 0;
+  pid_t pid_ = 0;
+  uint64_t start_ = 0;  // 0: the process is not watched
+  bool (*raised_)(const void *) = nullptr;
+  const void *ctx_ = nullptr;
+  uint64_t next_socket_ = 0, next_process_ = 0;
+  How how_ = How::kAlive;
+  int which_ = -1;
+};
+
+struct WaitPolicy {
+  uint64_t spin_ns = 0;      // busy-poll this long after the last progress
+  uint64_t yield_ns = 0;     // then yield the CPU this long, then block
+  uint64_t grace_ns = 0;     // peer gone: keep polling this long (late completions)
+  uint32_t clock_every = 1;  // while spinning, read the clock every this many rounds
+};
+
+class Waiter {
+ public:
+  // `last_progress`: when the wait's spin window starts (now by default).
+  Waiter(const WaitPolicy &policy, PeerWatch *watch, uint64_t last_progress = now_ns())
+      : p_(policy), watch_(watch), last_(last_progress), now_(now_ns()) {
+    spinning_ = now_ - last_ < p_.spin_ns;
+  }
+
+  // Something moved: the spin window starts again.
+  void progress() { last_ = now_ = now_ns(); spinning_ = p_.spin_ns > 0; }
+  uint64_t last_progress() const { return last_; }
+  // The clock as the last idle() read it.
+  uint64_t now() const { return now_; }
+  // True while inside the spin window (as of the last idle()).
+  bool spinning() const { return spinning_; }
+
+  // A poll found nothing. DS4TP_OK: poll again. DS4TP_ETIMEDOUT: the
+  // deadline passed. DS4TP_EPEERCLOSED: the watch saw the peer go, grace_ns
+  // ago and at least one poll before. Never sets an Error: the caller words
+  // the failure with what it was waiting for.
+  template <class Block>
+  int idle(uint64_t deadline, Block &&block) {
+    if (spinning_ && ++rounds_ < p_.clock_every) {
+      cpu_relax();
+      return DS4TP_OK;
+    }
+    rounds_ = 0;
+    now_ = now_ns();
+    if (gone_at_ != 0) {
+      if (now_ - gone_at_ >= p_.grace_ns) return DS4TP_EPEERCLOSED;
+    } else if (now_ >= deadline) {
+      return DS4TP_ETIMEDOUT;
+    } else if (watch_ != nullptr && watch_->check(now_)) {
+      gone_at_ = now_;  // one more poll first: the peer may have finished
+      return DS4TP_OK;
+    }
+    const uint64_t quiet = now_ - last_;
+    spinning_ = quiet < p_.spin_ns;
+    if (spinning_) {
+      cpu_relax();
+    } else if (quiet < p_.spin_ns + p_.yield_ns) {
+      yield_thread();
+    } else {
+      block(deadline > now_ ? deadline - now_ : 0);
+      if (gone_at_ == 0 && watch_ != nullptr && watch_->gone()) gone_at_ = now_ns();
+    }
+    return DS4TP_OK;
+  }
+
+ private:
+  WaitPolicy p_;
+  PeerWatch *watch_;
+  uint64_t last_;
+  uint64_t now_;
+  uint64_t gone_at_ = 0;
+  uint32_t rounds_ = 0;
+  bool spinning_ = false;
+};
+
+}  // namespace ds4tp::os

@@ -1,0 +1,289 @@
+// The rdma descriptor (availability = the port probe, set-up = opening
+// the device and the set-up link on the data connection) and the
+// transport's attach: queue pair, RDMA_INFO/READY, warm-up.
+#include "transport/descriptor.hpp"
+#include "transport/rdma/probe.hpp"
+#include "transport/rdma/setup_link.hpp"
+#include "transport/rdma/transport_impl.hpp"
+#include "wire/hello.hpp"
+
+namespace ds4tp::rdma {
+
+using wire::GateHeader;
+using wire::GateKind;
+
+// ---------------------------------------------------------------------
+// Set-up
+
+int RdmaTransport::attach(uint8_t *base, const slab::Layout &layout, Error &err) {
+  detach();
+  base_ = base;
+  L_ = layout;
+  uint32_t rkey = 0;
+  if (int rc = dev_->register_memory(base, layout.total, rkey, err)) {
+    std::string why = err.message;
+    base_ = nullptr;
+    return err.set(rc, "rdma: registering the {} byte slab with {} failed: {}", layout.total,
+                   dev_->describe(), why);
+  }
+  registered_ = true;
+  rkey_ = rkey;
+  // The peer can send gate s+1 as soon as our data for s arrived, while the
+  // engine may still read in[slot(s)]. When consecutive gates share a slot
+  // (one gate per token, or a step of 0) that would overwrite it, so such
+  // schedules land rows in two alternating staging vectors instead.
+  staged_rows_ = false;
+  const uint64_t period = std::min<uint64_t>(sched_.per_token ? sched_.per_token : sched_.slots,
+                                             4096);
+  for (uint64_t s = 1; s <= period && !staged_rows_; s++)
+    staged_rows_ = slab::slot_for_seq(sched_, s) == slab::slot_for_seq(sched_, s + 1);
+  if (staged_rows_ && 2 * layout.vec_stride > layout.big_staging) {
+    detach();
+    return err.set(DS4TP_EUNSUPPORTED,
+                   "rdma: this schedule fires consecutive gates on one slot, so rows are "
+                   "staged in the big-gate region, which holds {} bytes but needs {}",
+                   layout.big_staging, 2 * layout.vec_stride);
+  }
+  bool uc_only = false;
+  uint32_t attempts = std::max(1u, std::min(tun_.setup_attempts, wire::kMaxSetupAttempt + 1));
+  for (uint32_t a = 0; a < attempts; a++) {
+    bool retry = false;
+    int rc = setup_attempt(a, uc_only, retry, err);
+    if (rc == DS4TP_OK) return DS4TP_OK;
+    qp_.reset();
+    if (!retry || a + 1 == attempts) {
+      detach();
+      return rc;
+    }
+    log_.warn("rdma: set-up attempt {} failed ({}); recreating the queue pair", a + 1,
+              err.message);
+    err.clear();
+  }
+  detach();
+  return err.set(DS4TP_EIO, "rdma: set-up failed");
+}
+
+int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, Error &err) {
+  QpRequest req;
+  req.uc_only = uc_only;
+  req.send_depth = tun_.send_depth;
+  req.recv_depth = tun_.recv_depth;
+  req.max_msg = tun_.max_msg;
+  if (int rc = dev_->create_qp(req, qp_, err)) return rc;
+  reset_counters();
+
+  wire::RdmaInfo mine = qp_->local_info();
+  mine.attempt = attempt;
+  mine.slab_addr = reinterpret_cast<uintptr_t>(base_);
+  mine.slab_bytes = L_.total;
+  mine.rkey = rkey_;
+  uint8_t buf[wire::kRdmaInfoPayload];
+  wire::encode_rdma_info(mine, buf);
+  if (int rc = frame_send(wire::kFrameRdmaInfo, buf, sizeof buf, err)) return rc;
+  if (int rc = frame_recv(wire::kFrameRdmaInfo, buf, sizeof buf, err)) return rc;
+  wire::RdmaInfo peer;
+  if (int rc = wire::decode_rdma_info(buf, sizeof buf, peer, err)) return rc;
+  if (peer.attempt != attempt)
+    return err.set(DS4TP_EPROTO, "rdma: this rank is at set-up attempt {} but the peer at {}",
+                   attempt, peer.attempt);
+  if (peer.qp_type != mine.qp_type) {
+    // One side could not make RC: both sides see the same pair of types
+    // and recreate as UC together.
+    uc_only = true;
+    retry = true;
+    return err.set(DS4TP_EUNSUPPORTED,
+                   "rdma: this rank made an {} queue pair but the peer an {} one",
+                   wire::qp_type_name(mine.qp_type), wire::qp_type_name(peer.qp_type));
+  }
+  if (peer.link_layer != mine.link_layer && peer.link_layer != wire::kLinkUnspecified &&
+      mine.link_layer != wire::kLinkUnspecified)
+    return err.set(DS4TP_EUNSUPPORTED,
+                   "rdma: link layers differ (this rank {}, the peer {}; 1 = InfiniBand, "
+                   "2 = Ethernet): the ports cannot talk to each other",
+                   mine.link_layer, peer.link_layer);
+
+  msg_ = std::min({mine.max_msg, peer.max_msg, tun_.max_msg});
+  depth_ = std::min(mine.recv_depth, peer.recv_depth);
+  sdepth_ = std::min(mine.send_depth, peer.send_depth);
+  row_msgs_ = messages(L_.vec_bytes);
+  row_window_ = std::max(3u, tun_.row_window);
+  // Everything that follows is computed from values both ranks share, so
+  // both make the same decisions.
+  // Half the receive queue holds whatever window is armed (row window, or a
+  // batch gate plus its prediction), the other half the receives of the
+  // next shape, posted before the old window drains.
+  const uint64_t armed = std::max<uint64_t>(uint64_t(row_window_) * row_msgs_,
+                                            uint64_t(2) * L_.batch_rows * row_msgs_);
+  if (armed > depth_ / 2 || sdepth_ < 1)
+    return err.set(DS4TP_EUNSUPPORTED,
+                   "rdma: a receive queue depth of {} cannot hold twice {} receives (a {}-gate "
+                   "window or two {}-row batch gates of {} messages per {} byte vector at a {} "
+                   "byte message size); raise the maximum message size or the queue depth",
+                   depth_, armed, row_window_, L_.batch_rows, row_msgs_, L_.vec_bytes, msg_);
+  direct_round_msgs_ = std::max(1u, std::min(depth_ / 4, sdepth_));
+  round_bytes_ = std::min<uint64_t>(uint64_t(direct_round_msgs_) * msg_, L_.big_staging / 2);
+  ring_.assign(depth_ + 1, Expect{});
+  have_last_batch_ = false;
+
+  if (int rc = qp_->connect(peer, err)) return rc;
+  wire::RdmaReady ready{attempt};
+  uint8_t rb[wire::kRdmaReadyPayload];
+  wire::encode_rdma_ready(ready, rb);
+  if (int rc = frame_send(wire::kFrameRdmaReady, rb, sizeof rb, err)) return rc;
+  if (int rc = frame_recv(wire::kFrameRdmaReady, rb, sizeof rb, err)) return rc;
+  if (int rc = wire::decode_rdma_ready(rb, sizeof rb, ready, err)) return rc;
+  if (ready.attempt != attempt)
+    return err.set(DS4TP_EPROTO, "rdma: RDMA_READY for attempt {} while at attempt {}",
+                   ready.attempt, attempt);
+
+  bool ok = false;
+  if (int rc = warm_up(attempt, ok, err)) return rc;
+  if (!ok) {
+    retry = mine.qp_type == wire::kQpUc;
+    return DS4TP_EIO;  // err names the directions that failed
+  }
+  reset_counters();
+  log_.info("rdma: {} {} queue pair up (peer QP {}, attempt {}): {} byte messages, {} per "
+            "vector, row window {}, queue depths {}/{}{}",
+            dev_->describe(), wire::qp_type_name(mine.qp_type), peer.qp_num, attempt + 1,
+            msg_, row_msgs_, row_window_, depth_, sdepth_,
+            staged_rows_ ? ", rows staged (consecutive gates share a slot)" : "");
+  return DS4TP_OK;
+}
+
+// One full-size message each way. RDMA_POSTED makes sure the peer's
+// receive is posted before our send (a UC send that finds none is lost,
+// and some providers then drop that direction for good); RDMA_WARM tells
+// each rank whether its own direction worked.
+int RdmaTransport::warm_up(uint32_t attempt, bool &ok, Error &err) {
+  const uint32_t bytes = uint32_t(std::min<uint64_t>(msg_, L_.big_staging / 2));
+  uint8_t *in = base_ + L_.big_in;
+  uint8_t *out = base_ + L_.big_out;
+  auto pattern = [attempt](int rank, uint32_t i) {
+    return uint8_t(i * 131u + uint32_t(rank) * 77u + attempt * 13u + (i >> 8));
+  };
+  for (uint32_t i = 0; i < bytes; i++) out[i] = pattern(rank_, i);
+  std::memset(in, 0, bytes);
+
+  Op op;
+  op.step = "warm-up";
+  if (int rc = post_run_recv(in, bytes, [attempt](uint32_t) { return warm_tag(attempt); }, op,
+                             err))
+    return rc;
+  wire::RdmaPosted posted{attempt, 1};
+  uint8_t pb[wire::kRdmaPostedPayload];
+  wire::encode_rdma_posted(posted, pb);
+  if (int rc = frame_send(wire::kFrameRdmaPosted, pb, sizeof pb, err)) return rc;
+  if (int rc = frame_recv(wire::kFrameRdmaPosted, pb, sizeof pb, err)) return rc;
+  if (int rc = wire::decode_rdma_posted(pb, sizeof pb, posted, err)) return rc;
+  if (posted.attempt != attempt || posted.posted != 1)
+    return err.set(DS4TP_EPROTO,
+                   "rdma: RDMA_POSTED names attempt {} with {} receives; expected attempt {} "
+                   "with 1",
+                   posted.attempt, posted.posted, attempt);
+  if (int rc = post_run_send(out, bytes, [attempt](uint32_t) { return warm_tag(attempt); }, op,
+                             err))
+    return rc;
+
+  // Poll (without failing on a lost message) until both completions or
+  // the warm-up deadline.
+  uint64_t limit = tun_.warm_timeout_ns ? tun_.warm_timeout_ns : cfg_.gate_timeout_ns;
+  Error werr;
+  int wrc = wait_for(recv_posted_, send_posted_, op, werr, limit);
+  bool got = recv_done_ == recv_posted_ && wrc == DS4TP_OK;
+  if (got) {
+    for (uint32_t i = 0; i < bytes; i++)
+      if (in[i] != pattern(1 - rank_, i)) {
+        got = false;
+        break;
+      }
+  }
+  bool sent = send_done_ == send_posted_;
+  if (wrc == DS4TP_EPEERCLOSED) return err.set(wrc, "{}", werr.message);
+
+  wire::RdmaWarm mine{attempt, (got ? wire::kWarmReceived : 0u) | (sent ? wire::kWarmSent : 0u),
+                      bytes};
+  uint8_t wb[wire::kRdmaWarmPayload];
+  wire::encode_rdma_warm(mine, wb);
+  if (int rc = frame_send(wire::kFrameRdmaWarm, wb, sizeof wb, err)) return rc;
+  if (int rc = frame_recv(wire::kFrameRdmaWarm, wb, sizeof wb, err)) return rc;
+  wire::RdmaWarm peer;
+  if (int rc = wire::decode_rdma_warm(wb, sizeof wb, peer, err)) return rc;
+  if (peer.attempt != attempt || peer.bytes != bytes)
+    return err.set(DS4TP_EPROTO,
+                   "rdma: RDMA_WARM names attempt {} with {} bytes; expected attempt {} with {}",
+                   peer.attempt, peer.bytes, attempt, bytes);
+  bool peer_got = peer.flags & wire::kWarmReceived;
+  bool peer_sent = peer.flags & wire::kWarmSent;
+  ok = got && sent && peer_got && peer_sent;
+  if (!ok)
+    err.set(DS4TP_EIO,
+            "rdma: warm-up attempt {} failed: peer -> this rank {} ({}), this rank -> peer {}; "
+            "{}",
+            attempt + 1, got ? "worked" : "lost the message",
+            wrc == DS4TP_OK ? (got ? "intact" : "corrupted") : werr.message,
+            peer_got ? "worked" : "lost the message",
+            (sent && peer_sent) ? "both sends completed"
+                                : "a send failed to complete");
+  return DS4TP_OK;
+}
+
+}  // namespace ds4tp::rdma
+
+namespace ds4tp::transport {
+namespace {
+
+ds4tp::rdma::ProbeRequest request(const Query &q) {
+  return {q.rdma_device, q.rdma_port, q.rdma_gid_index, {}};
+}
+
+// What the probe found, then the device set-up opened.
+struct Found final : State {
+  ds4tp::rdma::ProbeRequest req;
+  ds4tp::rdma::ProbeResult result;
+};
+struct Opened final : State {
+  std::unique_ptr<ds4tp::rdma::Device> device;
+};
+
+void rdma_available(const Query &q, Availability &out) {
+  auto f = std::make_shared<Found>();
+  f->req = request(q);
+  f->result = ds4tp::rdma::probe(f->req);
+  out.usable = f->result.usable;
+  out.why = f->result.reason;
+  out.found = std::move(f);
+}
+
+int rdma_setup(Connection &, const Availability &probed, std::unique_ptr<State> &prepared,
+               std::string &, Error &err) {
+  auto *f = static_cast<const Found *>(probed.found.get());  // only rdma_available sets it
+  if (f == nullptr)
+    return err.set(DS4TP_EUNSUPPORTED, "rdma: this rank did not probe its RDMA devices");
+  auto o = std::make_unique<Opened>();
+  if (int rc = ds4tp::rdma::open_device(f->req, f->result, o->device, err)) return rc;
+  prepared = std::move(o);
+  return DS4TP_OK;
+}
+
+std::unique_ptr<Transport> rdma_make(Connection &c, std::unique_ptr<State> prepared) {
+  ds4tp::rdma::Endpoint ep;
+  ep.device = std::move(static_cast<Opened &>(*prepared).device);
+  // Set-up frames travel on the data connection: the transport owns it,
+  // so they never interleave with the session's control frames.
+  ep.link = ds4tp::rdma::make_socket_setup_link(c.data.get());
+  ep.data = std::move(c.data);
+  ep.control_fd = c.control_fd;
+  ep.rank = c.rank;
+  ds4tp::rdma::Tuning tun;
+  tun.setup_timeout_ns = c.frame_timeout_ns;
+  return ds4tp::rdma::make_rdma_transport(std::move(ep), c.data_config, tun, c.schedule, c.log);
+}
+
+}  // namespace
+
+const Descriptor kRdma{"rdma",         "RDMA",         DS4TP_TRANSPORT_RDMA, wire::kCapRdma,
+                       true,           "has no RDMA device",  rdma_available,
+                       rdma_setup,     rdma_make};
+
+}  // namespace ds4tp::transport

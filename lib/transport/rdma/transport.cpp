@@ -1,0 +1,342 @@
+#include "transport/rdma/transport_impl.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "wire/gate_header.hpp"
+
+namespace ds4tp::rdma {
+
+uint32_t row_tag(uint64_t seq, uint32_t chunk) {
+  return kTagRow << 28 | uint32_t(seq & 0xFFFFFu) << 8 | (chunk & 0xFFu);
+}
+uint32_t batch_tag(uint64_t seq, uint32_t message) {
+  return kTagBatch << 28 | uint32_t(seq & 0xFFFFu) << 12 | (message & 0xFFFu);
+}
+uint32_t big_tag(uint32_t round, uint32_t message) {
+  return kTagBig << 28 | (round & 0xFFFu) << 16 | (message & 0xFFFFu);
+}
+uint32_t drain_tag(uint32_t message) { return kTagDrain << 28 | (message & 0x0FFFFFFFu); }
+uint32_t warm_tag(uint32_t attempt) { return kTagWarm << 28 | (attempt & 0x0FFFFFFFu); }
+
+std::string describe_tag(uint32_t imm) {
+  switch (imm >> 28) {
+    case kTagRow:
+      return fmt::format("row gate seq ...{} (low 20 bits) message {}", (imm >> 8) & 0xFFFFF,
+                         imm & 0xFF);
+    case kTagBatch:
+      return fmt::format("batch gate seq ...{} (low 16 bits) message {}", (imm >> 12) & 0xFFFF,
+                         imm & 0xFFF);
+    case kTagBig:
+      return fmt::format("big gate round {} message {}", (imm >> 16) & 0xFFF, imm & 0xFFFF);
+    case kTagDrain: return fmt::format("drain message {}", imm & 0x0FFFFFFF);
+    case kTagWarm: return fmt::format("warm-up of attempt {}", imm & 0x0FFFFFFF);
+    default: return fmt::format("unknown message (immediate 0x{:08x})", imm);
+  }
+}
+
+// ---------------------------------------------------------------------
+// Completions
+
+int RdmaTransport::handle(const Completion &c, const Op &op, Error &err) {
+  if (c.wr_id & kSendBit) {
+    if (c.status != 0)
+      return err.set(DS4TP_EIO,
+                     "rdma {}: a send work request failed: {} (status {}, vendor error 0x{:x}); "
+                     "the queue pair is unusable",
+                     op.str(), qp_->status_text(c.status), c.status, c.vendor_err);
+    if (c.wr_id != (kSendBit | send_done_))
+      return err.set(DS4TP_EIO, "rdma {}: send completion {} arrived while {} was next",
+                     op.str(), c.wr_id & ~kSendBit, send_done_);
+    send_done_++;
+    return DS4TP_OK;
+  }
+  if (recv_done_ == recv_posted_ || c.wr_id != recv_done_)
+    return err.set(DS4TP_EIO, "rdma {}: receive completion {} arrived while {} was next ({} posted)",
+                   op.str(), c.wr_id, recv_done_, recv_posted_);
+  if (c.status != 0)
+    return err.set(DS4TP_EIO,
+                   "rdma {}: a receive work request failed: {} (status {}, vendor error 0x{:x}); "
+                   "the queue pair is unusable",
+                   op.str(), qp_->status_text(c.status), c.status, c.vendor_err);
+  const Expect &e = ring_[recv_done_ % ring_.size()];
+  if (!c.has_imm || c.imm != e.imm)
+    return err.set(DS4TP_EDESYNC,
+                   "rdma {}: expected the peer's {} but its {} landed: the ranks called "
+                   "different gates, or a message was lost on the connection",
+                   op.str(), describe_tag(e.imm),
+                   c.has_imm ? describe_tag(c.imm) : std::string("message without a tag"));
+  if (c.bytes != e.bytes)
+    return err.set(DS4TP_EDESYNC,
+                   "rdma {}: the peer's {} carried {} bytes but {} were expected",
+                   op.str(), describe_tag(e.imm), c.bytes, e.bytes);
+  recv_done_++;
+  return DS4TP_OK;
+}
+
+int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op, Error &err,
+                            uint64_t idle_ns) {
+  if (idle_ns == 0) idle_ns = cfg_.gate_timeout_ns;
+  Completion wc[kPollBatch];
+  os::Waiter w(policy_, &watch_);
+  uint64_t deadline = w.last_progress() + idle_ns;
+  for (;;) {
+    if (recv_done_ >= want_recv && send_done_ >= want_send) return DS4TP_OK;
+    int n = qp_->poll(wc, kPollBatch, err);
+    if (n < 0) {
+      std::string why = err.message;
+      return err.set(DS4TP_EIO, "rdma {}: polling the completion queue failed: {}", op.str(),
+                     why);
+    }
+    if (n > 0) {
+      for (int i = 0; i < n; i++)
+        if (int rc = handle(wc[i], op, err)) return rc;
+      w.progress();
+      deadline = w.last_progress() + idle_ns;
+      continue;
+    }
+    // Past the spin window: nap briefly, waking at once when either
+    // socket reports the peer gone.
+    int rc = w.idle(deadline, [&](uint64_t left) { watch_.nap(std::min(left, kNapNs)); });
+    if (rc == DS4TP_EPEERCLOSED)
+      return err.set(DS4TP_EPEERCLOSED,
+                     "rdma {}: the peer closed the {} connection while this rank waited for "
+                     "{} more receive(s) and {} send completion(s); the peer process has "
+                     "probably exited",
+                     op.str(), watch_.socket_name() ? watch_.socket_name() : "data",
+                     want_recv > recv_done_ ? want_recv - recv_done_ : 0,
+                     want_send > send_done_ ? want_send - send_done_ : 0);
+    if (rc == DS4TP_ETIMEDOUT)
+      return err.set(DS4TP_ETIMEDOUT,
+                     "rdma {} timed out: nothing completed for {} ms while {} receive(s) and "
+                     "{} send completion(s) were outstanding; the peer is stalled or not at "
+                     "this gate, or a message was lost on the connection",
+                     op.str(), idle_ns / 1000000,
+                     want_recv > recv_done_ ? want_recv - recv_done_ : 0,
+                     want_send > send_done_ ? want_send - send_done_ : 0);
+  }
+}
+
+// ---------------------------------------------------------------------
+// Shape changes
+
+int RdmaTransport::barrier(const GateHeader &mine, uint64_t meet_ns, const Op &op, Error &err) {
+  uint8_t sb[wire::kGateHeaderBytes], rb[wire::kGateHeaderBytes];
+  wire::encode_gate_header(mine, sb);
+  uint64_t deadline = now_ns() + meet_ns;
+  int rc = net::write_all(data_.get(), sb, sizeof sb, deadline, "rdma barrier", err);
+  if (rc == DS4TP_OK)
+    rc = net::read_exact(data_.get(), rb, sizeof rb, deadline, "rdma barrier", err);
+  if (rc == DS4TP_ETIMEDOUT)
+    return err.set(rc,
+                   "rdma {}: the peer did not reach this gate within {} ms (header barrier on "
+                   "the data connection)",
+                   op.str(), meet_ns / 1000000);
+  if (rc != DS4TP_OK) {
+    std::string why = err.message;
+    return err.set(rc, "rdma {}: {}", op.str(), why);
+  }
+  GateHeader peer;
+  if ((rc = wire::decode_gate_header(rb, sizeof rb, peer, err))) return rc;
+  return wire::check_gate_header(mine, peer, err);
+}
+
+int RdmaTransport::drain(uint64_t upto, const Op &op, Error &err) {
+  uint64_t n = upto - recv_done_;
+  for (uint64_t i = 0; i < n; i++) {
+    Expect &e = ring_[(recv_done_ + i) % ring_.size()];
+    e.bytes = 0;
+    e.imm = drain_tag(uint32_t(i));
+  }
+  if (int rc = post_sends(uint32_t(n), [](uint32_t k, SendWork &s) { s.imm = drain_tag(k); }, op,
+                          err))
+    return rc;
+  if (int rc = wait_for(upto, send_posted_, op, err)) return rc;
+  window_ = Window::Quiet;
+  return DS4TP_OK;
+}
+
+// ---------------------------------------------------------------------
+// Gates
+
+int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, Error &err) {
+  Op op{uint16_t(GateKind::Row), layer, gate, seq, ""};
+  if (window_ != Window::Rows || seq != row_next_) {
+    if (window_ == Window::Rows) {
+      // Seqs rise by one (the pair checks); anything else is a bug here.
+      return err.set(DS4TP_EDESYNC, "rdma {}: the receive window expects seq {}", op.str(),
+                     row_next_);
+    }
+    GateHeader h{uint16_t(GateKind::Row), layer, gate, seq, L_.vec_bytes};
+    uint64_t first_idx = 0;
+    int rc = change_shape(h, cfg_.gate_timeout_ns, op, [&] {
+      first_idx = recv_posted_;
+      for (uint64_t s = seq; s < seq + row_window_; s++)
+        if (int r = post_row(s, op, err)) return r;
+      return int(DS4TP_OK);
+    }, err);
+    if (rc) return rc;
+    window_ = Window::Rows;
+    row_first_seq_ = seq;
+    row_first_idx_ = first_idx;
+    row_posted_ = seq + row_window_ - 1;
+    row_next_ = seq;
+  }
+  // Our data out; then keep the window full. With a window of 3 or more the
+  // receive for seq+1 was already posted before this send, which is what
+  // the peer needs (it can send seq+1 only after our seq arrived).
+  const uint8_t *src = base_ + L_.out_vec(slot);
+  if (int rc = post_run_send(src, L_.vec_bytes, [seq](uint32_t k) { return row_tag(seq, k); },
+                             op, err))
+    return rc;
+  while (row_posted_ < seq + row_window_ - 1)
+    if (int rc = post_row(++row_posted_, op, err)) return rc;
+  uint64_t want = row_first_idx_ + (seq - row_first_seq_ + 1) * row_msgs_;
+  if (int rc = wait_for(want, send_posted_, op, err)) return rc;
+  if (staged_rows_)
+    std::memcpy(base_ + L_.in_vec(slot), row_dst(seq), L_.vec_bytes);
+  row_next_ = seq + 1;
+  return DS4TP_OK;
+}
+
+int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) {
+  Op op{uint16_t(GateKind::Batch), index, rows, seq, ""};
+  const uint64_t vec = L_.vec_bytes;
+  auto post_gate = [&](uint32_t idx, uint32_t nrows, uint64_t s) -> int {
+    uint8_t *dst = base_ + L_.batch_in_gate(idx);
+    for (uint32_t r = 0; r < nrows; r++) {
+      uint32_t first = r * row_msgs_;
+      if (int rc = post_run_recv(dst + r * L_.vec_stride, vec,
+                                 [s, first](uint32_t k) { return batch_tag(s, first + k); }, op,
+                                 err))
+        return rc;
+    }
+    return int(DS4TP_OK);
+  };
+  uint64_t first_idx = 0;
+  if (window_ == Window::Batch && index == pred_index_ && rows == pred_rows_ &&
+      seq == pred_seq_) {
+    first_idx = pred_idx_;  // posted by the previous batch gate
+  } else {
+    GateHeader h{uint16_t(GateKind::Batch), index, rows, seq,
+                 uint64_t(rows - 1) * L_.vec_stride + vec};
+    int rc = change_shape(h, cfg_.gate_timeout_ns, op, [&] {
+      first_idx = recv_posted_;
+      return post_gate(index, rows, seq);
+    }, err);
+    if (rc) return rc;
+  }
+  const uint64_t want = first_idx + uint64_t(rows) * row_msgs_;
+  // Predict the next gate of the verify block and post its receives before
+  // our data leaves: the peer can only send that gate after this one's data
+  // arrived. A stride of 0 would land on rows the engine is about to read.
+  window_ = Window::Quiet;
+  int64_t stride = have_last_batch_ ? int64_t(index) - int64_t(last_batch_index_) : 1;
+  int64_t next = int64_t(index) + stride;
+  have_last_batch_ = true;
+  last_batch_index_ = index;
+  if (tun_.predict_batches && stride != 0 && next >= 0 && next < int64_t(L_.batch_gates)) {
+    pred_index_ = uint32_t(next);
+    pred_rows_ = rows;
+    pred_seq_ = seq + 1;
+    pred_idx_ = recv_posted_;
+    if (int rc = post_gate(pred_index_, rows, pred_seq_)) return rc;
+    window_ = Window::Batch;
+  }
+  const uint8_t *src = base_ + L_.batch_out_gate(index);
+  for (uint32_t r = 0; r < rows; r++) {
+    uint32_t first = r * row_msgs_;
+    if (int rc = post_run_send(src + r * L_.vec_stride, vec,
+                               [seq, first](uint32_t k) { return batch_tag(seq, first + k); },
+                               op, err))
+      return rc;
+  }
+  return wait_for(want, send_posted_, op, err);
+}
+
+int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void *inp,
+                            uint64_t bytes, Error &err) {
+  Op op{uint16_t(GateKind::Big), layer, 0, seq, ""};
+  auto *out = static_cast<const uint8_t *>(outp);
+  auto *in = static_cast<uint8_t *>(inp);
+  auto inside = [&](const void *p) {
+    auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(base_);
+    return a >= b && a - b <= L_.total && bytes <= L_.total - (a - b);
+  };
+  // Caller memory inside the registered slab moves without staging copies;
+  // anything else goes through the big out/in staging halves.
+  const bool direct = bytes > 0 && inside(out) && inside(in);
+  const uint64_t H = direct ? uint64_t(direct_round_msgs_) * msg_ : round_bytes_;
+  const uint64_t rounds = bytes == 0 ? 0 : (bytes + H - 1) / H;
+  if (rounds > 0xFFFFFFFFull)
+    return err.set(DS4TP_EINVAL, "rdma {}: {} bytes need more than 2^32 rounds", op.str(), bytes);
+  auto round_len = [&](uint64_t r) { return std::min(H, bytes - r * H); };
+  auto rdst = [&](uint64_t r) {
+    return direct ? in + r * H : base_ + L_.big_in + (r & 1) * (L_.big_staging / 2);
+  };
+  auto ssrc = [&](uint64_t r) {
+    return direct ? const_cast<uint8_t *>(out) + r * H
+                  : base_ + L_.big_out + (r & 1) * (L_.big_staging / 2);
+  };
+  // Ring index after each round's receives, for the two rounds in flight.
+  uint64_t round_end[2] = {0, 0};
+  auto post_round = [&](uint64_t r) -> int {
+    uint32_t rr = uint32_t(r);
+    int rc = post_run_recv(rdst(r), round_len(r), [rr](uint32_t k) { return big_tag(rr, k); },
+                           op, err);
+    round_end[r & 1] = recv_posted_;
+    return rc;
+  };
+
+  GateHeader h{uint16_t(GateKind::Big), layer, 0, seq, bytes};
+  int rc = change_shape(h, cfg_.big_gate_timeout_ns, op, [&] {
+    return rounds > 0 ? post_round(0) : int(DS4TP_OK);
+  }, err);
+  if (rc) return rc;
+  window_ = Window::Quiet;
+
+  for (uint64_t r = 0; r < rounds; r++) {
+    if (r + 1 < rounds) {
+      // Round r+1's receives go up now and the peer hears so at once, so
+      // it can send r+1 as soon as it finished r.
+      if ((rc = post_round(r + 1))) return rc;
+      GateHeader credit{uint16_t(GateKind::Big), layer, uint32_t(r + 1), seq, bytes};
+      uint8_t cb[wire::kGateHeaderBytes];
+      wire::encode_gate_header(credit, cb);
+      if ((rc = net::write_all(data_.get(), cb, sizeof cb, now_ns() + cfg_.gate_timeout_ns,
+                               "rdma big gate credit", err)))
+        return rc;
+    }
+    if (r > 0) {
+      GateHeader want{uint16_t(GateKind::Big), layer, uint32_t(r), seq, bytes};
+      uint8_t cb[wire::kGateHeaderBytes];
+      if ((rc = net::read_exact(data_.get(), cb, sizeof cb, now_ns() + cfg_.gate_timeout_ns,
+                                "rdma big gate credit", err)))
+        return rc;
+      GateHeader got;
+      if ((rc = wire::decode_gate_header(cb, sizeof cb, got, err))) return rc;
+      if ((rc = wire::check_gate_header(want, got, err))) return rc;
+    }
+    const uint64_t len = round_len(r);
+    uint8_t *src = ssrc(r);
+    if (!direct) std::memcpy(src, out + r * H, len);
+    uint32_t rr = uint32_t(r);
+    if ((rc = post_run_send(src, len, [rr](uint32_t k) { return big_tag(rr, k); }, op, err)))
+      return rc;
+    if ((rc = wait_for(round_end[r & 1], send_posted_, op, err))) return rc;
+    if (!direct) std::memcpy(in + r * H, rdst(r), len);
+  }
+  return DS4TP_OK;
+}
+
+std::unique_ptr<Transport> make_rdma_transport(Endpoint ep, const DataConfig &cfg,
+                                               const Tuning &tuning,
+                                               const slab::Schedule &schedule,
+                                               const Logger &log) {
+  return std::make_unique<RdmaTransport>(std::move(ep), cfg, tuning, schedule, log);
+}
+
+}  // namespace ds4tp::rdma

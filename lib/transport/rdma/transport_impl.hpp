@@ -1,0 +1,270 @@
+// The RDMA transport's class, shared by its two halves: setup.cpp (attach:
+// queue pair, RDMA_INFO/READY, warm-up) and transport.cpp (the data path:
+// posting, completions, shape changes, gates). Internal to rdma/; the
+// public face is transport.hpp.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "os/wait.hpp"
+#include "transport/rdma/transport.hpp"
+#include "wire/gate_header.hpp"
+#include "wire/rdma_frames.hpp"
+
+namespace ds4tp::rdma {
+
+using wire::GateHeader;
+using wire::GateKind;
+
+constexpr uint64_t kSendBit = 1ull << 63;
+constexpr int kPostBatch = 32;           // work requests per post call (stack array)
+constexpr int kPollBatch = 32;           // completions per poll call
+constexpr uint64_t kNapNs = 50000;          // one nap after the spin window
+constexpr uint64_t kGoneGraceNs = 2000000;  // completions still drained after peer EOF
+
+// What a receive expects to see when it completes.
+struct Expect {
+  uint64_t wr_id = 0;
+  uint32_t bytes = 0;
+  uint32_t imm = 0;
+};
+
+// Names the operation in messages: "row gate (layer 3, gate 1, seq 17)".
+struct Op {
+  uint16_t kind = 0;
+  uint32_t layer = 0;
+  uint32_t aux = 0;
+  uint64_t seq = 0;
+  const char *step = "";  // "", "drain", "warm-up", ...
+
+  std::string str() const {
+    const char *name = kind == uint16_t(GateKind::Row)     ? "row gate"
+                       : kind == uint16_t(GateKind::Batch) ? "batch gate"
+                       : kind == uint16_t(GateKind::Big)   ? "big gate"
+                                                           : "set-up";
+    std::string s;
+    if (kind == uint16_t(GateKind::Row))
+      s = fmt::format("{} (layer {}, gate {}, seq {})", name, layer, aux, seq);
+    else if (kind == uint16_t(GateKind::Batch))
+      s = fmt::format("{} (index {}, rows {}, seq {})", name, layer, aux, seq);
+    else if (kind == uint16_t(GateKind::Big))
+      s = fmt::format("{} (layer {}, seq {})", name, layer, seq);
+    else
+      s = name;
+    if (*step) s += fmt::format(" [{}]", step);
+    return s;
+  }
+};
+
+enum class Window { Quiet, Rows, Batch };
+
+class RdmaTransport final : public Transport {
+ public:
+  RdmaTransport(Endpoint ep, const DataConfig &cfg, const Tuning &t,
+                const slab::Schedule &sched, const Logger &log)
+      : dev_(std::move(ep.device)),
+        link_(std::move(ep.link)),
+        data_(std::move(ep.data)),
+        control_fd_(ep.control_fd),
+        rank_(ep.rank),
+        cfg_(cfg),
+        tun_(t),
+        sched_(sched),
+        log_(log) {
+    // Either socket closing means the peer process is gone.
+    watch_.watch_socket(data_.get(), "data");
+    watch_.watch_socket(control_fd_, "control");
+    policy_.spin_ns = cfg_.spin_ns;
+    policy_.grace_ns = kGoneGraceNs;
+  }
+
+  ~RdmaTransport() override { detach(); }
+
+  const char *name() const override { return "rdma"; }
+
+  int attach(uint8_t *base, const slab::Layout &layout, Error &err) override;
+  void detach() override {
+    qp_.reset();
+    if (registered_) dev_->deregister_memory();
+    registered_ = false;
+    base_ = nullptr;
+    window_ = Window::Quiet;
+  }
+
+  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, Error &err) override;
+  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) override;
+  int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
+               Error &err) override;
+
+ private:
+  // ---- set-up --------------------------------------------------------
+  int setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, Error &err);
+  int warm_up(uint32_t attempt, bool &ok, Error &err);
+  int frame_send(uint32_t type, const uint8_t *p, size_t n, Error &err) {
+    return link_->send(type, p, n, now_ns() + tun_.setup_timeout_ns, err);
+  }
+  int frame_recv(uint32_t type, uint8_t *p, size_t n, Error &err) {
+    return link_->recv(type, p, n, now_ns() + tun_.setup_timeout_ns, err);
+  }
+  void reset_counters() {
+    recv_posted_ = recv_done_ = send_posted_ = send_done_ = 0;
+    window_ = Window::Quiet;
+  }
+
+  // ---- posting -------------------------------------------------------
+  // Posts one receive per message of a `bytes` run at `dst` (split at the
+  // message size); tags from `tag(i)`.
+  template <typename Tag>
+  int post_run_recv(uint8_t *dst, uint64_t bytes, Tag tag, const Op &op, Error &err) {
+    uint32_t n = messages(bytes);
+    if (recv_posted_ - recv_done_ + n > depth_)
+      return err.set(DS4TP_EIO,
+                     "rdma {}: {} more receives would exceed the queue depth {} ({} posted)",
+                     op.str(), n, depth_, recv_posted_ - recv_done_);
+    RecvWork w[kPostBatch];
+    uint32_t k = 0;
+    while (k < n) {
+      int m = 0;
+      for (; m < kPostBatch && k < n; m++, k++) {
+        uint64_t off = uint64_t(k) * msg_;
+        uint32_t len = uint32_t(std::min<uint64_t>(msg_, bytes - off));
+        uint64_t id = recv_posted_ + uint64_t(m);
+        w[m] = {id, dst + off, len};
+        ring_[id % ring_.size()] = {id, len, tag(k)};
+      }
+      if (int rc = qp_->post_recv(w, size_t(m), err)) return posting_failed(op, rc, err);
+      recv_posted_ += uint64_t(m);
+    }
+    return DS4TP_OK;
+  }
+
+  template <typename Tag>
+  int post_run_send(const uint8_t *src, uint64_t bytes, Tag tag, const Op &op, Error &err) {
+    uint32_t n = messages(bytes);
+    return post_sends(n, [&](uint32_t k, SendWork &s) {
+      uint64_t off = uint64_t(k) * msg_;
+      s.addr = src + off;
+      s.bytes = uint32_t(std::min<uint64_t>(msg_, bytes - off));
+      s.imm = tag(k);
+    }, op, err);
+  }
+
+  // Posts `n` sends filled by `fill(k, work)`, waiting for send completions
+  // whenever the send queue is full.
+  template <typename Fill>
+  int post_sends(uint32_t n, Fill fill, const Op &op, Error &err) {
+    SendWork w[kPostBatch];
+    uint32_t k = 0;
+    while (k < n) {
+      uint64_t room = sdepth_ - (send_posted_ - send_done_);
+      if (room == 0) {
+        if (int rc = wait_for(recv_done_, send_done_ + 1, op, err)) return rc;
+        continue;
+      }
+      int m = 0;
+      for (; m < kPostBatch && k < n && uint64_t(m) < room; m++, k++) {
+        w[m] = SendWork{};
+        w[m].wr_id = kSendBit | (send_posted_ + uint64_t(m));
+        fill(k, w[m]);
+      }
+      if (int rc = qp_->post_send(w, size_t(m), err)) return posting_failed(op, rc, err);
+      send_posted_ += uint64_t(m);
+    }
+    return DS4TP_OK;
+  }
+
+  uint32_t messages(uint64_t bytes) const {
+    return bytes == 0 ? 0 : uint32_t((bytes + msg_ - 1) / msg_);
+  }
+
+  int posting_failed(const Op &op, int, Error &err) {
+    std::string why = err.message;
+    return err.set(DS4TP_EIO, "rdma {}: posting work requests failed: {}", op.str(), why);
+  }
+
+  // ---- row window ----------------------------------------------------
+  uint8_t *row_dst(uint64_t seq) const {
+    if (staged_rows_) return base_ + L_.big_in + (seq & 1) * L_.vec_stride;
+    return base_ + L_.in_vec(uint32_t(slab::slot_for_seq(sched_, seq)));
+  }
+  int post_row(uint64_t seq, const Op &op, Error &err) {
+    return post_run_recv(row_dst(seq), L_.vec_bytes,
+                         [seq](uint32_t k) { return row_tag(seq, k); }, op, err);
+  }
+
+  // ---- shape changes -------------------------------------------------
+  // Crosses the header barrier on the data socket: both ranks must present
+  // the same header within `meet_ns`.
+  int barrier(const GateHeader &mine, uint64_t meet_ns, const Op &op, Error &err);
+  // Turns the receives posted before index `upto` into drain receives,
+  // sends as many drain messages and waits until both sides consumed them.
+  int drain(uint64_t upto, const Op &op, Error &err);
+  // Makes this gate's receives (posted by `post`) known to the peer: from
+  // Quiet, post then barrier; from an armed window, barrier, post, drain.
+  template <typename Post>
+  int change_shape(const GateHeader &h, uint64_t meet_ns, const Op &op, Post post,
+                   Error &err) {
+    if (window_ == Window::Quiet) {
+      if (int rc = post()) return rc;
+      return barrier(h, meet_ns, op, err);
+    }
+    if (int rc = barrier(h, meet_ns, op, err)) return rc;
+    uint64_t old_end = recv_posted_;
+    if (int rc = post()) return rc;
+    Op d = op;
+    d.step = "drain";
+    return drain(old_end, d, err);
+  }
+
+  // ---- completions ---------------------------------------------------
+  // Polls until `want_recv` receives and `want_send` sends completed.
+  int wait_for(uint64_t want_recv, uint64_t want_send, const Op &op, Error &err,
+               uint64_t idle_ns = 0);
+  int handle(const Completion &c, const Op &op, Error &err);
+
+  // ---- members -------------------------------------------------------
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<SetupLink> link_;
+  net::Fd data_;
+  int control_fd_;
+  int rank_;
+  DataConfig cfg_;
+  Tuning tun_;
+  slab::Schedule sched_;
+  Logger log_;
+  os::PeerWatch watch_;
+  os::WaitPolicy policy_;
+
+  std::unique_ptr<QueuePair> qp_;
+  bool registered_ = false;
+  uint32_t rkey_ = 0;
+  uint8_t *base_ = nullptr;
+  slab::Layout L_;
+  uint32_t msg_ = 0;      // negotiated message size
+  uint32_t depth_ = 0;    // receives either rank may have posted (min of both)
+  uint32_t sdepth_ = 0;   // sends in flight (min of both)
+  uint32_t row_msgs_ = 0;  // messages per row vector
+  uint32_t row_window_ = 0;
+  bool staged_rows_ = false;  // consecutive row gates can share a slot
+  uint64_t round_bytes_ = 0;  // big gate round through staging
+  uint32_t direct_round_msgs_ = 0;  // big gate round straight from/to the slab
+
+  std::vector<Expect> ring_;
+  uint64_t recv_posted_ = 0, recv_done_ = 0, send_posted_ = 0, send_done_ = 0;
+
+  Window window_ = Window::Quiet;
+  // Rows: receives for seqs [row_first_seq_, row_posted_] posted from ring
+  // index row_first_idx_ on; row_next_ is the next seq expected.
+  uint64_t row_first_seq_ = 0, row_first_idx_ = 0, row_posted_ = 0, row_next_ = 0;
+  // Batch prediction: receives for (pred_index_, pred_rows_, pred_seq_)
+  // posted from ring index pred_idx_.
+  uint32_t pred_index_ = 0, pred_rows_ = 0;
+  uint64_t pred_seq_ = 0, pred_idx_ = 0;
+  bool have_last_batch_ = false;
+  uint32_t last_batch_index_ = 0;
+};
+
+}  // namespace ds4tp::rdma

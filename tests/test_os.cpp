@@ -1,0 +1,161 @@
+// The OS seam (lib/os): the platform primitives, the shared waiter and
+// peer watch, and the transport descriptor table built on them.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.hpp"
+#include "os/os.hpp"
+#include "os/wait.hpp"
+#include "transport/descriptor.hpp"
+
+using namespace ds4tp;
+
+namespace {
+
+struct SocketPair {
+  int fd[2] = {-1, -1};
+  SocketPair() { REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fd) == 0); }
+  ~SocketPair() {
+    for (int f : fd)
+      if (f >= 0) close(f);
+  }
+  void close_peer() {
+    close(fd[1]);
+    fd[1] = -1;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a shared word: the sleeper returns after its timeout, or when woken") {
+  void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(m != MAP_FAILED);
+  auto *word = static_cast<uint32_t *>(m);
+  std::atomic_ref<uint32_t> w(*word);
+  w.store(1);
+  uint64_t t0 = now_ns();
+  os::wait_on_word(word, 1, 20000000);
+  CHECK(now_ns() - t0 >= 15000000);  // slept (spurious wake-ups aside)
+
+  std::thread waker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    w.store(0);
+    os::wake_word(word);
+  });
+  t0 = now_ns();
+  while (w.load() == 1) os::wait_on_word(word, 1, 5000000000ull);
+  CHECK(now_ns() - t0 < 2000000000ull);
+  waker.join();
+  // A word that does not hold the expected value: no sleep at all.
+  t0 = now_ns();
+  os::wait_on_word(word, 1, 2000000000ull);
+  CHECK(now_ns() - t0 < 1000000000ull);
+  munmap(m, 4096);
+}
+
+TEST_CASE("wait_hangup sees a closed peer without reading its bytes") {
+  SocketPair sp;
+  os::Hangup how;
+  CHECK(os::wait_hangup(sp.fd, 1, 0, how) == -1);
+  CHECK(how == os::Hangup::kNone);
+  REQUIRE(write(sp.fd[1], "x", 1) == 1);
+  sp.close_peer();
+  int fds[2] = {-1, sp.fd[0]};  // negative fds are skipped
+  CHECK(os::wait_hangup(fds, 2, 1000000, how) == 1);
+  CHECK(how == os::Hangup::kClosed);
+  char c = 0;
+  CHECK(read(sp.fd[0], &c, 1) == 1);  // the byte is still there
+  CHECK(c == 'x');
+}
+
+TEST_CASE("the waiter ends at the deadline with ETIMEDOUT") {
+  os::WaitPolicy p;
+  p.spin_ns = 1000000;
+  os::Waiter w(p, nullptr);
+  const uint64_t deadline = now_ns() + 5000000;
+  int rc = DS4TP_OK;
+  int blocks = 0;
+  while (rc == DS4TP_OK) rc = w.idle(deadline, [&](uint64_t left) {
+    blocks++;
+    os::sleep_ns(std::min<uint64_t>(left, 100000));
+  });
+  CHECK(rc == DS4TP_ETIMEDOUT);
+  CHECK(now_ns() >= deadline);
+  CHECK(blocks > 0);  // past the 1 ms spin window it blocked
+}
+
+TEST_CASE("the waiter reports a closed peer after one more poll, naming the socket") {
+  SocketPair sp;
+  os::PeerWatch watch;
+  watch.watch_socket(sp.fd[0], "data connection");
+  os::Waiter w(os::WaitPolicy{}, &watch);
+  sp.close_peer();
+  int polls = 0, rc = DS4TP_OK;
+  const uint64_t deadline = now_ns() + 5000000000ull;
+  while (rc == DS4TP_OK) {
+    polls++;
+    rc = w.idle(deadline, [&](uint64_t left) { watch.nap(std::min<uint64_t>(left, 50000)); });
+  }
+  CHECK(rc == DS4TP_EPEERCLOSED);
+  CHECK(polls >= 2);
+  CHECK(watch.why() == "closed the data connection");
+  CHECK(std::string(watch.socket_name()) == "data connection");
+}
+
+TEST_CASE("the peer watch sees a raised failure flag and an exited process") {
+  std::atomic<bool> failed{false};
+  os::PeerWatch a;
+  a.watch_flag([](const void *p) { return static_cast<const std::atomic<bool> *>(p)->load(); },
+               &failed);
+  CHECK_FALSE(a.check(now_ns()));
+  failed = true;
+  CHECK(a.check(now_ns()));
+  CHECK(a.why() == "failed");
+
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) _exit(0);
+  uint64_t start = os::process_start_time(child);
+  os::PeerWatch b;
+  b.watch_process(child, start != 0 ? start : 1);
+  uint64_t t = now_ns();
+  while (!b.check(t) && now_ns() - t < 2000000000ull) {
+    os::sleep_ns(1000000);
+    t += os::PeerWatch::kProcessCheckNs;
+  }
+  CHECK(b.gone());
+  CHECK(b.why() == "process has exited");
+  CHECK(os::process_alive(getpid(), os::process_start_time(getpid())));
+}
+
+TEST_CASE("host seed, shm names and verbs names") {
+  CHECK_FALSE(os::host_seed().empty());
+  CHECK(os::host_seed() == os::host_seed());
+  CHECK(os::shm_name_max() >= 31);
+  REQUIRE(os::verbs_library_names()[0] != nullptr);
+  CHECK(std::string(os::platform_name()).size() > 0);
+}
+
+TEST_CASE("the descriptor table: one entry per transport, tcp always there") {
+  std::set<int> ids;
+  uint32_t caps = 0;
+  for (const transport::Descriptor *d : transport::all()) {
+    CHECK(ids.insert(d->id).second);
+    CHECK((caps & d->cap) == 0);
+    caps |= d->cap;
+    CHECK(transport::find(d->id) == d);
+    CHECK(std::string(d->name) == ds4tp_transport_name(d->id));
+  }
+  CHECK(transport::all()[0] == &transport::kTcp);
+  CHECK(transport::find(DS4TP_TRANSPORT_AUTO) == nullptr);
+  transport::Availability a;
+  transport::kTcp.available(transport::Query{}, a);
+  CHECK(a.usable);
+}
