@@ -246,7 +246,13 @@ OS_PENDING_RE='ds4tp_objects\.dir/(os|control|net|pair|service|session|transport
 declare -A result
 build_ds4tp() {
   local arch=$1 prefix=$CACHE/macos-$arch dir=$ROOT/build-macos-$arch
+  # A build dir made against other deps or another toolchain starts over
+  # (CMake keeps its compiler facts from the first configure).
+  if [ -d "$dir" ] && ! cmp -s "$prefix/.ds4tp-deps" "$dir/.ds4tp-deps"; then
+    rm -rf "$dir"
+  fi
   say "$arch: configuring libds4tp in ${dir#"$ROOT"/}"
+  mkdir -p "$dir"
   # The verbs binding needs <infiniband/verbs.h>, which macOS does not
   # ship: OFF until the Darwin binding (librdma.dylib via dlsym) exists.
   cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -255,8 +261,9 @@ build_ds4tp() {
     -DCMAKE_COMPILE_WARNING_AS_ERROR=ON \
     -DCMAKE_C_FLAGS="-isystem $SHIM" -DCMAKE_CXX_FLAGS="-isystem $SHIM" \
     -DDS4TP_BUILD_TESTS=OFF -DDS4TP_BUILD_BENCH=OFF -DDS4TP_WITH_CUDA=OFF \
-    -DDS4TP_WITH_RDMA=OFF >"$dir.configure.log" 2>&1 || {
-      cat "$dir.configure.log" >&2; echo "cross-macos.sh: $arch: configure failed" >&2; exit 1; }
+    -DDS4TP_WITH_RDMA=OFF >"$dir/configure.log" 2>&1 || {
+      cat "$dir/configure.log" >&2; echo "cross-macos.sh: $arch: configure failed" >&2; exit 1; }
+  cp "$prefix/.ds4tp-deps" "$dir/.ds4tp-deps"
   say "$arch: building ${TARGETS[*]}"
   local log=$dir/cross-build.log
   if cmake --build "$dir" --target "${TARGETS[@]}" -j"$JOBS" -- -k 0 >"$log" 2>&1; then
@@ -378,7 +385,7 @@ t_build=$(date +%s)
 for arch in "${archs[@]}"; do
   if [ "${result[$arch]}" = ok ]; then
     say "$arch: checking the products"
-    verify "$arch" || { echo "cross-macos.sh: $arch: product checks failed" >&2; status=1; }
+    verify "$arch" || { echo "cross-macos.sh: $arch: product checks failed" >&2; result[$arch]=checks-failed; }
   fi
 done
 t_end=$(date +%s)
@@ -386,7 +393,10 @@ t_end=$(date +%s)
 echo "== cross-macos: time: $((t_end - t_start)) s in all (toolchain and deps $((t_deps - t_start)) s, libds4tp $((t_build - t_deps)) s, checks $((t_end - t_build)) s)"
 for arch in "${archs[@]}"; do
   if [ "${result[$arch]}" = ok ]; then
-    echo "== cross-macos: $arch: built ${TARGETS[*]}"
+    echo "== cross-macos: $arch: built and checked ${TARGETS[*]}"
+  elif [ "${result[$arch]}" = checks-failed ]; then
+    echo "== cross-macos: $arch: built, but the product checks FAILED (above)" >&2
+    status=1
   elif [ $partial -eq 1 ] && [ "${result[$arch]}" = os-pending ]; then
     echo "== cross-macos: $arch: PARTIAL: libds4tp's OS-facing files do not compile for macOS yet"
     echo "   (listed above; the Darwin implementation of lib/os is pending). Toolchain, deps and every"
