@@ -106,11 +106,12 @@ if ! ls -d "$CACHE"/src/libuv1-*/ "$CACHE"/src/fmtlib-*/ >/dev/null 2>&1; then
   say "apt-get source libuv1 fmtlib into $CACHE/src"
   (cd "$CACHE/src" && apt-get source -qq libuv1 fmtlib 2>&1 | grep -v '^dpkg-source: info:' || true)
 fi
-UV_SRC=$(ls -d "$CACHE"/src/libuv1-*/ | sort -V | tail -1)
-FMT_SRC=$(ls -d "$CACHE"/src/fmtlib-*/ | sort -V | tail -1)
+UV_SRC=$(ls -d "$CACHE"/src/libuv1-*/ 2>/dev/null | sort -V | tail -1 || true)
+FMT_SRC=$(ls -d "$CACHE"/src/fmtlib-*/ 2>/dev/null | sort -V | tail -1 || true)
 UV_SRC=${UV_SRC%/}
 FMT_SRC=${FMT_SRC%/}
-[ -f "$UV_SRC/CMakeLists.txt" ] && [ -f "$FMT_SRC/CMakeLists.txt" ] || {
+[ -n "$UV_SRC" ] && [ -f "$UV_SRC/CMakeLists.txt" ] && [ -n "$FMT_SRC" ] &&
+  [ -f "$FMT_SRC/CMakeLists.txt" ] || {
   echo "cross-macos.sh: apt-get source left no libuv1/fmtlib tree in $CACHE/src" >&2; exit 1; }
 
 # ---- shims for gaps in Zig's bundled macOS headers ----------------------
