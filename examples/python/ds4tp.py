@@ -57,7 +57,7 @@ __all__ = [
 # them against the linked library).
 
 VERSION_MAJOR, VERSION_MINOR, VERSION_PATCH = 0, 1, 0
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class Status(enum.IntEnum):

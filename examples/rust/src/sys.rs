@@ -12,7 +12,7 @@ pub const DS4TP_VERSION_MINOR: u32 = 1;
 pub const DS4TP_VERSION_PATCH: u32 = 0;
 pub const DS4TP_VERSION_HEX: u32 =
     (DS4TP_VERSION_MAJOR << 16) | (DS4TP_VERSION_MINOR << 8) | DS4TP_VERSION_PATCH;
-pub const DS4TP_PROTOCOL_VERSION: u32 = 1;
+pub const DS4TP_PROTOCOL_VERSION: u32 = 2;
 
 extern "C" {
     pub fn ds4tp_version() -> c_uint;

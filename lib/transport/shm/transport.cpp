@@ -207,9 +207,10 @@ class ShmTransport final : public Transport {
     if (code == DS4TP_ETIMEDOUT && !peer_met && cfg_.peer != nullptr)
       return err.set(DS4TP_ETIMEDOUT,
                      "{} (layer {}, {} {}, seq {}) over shm: {}, but it never reached this "
-                     "gate in {} s (peer_arrival_timeout_ms)",
+                     "gate in {} ms (peer_arrival_timeout_ms, at least the gate's progress "
+                     "deadline)",
                      wire::gate_kind_name(h.kind), h.layer, aux_name(h.kind), h.aux, h.seq,
-                     cfg_.peer->where_peer_is(), limit_ns / 1000000000);
+                     cfg_.peer->where_peer_is(), limit_ns / 1000000);
     if (code == DS4TP_EPEERCLOSED)
       return err.set(DS4TP_EPEERCLOSED,
                      "peer {} (pid {}) during {} (layer {}, {} {}, seq {}) over shm",

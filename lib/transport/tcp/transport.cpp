@@ -152,7 +152,7 @@ class TcpTransport final : public Transport {
       });
       if (perr != 0) return io_fail(mine, perr, sent, got, total, err);
       if (rc == DS4TP_ETIMEDOUT && got == 0 && cfg_.peer != nullptr)
-        return never_reached(mine, w.now() - started, err);
+        return never_reached(mine, meet_ns, err);
       if (rc == DS4TP_ETIMEDOUT)
         return timeout(mine, got == 0 ? meet_ns : progress_ns, sent, got, total, err);
       if (rc == DS4TP_EPEERCLOSED && watch.silent()) return silent(mine, watch, got, total, err);
@@ -161,13 +161,13 @@ class TcpTransport final : public Transport {
     return DS4TP_OK;
   }
 
-  int never_reached(const GateHeader &m, uint64_t waited_ns, Error &err) {
+  int never_reached(const GateHeader &m, uint64_t limit_ns, Error &err) {
     return err.set(DS4TP_ETIMEDOUT,
-                   "{} (layer {}, {} {}, seq {}): {}, but it never reached this gate in {} s "
-                   "(peer_arrival_timeout_ms)",
+                   "{} (layer {}, {} {}, seq {}): {}, but it never reached this gate in {} ms "
+                   "(peer_arrival_timeout_ms, at least the gate's progress deadline)",
                    wire::gate_kind_name(m.kind), m.layer,
                    m.kind == uint16_t(GateKind::Batch) ? "rows" : "gate", m.aux, m.seq,
-                   cfg_.peer->where_peer_is(), waited_ns / 1000000000);
+                   cfg_.peer->where_peer_is(), limit_ns / 1000000);
   }
 
   int silent(const GateHeader &m, const os::PeerWatch &watch, uint64_t got, uint64_t total,
