@@ -29,26 +29,21 @@ std::vector<uint8_t> with_preamble(Kind kind, const uint8_t *body, size_t n) {
 
 }  // namespace
 
+// The hello body's fixed fields in wire order, for its encoder and decoder;
+// the gate mask (with its word count), features and blob follow.
+constexpr auto kHelloHead = layout(&Hello::role, &Hello::transport_request, Pad<uint16_t>{},
+                                   &Hello::caps, &Hello::host_id, &Hello::cookie);
+constexpr auto kIdentityHead =
+    layout(&Identity::model_bytes, &Identity::model_id, &Identity::n_layer, &Identity::n_embd,
+           &Identity::n_vocab, &Identity::quant_bits, &Identity::ctx_size,
+           &Identity::gate_slot_start, &Identity::gate_slot_step, &Identity::gates_per_token);
+
 std::vector<uint8_t> encode_hello(const Hello &h) {
   const Identity &id = h.id;
   std::vector<uint8_t> body(kHelloFixedBytes + id.blob.size());
   Writer w(body.data(), body.size());
-  w.u8(h.role);
-  w.u8(h.transport_request);
-  w.u16(0);  // reserved
-  w.u32(h.caps);
-  w.bytes(h.host_id.data(), h.host_id.size());
-  w.u64(h.cookie);
-  w.u64(id.model_bytes);
-  w.u32(id.model_id);
-  w.u32(id.n_layer);
-  w.u32(id.n_embd);
-  w.u32(id.n_vocab);
-  w.u32(id.quant_bits);
-  w.u32(id.ctx_size);
-  w.u32(id.gate_slot_start);
-  w.u32(id.gate_slot_step);
-  w.u32(id.gates_per_token);
+  write(w, h, kHelloHead);
+  write(w, id, kIdentityHead);
   w.u32(kMaskWords);
   for (uint64_t m : id.gate_slot_mask) w.u64(m);
   w.u64(id.features);
@@ -128,24 +123,9 @@ int decode_hello_body(const uint8_t *buf, size_t len, Hello &out, Error &err) {
                    len, kHelloFixedBytes);
   Reader r(buf, len);
   Hello h;
-  h.role = r.u8();
-  h.transport_request = r.u8();
-  (void)r.u16();  // reserved, ignored for forward compatibility
-  h.caps = r.u32();
-  const uint8_t *host = r.bytes(h.host_id.size());
-  if (host) std::memcpy(h.host_id.data(), host, h.host_id.size());
-  h.cookie = r.u64();
+  read(r, h, kHelloHead);  // the reserved u16 is ignored, for forward compatibility
   Identity &id = h.id;
-  id.model_bytes = r.u64();
-  id.model_id = r.u32();
-  id.n_layer = r.u32();
-  id.n_embd = r.u32();
-  id.n_vocab = r.u32();
-  id.quant_bits = r.u32();
-  id.ctx_size = r.u32();
-  id.gate_slot_start = r.u32();
-  id.gate_slot_step = r.u32();
-  id.gates_per_token = r.u32();
+  read(r, id, kIdentityHead);
   uint32_t words = r.u32();
   if (words != kMaskWords)
     return err.set(DS4TP_EPROTO, "hello gate mask has {} words, want {}", words,
