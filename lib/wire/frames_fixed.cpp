@@ -7,6 +7,7 @@
 namespace ds4tp::wire {
 
 using namespace checks;
+using enum FrameType;  // the decoders below name their frame types
 
 // Fixed-size payloads: one struct each, exact size.
 
@@ -196,7 +197,7 @@ int check(const Ctx &c, const Reader &r, const DrafterSplitMsg &m, Error &err) {
 // message's rules: reserved fields are checked by those rules
 // (reserved_zero on `r`) last, so the first rule broken is the one named.
 template <class M>
-int decode_fixed(FrameType type, const uint8_t *p, size_t n, M &m, Error &err) {
+int read_fixed(FrameType type, const uint8_t *p, size_t n, M &m, Error &err) {
   Ctx c{type, n};
   if (int rc = need_exact(c, layout_bytes(kLayout<M>), err)) return rc;
   Reader r(p, n);
@@ -206,51 +207,25 @@ int decode_fixed(FrameType type, const uint8_t *p, size_t n, M &m, Error &err) {
 
 }  // namespace
 
-int decode(const uint8_t *p, size_t n, EvalMsg &m, Error &err) {
-  return decode_fixed(FrameType::Eval, p, n, m, err);
-}
-int decode(const uint8_t *p, size_t n, MtpMsg &m, Error &err) {
-  return decode_fixed(FrameType::Mtp, p, n, m, err);
-}
+int decode(const uint8_t *p, size_t n, EvalMsg &m, Error &err) { return read_fixed(Eval, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, MtpMsg &m, Error &err) { return read_fixed(Mtp, p, n, m, err); }
 int decode_pos(FrameType type, const uint8_t *p, size_t n, PosMsg &m, Error &err) {
-  return decode_fixed(type, p, n, m, err);
+  return read_fixed(type, p, n, m, err);
 }
 int decode_session(FrameType type, const uint8_t *p, size_t n, SessionMsg &m, Error &err) {
-  return decode_fixed(type, p, n, m, err);
+  return read_fixed(type, p, n, m, err);
 }
-int decode(const uint8_t *p, size_t n, CreateMsg &m, Error &err) {
-  return decode_fixed(FrameType::SessionCreate, p, n, m, err);
-}
-int decode(const uint8_t *p, size_t n, HashMsg &m, Error &err) {
-  return decode_fixed(FrameType::Hash, p, n, m, err);
-}
-int decode(const uint8_t *p, size_t n, SyncAckMsg &m, Error &err) {
-  return decode_fixed(FrameType::SyncAck, p, n, m, err);
-}
-int decode(const uint8_t *p, size_t n, AckMsg &m, Error &err) {
-  return decode_fixed(FrameType::CommandAck, p, n, m, err);
-}
-int decode(const uint8_t *p, size_t n, CommitMsg &m, Error &err) {
-  return decode_fixed(FrameType::VerifyCommit, p, n, m, err);
-}
-int decode(const uint8_t *p, size_t n, CheckpointMsg &m, Error &err) {
-  return decode_fixed(FrameType::SyncCheckpoint, p, n, m, err);
-}
-int decode(const uint8_t *p, size_t n, DraftMsg &m, Error &err) {
-  return decode_fixed(FrameType::Draft, p, n, m, err);
-}
-int decode(const uint8_t *p, size_t n, BlockBeginMsg &m, Error &err) {
-  return decode_fixed(FrameType::BlockBegin, p, n, m, err);
-}
-int decode(const uint8_t *p, size_t n, BlockEndMsg &m, Error &err) {
-  return decode_fixed(FrameType::BlockEnd, p, n, m, err);
-}
-int decode(const uint8_t *p, size_t n, ExecModeMsg &m, Error &err) {
-  return decode_fixed(FrameType::ExecMode, p, n, m, err);
-}
-int decode(const uint8_t *p, size_t n, DrafterSplitMsg &m, Error &err) {
-  return decode_fixed(FrameType::DrafterSplit, p, n, m, err);
-}
+int decode(const uint8_t *p, size_t n, CreateMsg &m, Error &err) { return read_fixed(SessionCreate, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, HashMsg &m, Error &err) { return read_fixed(Hash, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, SyncAckMsg &m, Error &err) { return read_fixed(SyncAck, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, AckMsg &m, Error &err) { return read_fixed(CommandAck, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, CommitMsg &m, Error &err) { return read_fixed(VerifyCommit, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, CheckpointMsg &m, Error &err) { return read_fixed(SyncCheckpoint, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, DraftMsg &m, Error &err) { return read_fixed(Draft, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, BlockBeginMsg &m, Error &err) { return read_fixed(BlockBegin, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, BlockEndMsg &m, Error &err) { return read_fixed(BlockEnd, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, ExecModeMsg &m, Error &err) { return read_fixed(ExecMode, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, DrafterSplitMsg &m, Error &err) { return read_fixed(DrafterSplit, p, n, m, err); }
 
 int decode_stop(const uint8_t *, size_t n, Error &err) {
   return need_exact(Ctx{FrameType::Stop, n}, 0, err);

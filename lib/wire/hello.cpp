@@ -29,6 +29,13 @@ std::vector<uint8_t> with_preamble(Kind kind, const uint8_t *body, size_t n) {
 
 }  // namespace
 
+// A body of one exact size: EPROTO "<what> body is N bytes, want M".
+static int body_size(const char *what, size_t len, size_t want, Error &err) {
+  if (len != want)
+    return err.set(DS4TP_EPROTO, "{} body is {} bytes, want {}", what, len, want);
+  return DS4TP_OK;
+}
+
 // The hello body's fixed fields in wire order, for its encoder and decoder;
 // the gate mask (with its word count), features and blob follow.
 constexpr auto kHelloHead = layout(&Hello::role, &Hello::transport_request, Pad<uint16_t>{},
@@ -156,8 +163,7 @@ int decode_hello_body(const uint8_t *buf, size_t len, Hello &out, Error &err) {
 
 int decode_data_body(const uint8_t *buf, size_t len, uint64_t &cookie,
                      Error &err) {
-  if (len != 8)
-    return err.set(DS4TP_EPROTO, "data preamble body is {} bytes, want 8", len);
+  if (int rc = body_size("data preamble", len, 8, err)) return rc;
   cookie = get_u64(buf);
   return DS4TP_OK;
 }
@@ -183,23 +189,20 @@ int decode_data_ack_body(const uint8_t *buf, size_t len, bool &has_mac, Mac &mac
 }
 
 int decode_auth_nonce_body(const uint8_t *buf, size_t len, Nonce &out, Error &err) {
-  if (len != kNonceBytes)
-    return err.set(DS4TP_EPROTO, "auth nonce body is {} bytes, want {}", len, kNonceBytes);
+  if (int rc = body_size("auth nonce", len, kNonceBytes, err)) return rc;
   std::memcpy(out.data(), buf, kNonceBytes);
   return DS4TP_OK;
 }
 
 int decode_auth_proof_body(const uint8_t *buf, size_t len, Mac &out, Error &err) {
-  if (len != kMacBytes)
-    return err.set(DS4TP_EPROTO, "auth proof body is {} bytes, want {}", len, kMacBytes);
+  if (int rc = body_size("auth proof", len, kMacBytes, err)) return rc;
   std::memcpy(out.data(), buf, kMacBytes);
   return DS4TP_OK;
 }
 
 int decode_auth_reject_body(const uint8_t *buf, size_t len, uint32_t &reason,
                             Error &err) {
-  if (len != 4)
-    return err.set(DS4TP_EPROTO, "auth reject body is {} bytes, want 4", len);
+  if (int rc = body_size("auth reject", len, 4, err)) return rc;
   reason = get_u32(buf);
   return DS4TP_OK;
 }
