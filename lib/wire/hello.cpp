@@ -29,10 +29,17 @@ std::vector<uint8_t> with_preamble(Kind kind, const uint8_t *body, size_t n) {
 
 }  // namespace
 
-// A body of one exact size: EPROTO "<what> body is N bytes, want M".
-static int body_size(const char *what, size_t len, size_t want, Error &err) {
+// A body that is exactly one value (an integer or a byte array): EPROTO
+// "<what> body is N bytes, want M" for any other size.
+template <class T>
+int read_body(const char *what, const uint8_t *buf, size_t len, T &out, Error &err) {
+  size_t want;
+  if constexpr (std::is_integral_v<T>) want = sizeof(T);
+  else want = std::tuple_size_v<T>;
   if (len != want)
     return err.set(DS4TP_EPROTO, "{} body is {} bytes, want {}", what, len, want);
+  Reader r(buf, len);
+  r.get(out);
   return DS4TP_OK;
 }
 
@@ -163,9 +170,7 @@ int decode_hello_body(const uint8_t *buf, size_t len, Hello &out, Error &err) {
 
 int decode_data_body(const uint8_t *buf, size_t len, uint64_t &cookie,
                      Error &err) {
-  if (int rc = body_size("data preamble", len, 8, err)) return rc;
-  cookie = get_u64(buf);
-  return DS4TP_OK;
+  return read_body("data preamble", buf, len, cookie, err);
 }
 
 int decode_data_body(const uint8_t *buf, size_t len, uint64_t &cookie, bool &has_mac,
@@ -189,22 +194,16 @@ int decode_data_ack_body(const uint8_t *buf, size_t len, bool &has_mac, Mac &mac
 }
 
 int decode_auth_nonce_body(const uint8_t *buf, size_t len, Nonce &out, Error &err) {
-  if (int rc = body_size("auth nonce", len, kNonceBytes, err)) return rc;
-  std::memcpy(out.data(), buf, kNonceBytes);
-  return DS4TP_OK;
+  return read_body("auth nonce", buf, len, out, err);
 }
 
 int decode_auth_proof_body(const uint8_t *buf, size_t len, Mac &out, Error &err) {
-  if (int rc = body_size("auth proof", len, kMacBytes, err)) return rc;
-  std::memcpy(out.data(), buf, kMacBytes);
-  return DS4TP_OK;
+  return read_body("auth proof", buf, len, out, err);
 }
 
 int decode_auth_reject_body(const uint8_t *buf, size_t len, uint32_t &reason,
                             Error &err) {
-  if (int rc = body_size("auth reject", len, 4, err)) return rc;
-  reason = get_u32(buf);
-  return DS4TP_OK;
+  return read_body("auth reject", buf, len, reason, err);
 }
 
 int compare_identity(const Identity &a, const Identity &b, Error &err) {
