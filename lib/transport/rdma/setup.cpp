@@ -78,8 +78,8 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
   mine.slab_bytes = L_.total;
   mine.rkey = rkey_;
   wire::RdmaInfo peer;
-  if (int rc = trade<wire::kRdmaInfoPayload>(wire::kFrameRdmaInfo, mine, peer, wire::encode_rdma_info,
-                                             wire::decode_rdma_info, err))
+  if (int rc = trade<wire::kRdmaInfoPayload>(wire::kFrameRdmaInfo, mine, peer,
+                                             wire::encode_rdma_info, wire::decode_rdma_info, err))
     return rc;
   if (peer.attempt != attempt)
     return err.set(DS4TP_EPROTO, "rdma: this rank is at set-up attempt {} but the peer at {}",
@@ -125,8 +125,8 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
 
   if (int rc = qp_->connect(peer, err)) return rc;
   wire::RdmaReady ready{attempt};
-  if (int rc = trade<wire::kRdmaReadyPayload>(wire::kFrameRdmaReady, ready, ready, wire::encode_rdma_ready,
-                                              wire::decode_rdma_ready, err))
+  if (int rc = trade<wire::kRdmaReadyPayload>(wire::kFrameRdmaReady, ready, ready,
+                                              wire::encode_rdma_ready, wire::decode_rdma_ready, err))
     return rc;
   if (ready.attempt != attempt)
     return err.set(DS4TP_EPROTO, "rdma: RDMA_READY for attempt {} while at attempt {}",
@@ -167,8 +167,8 @@ int RdmaTransport::warm_up(uint32_t attempt, bool &ok, Error &err) {
                              err))
     return rc;
   wire::RdmaPosted posted{attempt, 1};
-  if (int rc = trade<wire::kRdmaPostedPayload>(wire::kFrameRdmaPosted, posted, posted, wire::encode_rdma_posted,
-                                               wire::decode_rdma_posted, err))
+  if (int rc = trade<wire::kRdmaPostedPayload>(wire::kFrameRdmaPosted, posted, posted,
+                                               wire::encode_rdma_posted, wire::decode_rdma_posted, err))
     return rc;
   if (posted.attempt != attempt || posted.posted != 1)
     return err.set(DS4TP_EPROTO,
@@ -198,8 +198,8 @@ int RdmaTransport::warm_up(uint32_t attempt, bool &ok, Error &err) {
   wire::RdmaWarm mine{attempt, (got ? wire::kWarmReceived : 0u) | (sent ? wire::kWarmSent : 0u),
                       bytes};
   wire::RdmaWarm peer;
-  if (int rc = trade<wire::kRdmaWarmPayload>(wire::kFrameRdmaWarm, mine, peer, wire::encode_rdma_warm,
-                                             wire::decode_rdma_warm, err))
+  if (int rc = trade<wire::kRdmaWarmPayload>(wire::kFrameRdmaWarm, mine, peer,
+                                             wire::encode_rdma_warm, wire::decode_rdma_warm, err))
     return rc;
   if (peer.attempt != attempt || peer.bytes != bytes)
     return err.set(DS4TP_EPROTO,
