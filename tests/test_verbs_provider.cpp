@@ -8,11 +8,15 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include "support/ranks.hpp"
+#include "transport/rdma/probe.hpp"
 
 using namespace ds4tp::test;
 
@@ -179,13 +183,16 @@ int rows_and_batches_fail(ds4tp_pair *tp) {
 }
 
 // Both ranks fail at `at` with `want`, each message containing `text`.
-// With `worker_fault` only the worker's provider injects it (the worker
-// process sets it before bring-up) and the worker just has to fail.
+// With `fault`, only rank `fault_rank`'s provider injects it (set before
+// its bring-up); then only rank `checked` must fail with `want`, the other
+// just has to fail.
 void expect_failure(const RankSetup &s, At at, int want, const char *text,
-                    const char *worker_fault = nullptr) {
+                    const char *fault = nullptr, int fault_rank = 1, int checked = 0) {
   auto body = [=](ds4tp_pair *tp, Ctx &c) -> int {
-    if (worker_fault != nullptr && c.rank == 1) {
-      setenv("DS4TP_VERBS_PROVIDER_FAULT", worker_fault, 1);
+    std::unique_ptr<ScopedEnv> f;
+    if (fault != nullptr && c.rank == fault_rank)
+      f = std::make_unique<ScopedEnv>("DS4TP_VERBS_PROVIDER_FAULT", fault);
+    if (fault != nullptr && c.rank != checked) {
       CHILD_EXPECT(connect_attach(tp) == 0 && rows_and_batches_fail(tp) != DS4TP_OK, tp);
       return 0;
     }
@@ -194,6 +201,11 @@ void expect_failure(const RankSetup &s, At at, int want, const char *text,
     } else if (at == At::Attach) {
       CHILD_EXPECT_OK(ds4tp_connect(tp), tp);
       CHILD_EXPECT_RC(ds4tp_attach_slab(tp, nullptr, 0), want, tp);
+      // Both ranks fail on their own: the worker stays until the leader has.
+      std::string m = ds4tp_errmsg(tp);
+      if (c.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      CHILD_EXPECT(m.find(text) != std::string::npos, tp, "message: %s", m.c_str());
+      return 0;
     } else {
       CHILD_EXPECT_OK(connect_attach(tp), tp);
       CHILD_EXPECT_RC(rows_and_batches_fail(tp), want, tp);
@@ -253,13 +265,15 @@ TEST_CASE("verbs_provider fault: a lost message ends the gate at its deadline") 
   s.gate_timeout_ms = 500;
   s.worker_tweak = [](ds4tp_options &o) { o.gate_timeout_ms = 5000; };
   // The worker's 20th message is lost: the leader waits for it in vain.
-  expect_failure(s, At::Gates, DS4TP_ETIMEDOUT, "timed out", "drop=20");
+  expect_failure(s, At::Gates, DS4TP_ETIMEDOUT, "timed out", "drop=20", 1, 0);
 }
 
 TEST_CASE("verbs_provider fault: an error completion fails the gate naming its status") {
-  Provider p("rc", "wc=12@20");  // IBV_WC_RETRY_EXC_ERR
+  Provider p("rc");
   RankSetup s = rdma_setup();
-  expect_failure(s, At::Gates, DS4TP_EIO, "transport retry counter exceeded");
+  s.worker_tweak = [](ds4tp_options &o) { o.gate_timeout_ms = 5000; };
+  // The leader's 20th send completes with IBV_WC_RETRY_EXC_ERR.
+  expect_failure(s, At::Gates, DS4TP_EIO, "transport retry counter exceeded", "wc=12@20", 0, 0);
 }
 
 TEST_CASE("verbs_provider fault: a DOWN port refuses rdma on both ranks naming the state") {
@@ -285,4 +299,69 @@ TEST_CASE("verbs_provider fault: no GID at all refuses rdma naming the empty tab
   Provider p("rc", "no_gid");
   RankSetup s = rdma_setup();
   expect_failure(s, At::Connect, DS4TP_EUNSUPPORTED, "has no usable GID");
+}
+
+TEST_CASE("verbs_provider probe: device, port and GID choices and refusals are named") {
+  namespace rd = ds4tp::rdma;
+  struct Case {
+    const char *fault;
+    const char *device;
+    int port, gid_index;
+    bool usable;
+    const char *text;
+  };
+  const Case cases[] = {
+      {nullptr, "", 1, -1, true, "fv0 port 1 GID 1 (RoCE v2)"},
+      {nullptr, "fv0", 1, 0, true, "fv0 port 1 GID 0 (RoCE v1)"},
+      {nullptr, "", 1, 5, false, "fv0 port 1 has GID indices 0..1, not 5"},
+      {"no_ipv4_gid", "", 1, 1, false, "fv0 port 1 GID index 1 is empty"},
+      {nullptr, "mlx5_9", 1, -1, false, "RDMA device 'mlx5_9' not found (devices here: fv0)"},
+      {nullptr, "", 2, -1, false, "fv0 has ports 1..1, not port 2"},
+      {"fail=devices", "", 1, -1, false, "Function not implemented"},
+      {"fail=open", "", 1, -1, false, "fv0: cannot open"},
+      {"fail=query_device", "", 1, -1, false, "querying the device failed: Input/output error"},
+  };
+  for (const Case &c : cases) {
+    ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.fault);
+    rd::ProbeRequest req;
+    req.library = DS4TP_TEST_VERBS_PROVIDER;
+    req.device = c.device;
+    req.port = c.port;
+    req.gid_index = c.gid_index;
+    rd::ProbeResult r = rd::probe(req);
+    INFO(r.reason);
+    CHECK(r.usable == c.usable);
+    CHECK(r.reason.find(c.text) != std::string::npos);
+  }
+  // Apple-style library: exported data path, no _ibv_query_gid_ex, no
+  // sysfs GID types: the GID type is unknown and the first GID is taken.
+  rd::ProbeRequest req;
+  req.library = DS4TP_TEST_VERBS_PROVIDER_APPLE;
+  rd::ProbeResult r = rd::probe(req);
+  INFO(r.reason);
+  CHECK(r.usable);
+  CHECK(r.reason == "fv0 port 1 GID 0 (unknown type)");
+}
+
+TEST_CASE("verbs_provider fault: a failing verbs call ends bring-up naming the step") {
+  struct Case {
+    const char *fault;
+    At at;
+    const char *text;
+  };
+  const Case cases[] = {
+      {"fail=pd", At::Connect, "allocating a protection domain on fv0"},
+      {"fail=mr", At::Attach, "ulimit -l"},
+      {"fail=cq", At::Attach, "creating a queue pair on fv0"},
+      {"fail=qp", At::Attach, "creating a queue pair on fv0"},
+      {"fail=init", At::Attach, "to INIT failed"},
+      {"fail=rtr", At::Attach, "to RTR failed"},
+      {"fail=rts", At::Attach, "to RTS failed"},
+  };
+  for (const Case &c : cases) {
+    Provider p("rc", c.fault);
+    RankSetup s = rdma_setup();
+    INFO(c.fault);
+    expect_failure(s, c.at, DS4TP_EIO, c.text);
+  }
 }

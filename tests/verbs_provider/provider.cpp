@@ -26,6 +26,8 @@
 //   port_down     port 1 is DOWN
 //   no_ipv4_gid   GID 1 is empty (only the link-local fe80::1)
 //   no_gid        every GID is empty
+//   fail=CALL     CALL fails: devices (ENOSYS, as without kernel support),
+//                 open, query_device, pd, mr (ENOMEM), cq, qp, init, rtr, rts
 // Every queue-pair step is checked (states, masks, PSNs, lkeys, GIDs):
 // a binding mistake shows as EINVAL, a lost message or a bad completion.
 #include <infiniband/verbs.h>
@@ -61,6 +63,7 @@ struct Config {
   int wc_status = 0;
   uint32_t dead_qps = 0;
   bool port_down = false, no_ipv4 = false, no_gid = false;
+  std::string fail;  // the call made to fail
 };
 
 Config read_config() {
@@ -84,6 +87,7 @@ Config read_config() {
       c.wc_status = int(std::strtol(t.c_str() + 3, &e, 0));
       if (e && *e == '@') c.wc_at = std::strtoull(e + 1, nullptr, 0);
     }
+    if (t.rfind("fail=", 0) == 0) c.fail = t.substr(5);
     if (t == "port_down") c.port_down = true;
     if (t == "no_ipv4_gid") c.no_ipv4 = true;
     if (t == "no_gid") c.no_gid = true;
@@ -363,7 +367,15 @@ using namespace fv;
 
 // ---- exported set-up calls -----------------------------------------------
 
+// True (errno set) when the fault names `call`.
+static bool failing(const char *call, int e = EINVAL) {
+  if (read_config().fail != call) return false;
+  errno = e;
+  return true;
+}
+
 FV_API ibv_device **ibv_get_device_list(int *num) {
+  if (failing("devices", ENOSYS)) return nullptr;
   auto **l = static_cast<ibv_device **>(std::calloc(2, sizeof(ibv_device *)));
   l[0] = &g_device;
   std::strcpy(g_device.name, read_config().apple ? "rdma_en5" : "fv0");
@@ -376,6 +388,7 @@ FV_API void ibv_free_device_list(ibv_device **list) { std::free(list); }
 FV_API const char *ibv_get_device_name(ibv_device *d) { return d->name; }
 
 FV_API ibv_context *ibv_open_device(ibv_device *d) {
+  if (failing("open", ENODEV)) return nullptr;
   std::lock_guard<std::mutex> l(g_mu);
   if (g_open++ == 0) g_sends = g_created = 0;  // a new pair (or a forked rank)
   auto *c = new Ctx{};
@@ -398,6 +411,7 @@ FV_API int ibv_close_device(ibv_context *ctx) {
 }
 
 FV_API int ibv_query_device(ibv_context *, ibv_device_attr *a) {
+  if (failing("query_device", EIO)) return EIO;
   *a = ibv_device_attr{};
   std::strcpy(a->fw_ver, "ds4tp-test-provider");
   a->max_mr_size = ~0ull;
@@ -441,6 +455,7 @@ FV_API int _ibv_query_gid_ex(ibv_context *, uint32_t port, uint32_t index, ibv_g
 #endif
 
 FV_API ibv_pd *ibv_alloc_pd(ibv_context *ctx) {
+  if (failing("pd", ENOMEM)) return nullptr;
   auto *p = new Pd{};
   p->pd.context = ctx;
   return &p->pd;
@@ -455,6 +470,7 @@ FV_API ibv_mr *ibv_reg_mr(ibv_pd *pd, void *addr, size_t len, int access) {
     errno = EINVAL;
     return nullptr;
   }
+  if (failing("mr", ENOMEM)) return nullptr;
   std::lock_guard<std::mutex> l(g_mu);
   auto *m = new Mr{};
   m->mr.context = pd->context;
@@ -481,8 +497,8 @@ FV_API int ibv_dereg_mr(ibv_mr *mr) {
 
 FV_API ibv_cq *ibv_create_cq(ibv_context *ctx, int cqe, void *cq_context, ibv_comp_channel *ch,
                              int) {
-  if (cqe < 1 || cqe > kMaxCqe || ch != nullptr) {
-    errno = EINVAL;
+  if (cqe < 1 || cqe > kMaxCqe || ch != nullptr || failing("cq", ENOMEM)) {
+    if (ch != nullptr || cqe < 1 || cqe > kMaxCqe) errno = EINVAL;
     return nullptr;
   }
   auto *c = new Cq{};
@@ -504,6 +520,7 @@ FV_API ibv_qp *ibv_create_qp(ibv_pd *pd, ibv_qp_init_attr *a) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
+  if (failing("qp", ENOMEM)) return nullptr;
   if (a->send_cq == nullptr || a->recv_cq == nullptr || a->cap.max_send_wr < 1 ||
       a->cap.max_recv_wr < 1 || a->cap.max_send_sge > 1 || a->cap.max_recv_sge > 1 ||
       a->srq != nullptr) {
@@ -539,6 +556,10 @@ FV_API int ibv_modify_qp(ibv_qp *qp, ibv_qp_attr *a, int mask) {
   const bool rc = qp->qp_type == IBV_QPT_RC;
   auto has = [mask](int m) { return (mask & m) == m; };
   if (!has(IBV_QP_STATE)) return EINVAL;
+  const std::string &f = q->cfg.fail;
+  if ((f == "init" && a->qp_state == IBV_QPS_INIT) || (f == "rtr" && a->qp_state == IBV_QPS_RTR) ||
+      (f == "rts" && a->qp_state == IBV_QPS_RTS))
+    return EINVAL;
   switch (a->qp_state) {
     case IBV_QPS_INIT:
       if (qp->state != IBV_QPS_RESET ||
