@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/clock.hpp"
+#include "common/shared_word.hpp"
 #include "os/wait.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/shm_offer.hpp"
@@ -58,11 +59,11 @@ constexpr uint32_t kNoRegion = UINT32_MAX;
 constexpr uint32_t kBatchRegion = 1u << 31;
 constexpr uint64_t kNoFlag = UINT64_MAX;
 
-inline std::atomic_ref<uint64_t> word(uint8_t *p) {
-  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(p));
+inline SharedWord<uint64_t> word(uint8_t *p) {
+  return SharedWord<uint64_t>(p);
 }
-inline std::atomic_ref<uint32_t> word32(uint8_t *p) {
-  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t *>(p));
+inline SharedWord<uint32_t> word32(uint8_t *p) {
+  return SharedWord<uint32_t>(p);
 }
 
 void copy(uint8_t *dst, const uint8_t *src, uint64_t n) {
