@@ -3,9 +3,11 @@
 // header inlines that dispatch through the context's ops), so nothing here
 // links against libibverbs.
 //
-// Verified here: it compiles warning-free against rdma-core and the probe
-// path runs (reporting why there is no device). The queue-pair path runs
-// only on RDMA hardware; see README "RDMA" for the two-host check.
+// Verified here: it compiles warning-free against rdma-core, and the whole
+// binding (probe, PD/MR/CQ/QP, INIT->RTR->RTS, posting and polling) runs
+// between two processes through the test verbs provider
+// (tests/verbs_provider, tests/test_verbs_provider.cpp), which checks every
+// step as a provider would; see README "RDMA" for the two-host check.
 #include <arpa/inet.h>
 
 #include <algorithm>
