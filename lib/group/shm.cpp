@@ -40,7 +40,14 @@ struct alignas(64) RankLine {
   std::atomic<uint64_t> done;
   std::atomic<uint64_t> pid;
   std::atomic<uint64_t> start_time;
+  std::atomic<uint32_t> sleepers;  // ranks blocked in the kernel on this line's words
 };
+
+// The futex word of a 64-bit stamp: its low half (little-endian hosts).
+inline uint32_t *low_word(std::atomic<uint64_t> &w) {
+  static_assert(sizeof(std::atomic<uint64_t>) == 8);
+  return reinterpret_cast<uint32_t *>(&w);
+}
 
 size_t slot_stride(size_t chunk) { return (chunk + 63) & ~size_t(63); }
 size_t area_bytes(int n, size_t chunk) {
@@ -168,13 +175,13 @@ class ShmMedium final : public Medium {
     if (mine != nullptr) {
       if (step > 2) {
         for (int r = 0; r < n; r++) {
-          int rc = wait_for(r, [&] { return a_->line(r)->done.load(std::memory_order_acquire) >= step - 2; },
-                            step, "finish reading step", err);
+          int rc = wait_for(r, a_->line(r)->done, [&] { return a_->line(r)->done.load(std::memory_order_acquire) >= step - 2; },
+                            step - 2, "finish reading step", err);
           if (rc != DS4TP_OK) return rc;
         }
       }
       if (bytes) std::memcpy(a_->slot(rank_, b), mine, bytes);
-      a_->line(rank_)->stamp[b].store(step, std::memory_order_release);
+      publish(a_->line(rank_)->stamp[b], step);
     }
     for (int r = 0; r < n; r++) {
       if (root >= 0 && r != root) {
@@ -182,7 +189,7 @@ class ShmMedium final : public Medium {
         continue;
       }
       if (r != rank_) {
-        int rc = wait_for(r, [&] { return a_->line(r)->stamp[b].load(std::memory_order_acquire) == step; },
+        int rc = wait_for(r, a_->line(r)->stamp[b], [&] { return a_->line(r)->stamp[b].load(std::memory_order_acquire) == step; },
                           step, "publish step", err);
         if (rc != DS4TP_OK) return rc;
       }
@@ -191,20 +198,36 @@ class ShmMedium final : public Medium {
     return DS4TP_OK;
   }
 
-  void done(uint64_t step) override {
-    a_->line(rank_)->done.store(step, std::memory_order_release);
-  }
+  void done(uint64_t step) override { publish(a_->line(rank_)->done, step); }
 
   void abort(int rank) override {
     uint32_t expect = 0;
     a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(rank + 1));
+    for (int r = 0; r < a_->n; r++) {  // blocked waiters look at the abort word
+      wake_word_of(a_->line(r)->done);
+      wake_word_of(a_->line(r)->stamp[0]);
+      wake_word_of(a_->line(r)->stamp[1]);
+    }
   }
 
   int transport() const override { return DS4TP_TRANSPORT_SHM; }
 
  private:
+  static void wake_word_of(std::atomic<uint64_t> &w) { os::wake_word(low_word(w)); }
+
+  // Store, then wake sleepers (seq_cst pairs with the sleeper's
+  // increment-then-recheck, so a wake is never lost).
+  void publish(std::atomic<uint64_t> &w, uint64_t step) {
+    w.store(step, std::memory_order_seq_cst);
+    if (a_->line(rank_)->sleepers.load(std::memory_order_seq_cst) != 0) wake_word_of(w);
+  }
+
+  // Spins briefly, then blocks on `word` of rank r (woken by its publish),
+  // at most 1 ms at a time so the abort word, the peer's liveness and the
+  // deadline are checked.
   template <typename Cond>
-  int wait_for(int r, Cond cond, uint64_t step, const char *what, Error &err) {
+  int wait_for(int r, std::atomic<uint64_t> &word, Cond cond, uint64_t step, const char *what,
+               Error &err) {
     for (int i = 0; i < 2000; i++) {
       if (cond()) return DS4TP_OK;
       os::cpu_relax();
@@ -228,10 +251,15 @@ class ShmMedium final : public Medium {
       if (now - start > timeout_)
         return err.set(DS4TP_ETIMEDOUT, "rank {} did not {} {} within {} ms", r, what, step,
                        timeout_ / 1'000'000);
-      if (i < 64)
+      if (i < 16) {
         os::yield_thread();
-      else
-        os::sleep_ns(20'000);
+        continue;
+      }
+      RankLine *l = a_->line(r);
+      uint32_t seen = uint32_t(word.load(std::memory_order_seq_cst));
+      l->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      if (!cond()) os::wait_on_word(low_word(word), seen, 1'000'000);
+      l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
     }
   }
 
