@@ -9,6 +9,7 @@
 #include "auth/key.hpp"
 #include "handle.hpp"
 #include "slab/schedule.hpp"
+#include "transport/descriptor.hpp"
 #include "transport/probe.hpp"
 
 namespace ds4tp::capi {
@@ -166,13 +167,9 @@ using namespace ds4tp::capi;
 extern "C" {
 
 const char *ds4tp_transport_name(int t) {
-  switch (t) {
-    case DS4TP_TRANSPORT_AUTO: return "auto";
-    case DS4TP_TRANSPORT_TCP: return "tcp";
-    case DS4TP_TRANSPORT_SHM: return "shm";
-    case DS4TP_TRANSPORT_RDMA: return "rdma";
-    default: return "?";
-  }
+  if (t == DS4TP_TRANSPORT_AUTO) return "auto";
+  const ds4tp::transport::Descriptor *d = ds4tp::transport::find(t);
+  return d != nullptr ? d->name : "?";
 }
 
 int ds4tp_transport_available(int transport, char *why, size_t why_len) {

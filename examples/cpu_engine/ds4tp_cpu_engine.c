@@ -37,6 +37,8 @@
 
 #include "ds4tp/ds4tp.h"
 
+#include "../common/self_exe.h"
+
 enum { MODE_SERVICE = 0, MODE_CALLBACK = 1 };
 
 typedef struct {
@@ -486,7 +488,8 @@ int main(int argc, char **argv) {
       for (int i = 0; i < argc; i++) args[i] = argv[i];
       args[argc] = "--role-worker";
       args[argc + 1] = port;
-      execv("/proc/self/exe", args);
+      char self[4096];
+      execv(self_exe(self, sizeof self, argv[0]), args);
       perror("cpu engine: exec worker");
       _exit(127);
     }

@@ -30,6 +30,8 @@
 
 #include "ds4tp/ds4tp.h"
 
+#include "../common/self_exe.h"
+
 typedef struct {
   int layers, embd, ffn, tokens, transport, spin_us;
   int role; /* 0 = spawn both */
@@ -358,7 +360,8 @@ int main(int argc, char **argv) {
       char *args[] = {argv[0], "--role", "worker", "--connect", port, "--layers", layers,
                       "--embd", embd, "--ffn", ffn, "--tokens", tokens, "--transport",
                       (char *)ds4tp_transport_name(c.transport), "--spin-us", spin, NULL};
-      execv("/proc/self/exe", args);
+      char self[4096];
+      execv(self_exe(self, sizeof self, argv[0]), args);
       perror("demo: exec worker");
       _exit(127);
     }

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
+#include "auth/crypto.hpp"
 
 namespace ds4tp::auth {
 
@@ -26,7 +26,7 @@ Key &Key::operator=(const Key &o) {
 }
 
 void Key::wipe() {
-  if (!bytes_.empty()) OPENSSL_cleanse(bytes_.data(), bytes_.size());
+  if (!bytes_.empty()) crypto::wipe(bytes_.data(), bytes_.size());
   bytes_.clear();
 }
 
@@ -82,7 +82,7 @@ int read_key_file(const std::string &path, Key &out, Error &err) {
     if (r < 0) {
       int e = errno;
       ::close(fd);
-      OPENSSL_cleanse(buf, sizeof buf);
+      crypto::wipe(buf, sizeof buf);
       return err.set(DS4TP_EIO, "cannot read the key file {}: {}", path, std::strerror(e));
     }
     if (r == 0) break;
@@ -95,7 +95,7 @@ int read_key_file(const std::string &path, Key &out, Error &err) {
   if (n > 0 && buf[n - 1] == '\r') n--;
   rc = check_length(n, "key file " + path, err);
   if (rc == DS4TP_OK) out = Key(buf, n);
-  OPENSSL_cleanse(buf, sizeof buf);
+  crypto::wipe(buf, sizeof buf);
   return rc;
 }
 

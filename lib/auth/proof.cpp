@@ -4,11 +4,7 @@
 #include <initializer_list>
 #include <string_view>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
-
+#include "auth/crypto.hpp"
 #include "wire/codec.hpp"
 
 namespace ds4tp::auth {
@@ -32,26 +28,25 @@ int hmac(const Key &key, std::string_view label, std::initializer_list<Part> par
   std::vector<uint8_t> msg(label.begin(), label.end());
   msg.push_back(0);
   for (const Part &p : parts) msg.insert(msg.end(), p.p, p.p + p.n);
-  unsigned len = 0;
-  unsigned char *r = HMAC(EVP_sha256(), key.data(), int(key.size()), msg.data(), msg.size(),
-                          out.data(), &len);
-  OPENSSL_cleanse(msg.data(), msg.size());
-  if (r == nullptr || len != out.size())
-    return err.set(DS4TP_EIO, "libcrypto could not compute HMAC-SHA256");
+  static_assert(std::tuple_size_v<wire::Mac> == crypto::kHmacSha256Bytes);
+  bool ok = crypto::hmac_sha256(key.data(), key.size(), msg.data(), msg.size(), out.data());
+  crypto::wipe(msg.data(), msg.size());
+  if (!ok)
+    return err.set(DS4TP_EIO, "{} could not compute HMAC-SHA256", crypto::backend_name());
   return DS4TP_OK;
 }
 
 }  // namespace
 
 int fresh_nonce(wire::Nonce &out, Error &err) {
-  if (RAND_bytes(out.data(), int(out.size())) != 1)
-    return err.set(DS4TP_EIO, "libcrypto could not produce {} random bytes for a nonce",
-                   out.size());
+  if (!crypto::random_bytes(out.data(), out.size()))
+    return err.set(DS4TP_EIO, "{} could not produce {} random bytes for a nonce",
+                   crypto::backend_name(), out.size());
   return DS4TP_OK;
 }
 
 bool mac_equal(const wire::Mac &a, const wire::Mac &b) {
-  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return crypto::equal(a.data(), b.data(), a.size());
 }
 
 int worker_proof(const Key &key, const Transcript &t, wire::Mac &out, Error &err) {

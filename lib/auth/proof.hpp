@@ -1,6 +1,7 @@
 // Challenge-response for a keyed bring-up (docs/PROTOCOL.md 1.4): fresh
 // nonces and HMAC-SHA256 proofs over the exact bytes both ranks exchanged,
-// computed with OpenSSL's libcrypto. Each proof carries its own label, so
+// computed through auth/crypto.hpp (libcrypto on Linux, CommonCrypto on
+// macOS). Each proof carries its own label, so
 // a proof made for one purpose (or by the other role) never verifies as
 // another.
 #pragma once
@@ -14,7 +15,7 @@
 
 namespace ds4tp::auth {
 
-// 32 bytes from the OS random generator (RAND_bytes). EIO on failure.
+// 32 bytes from the OS random generator (crypto::random_bytes). EIO on failure.
 int fresh_nonce(wire::Nonce &out, Error &err);
 
 // Constant-time comparison.
@@ -31,7 +32,7 @@ struct Transcript {
   wire::Nonce leader_nonce{};
 };
 
-// Proofs; each returns DS4TP_OK or EIO (libcrypto failed) in `err`.
+// Proofs; each returns DS4TP_OK or EIO (the crypto backend failed) in `err`.
 // worker: HMAC(key, "ds4tp/1 worker proof" | nonce W | nonce L | hello W)
 int worker_proof(const Key &key, const Transcript &t, wire::Mac &out, Error &err);
 // leader: HMAC(key, "ds4tp/1 leader proof" | nonce W | nonce L | hello W | hello L)

@@ -60,9 +60,12 @@ class SigpipeGuard {
       sigset_t set;
       sigemptyset(&set);
       sigaddset(&set, SIGPIPE);
-      timespec zero{0, 0};
-      while (sigtimedwait(&set, nullptr, &zero) == SIGPIPE) {
-      }
+      // sigpending + sigwait rather than sigtimedwait, which Darwin lacks:
+      // sigwait returns at once because SIGPIPE is known to be pending.
+      sigset_t now;
+      sigemptyset(&now);
+      int sig = 0;
+      if (sigpending(&now) == 0 && sigismember(&now, SIGPIPE) == 1) sigwait(&set, &sig);
     }
     pthread_sigmask(SIG_SETMASK, &old_, nullptr);
   }

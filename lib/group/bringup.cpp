@@ -5,7 +5,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/hmac.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "auth/crypto.hpp"
 #include "auth/proof.hpp"
 #include "common/clock.hpp"
 #include "group/group.hpp"
@@ -124,10 +124,9 @@ bool join_mac(const auth::Key &key, const wire::Nonce &nonce, const uint8_t *fix
   std::memcpy(msg, nonce.data(), nonce.size());
   std::memcpy(msg + nonce.size(), fixed, kJoinFixedBytes);
   std::memset(msg + nonce.size() + 56, 0, 32);  // the mac field itself
-  unsigned int len = 0;
-  return HMAC(EVP_sha256(), key.data(), int(key.size()), msg, nonce.size() + kJoinFixedBytes,
-              out.data(), &len) != nullptr &&
-         len == out.size();
+  static_assert(sizeof(wire::Mac) == auth::crypto::kHmacSha256Bytes);
+  return auth::crypto::hmac_sha256(key.data(), key.size(), msg, nonce.size() + kJoinFixedBytes,
+                                   out.data());
 }
 
 std::string list_ranks(const std::vector<int> &rs) {

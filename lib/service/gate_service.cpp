@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "common/clock.hpp"
+#include "common/shared_word.hpp"
 #include "os/wait.hpp"
 #include "pair/pair.hpp"
 #include "slab/schedule.hpp"
@@ -13,9 +14,9 @@ namespace ds4tp {
 namespace {
 
 // The slab words are plain u64 memory shared with kernels (GPU or CPU);
-// atomic_ref gives them acquire/release semantics without owning them.
-std::atomic_ref<uint64_t> word(uint8_t *base, uint64_t offset) {
-  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(base + offset));
+// SharedWord gives them acquire/release semantics without owning them.
+SharedWord<uint64_t> word(uint8_t *base, uint64_t offset) {
+  return SharedWord<uint64_t>(base + offset);
 }
 
 constexpr uint64_t kScanEveryNs = 1000000;  // misplaced-ready scan, slow path only

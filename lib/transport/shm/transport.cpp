@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/clock.hpp"
+#include "common/shared_word.hpp"
 #include "os/wait.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/shm_offer.hpp"
@@ -51,23 +52,23 @@ constexpr uint32_t kBigChunks = 8;
 // Sleeps are cut into slices so the peer watch (os/wait.hpp: the data
 // connection, the peer process) runs at least this often.
 constexpr uint64_t kSleepSliceNs = 2000000;
-// memcpy may switch to non-temporal stores for large copies; those need a
-// store fence before the release store that publishes them.
-constexpr uint64_t kFenceCopyBytes = 256 * 1024;
 constexpr uint32_t kNoRegion = UINT32_MAX;
 constexpr uint32_t kBatchRegion = 1u << 31;
 constexpr uint64_t kNoFlag = UINT64_MAX;
 
-inline std::atomic_ref<uint64_t> word(uint8_t *p) {
-  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(p));
+inline SharedWord<uint64_t> word(uint8_t *p) {
+  return SharedWord<uint64_t>(p);
 }
-inline std::atomic_ref<uint32_t> word32(uint8_t *p) {
-  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t *>(p));
+inline SharedWord<uint32_t> word32(uint8_t *p) {
+  return SharedWord<uint32_t>(p);
 }
 
 void copy(uint8_t *dst, const uint8_t *src, uint64_t n) {
   std::memcpy(dst, src, n);
 #if defined(__x86_64__) || defined(__i386__)
+  // memcpy may switch to non-temporal stores for large copies; those need
+  // a store fence before the release store that publishes them.
+  constexpr uint64_t kFenceCopyBytes = 256 * 1024;
   if (n >= kFenceCopyBytes) __builtin_ia32_sfence();
 #endif
 }
