@@ -95,44 +95,34 @@ uint16_t float_to_bf16(float f) {
   return uint16_t(x >> 16);
 }
 
+namespace {
+
+float f32_identity(float v) { return v; }
+
+// Sums elements stored as `Bits`, read as f32 through `ToF` and written
+// back through `FromF`: one body for every dtype.
+template <class Bits, float (*ToF)(Bits), Bits (*FromF)(float)>
+void reduce_as(const void *const *src, int n, void *out, size_t count) {
+  reduce_blocks(
+      src, n, out, count, sizeof(Bits),
+      [](const uint8_t *p, size_t j) {
+        Bits v;
+        std::memcpy(&v, p + j * sizeof v, sizeof v);
+        return ToF(v);
+      },
+      [](uint8_t *p, size_t j, float v) {
+        Bits b = FromF(v);
+        std::memcpy(p + j * sizeof b, &b, sizeof b);
+      });
+}
+
+}  // namespace
+
 void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count) {
   switch (t) {
-    case Dtype::F32:
-      reduce_blocks(
-          src, n, out, count, 4,
-          [](const uint8_t *p, size_t j) {
-            float v;
-            std::memcpy(&v, p + j * 4, 4);
-            return v;
-          },
-          [](uint8_t *p, size_t j, float v) { std::memcpy(p + j * 4, &v, 4); });
-      break;
-    case Dtype::F16:
-      reduce_blocks(
-          src, n, out, count, 2,
-          [](const uint8_t *p, size_t j) {
-            uint16_t v;
-            std::memcpy(&v, p + j * 2, 2);
-            return half_to_float(v);
-          },
-          [](uint8_t *p, size_t j, float v) {
-            uint16_t h = float_to_half(v);
-            std::memcpy(p + j * 2, &h, 2);
-          });
-      break;
-    case Dtype::BF16:
-      reduce_blocks(
-          src, n, out, count, 2,
-          [](const uint8_t *p, size_t j) {
-            uint16_t v;
-            std::memcpy(&v, p + j * 2, 2);
-            return bf16_to_float(v);
-          },
-          [](uint8_t *p, size_t j, float v) {
-            uint16_t h = float_to_bf16(v);
-            std::memcpy(p + j * 2, &h, 2);
-          });
-      break;
+    case Dtype::F32: reduce_as<float, f32_identity, f32_identity>(src, n, out, count); break;
+    case Dtype::F16: reduce_as<uint16_t, half_to_float, float_to_half>(src, n, out, count); break;
+    case Dtype::BF16: reduce_as<uint16_t, bf16_to_float, float_to_bf16>(src, n, out, count); break;
   }
 }
 
