@@ -201,9 +201,11 @@ void expect_failure(const RankSetup &s, At at, int want, const char *text,
     } else if (at == At::Attach) {
       CHILD_EXPECT_OK(ds4tp_connect(tp), tp);
       CHILD_EXPECT_RC(ds4tp_attach_slab(tp, nullptr, 0), want, tp);
-      // Both ranks fail on their own: the worker stays until the leader has.
+      // Both ranks fail on their own; each stays a while so that a slow
+      // peer (sanitizers, a loaded host) meets the same fault rather than
+      // this rank's closed connection.
       std::string m = ds4tp_errmsg(tp);
-      if (c.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::this_thread::sleep_for(std::chrono::milliseconds(c.rank == 1 ? 1500 : 1000));
       CHILD_EXPECT(m.find(text) != std::string::npos, tp, "message: %s", m.c_str());
       return 0;
     } else {
