@@ -9,6 +9,7 @@ PKGS=(
   libssl-dev iproute2
   libibverbs-dev
   python3-pytest cargo
+  openmpi-bin  # tests only: cli_group_mpirun (4 ranks under mpirun)
 )
 # Extra packages a caller may add (e.g. the sanitizer or binding builds).
 PKGS+=("$@")

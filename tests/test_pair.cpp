@@ -65,16 +65,6 @@ int token_loop(ds4tp_pair *tp, int tokens) {
   return 0;
 }
 
-int big_gate(ds4tp_pair *tp, uint64_t bytes) {
-  int rank = ds4tp_rank(tp);
-  std::vector<uint32_t> out(bytes / 4), in(bytes / 4, 0);
-  for (size_t i = 0; i < out.size(); i++) out[i] = uint32_t(i * 2654435761u) ^ uint32_t(rank);
-  CHILD_EXPECT_OK(ds4tp_big_gate_exchange(tp, 5, 1, out.data(), in.data(), bytes), tp);
-  for (size_t i = 0; i < in.size(); i++)
-    CHILD_EXPECT(in[i] == (uint32_t(i * 2654435761u) ^ uint32_t(1 - rank)), tp, "word %zu", i);
-  return 0;
-}
-
 }  // namespace
 
 TEST_CASE("row gates, batch gates and a 64 MiB big gate cross two processes bit for bit") {

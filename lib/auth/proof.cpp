@@ -62,20 +62,27 @@ int leader_proof(const Key &key, const Transcript &t, wire::Mac &out, Error &err
               out, err);
 }
 
-int data_proof(const Key &key, const Transcript &t, uint64_t cookie, wire::Mac &out,
-               Error &err) {
+namespace {
+
+// The data connection's proofs differ only by label: both bind the cookie.
+int cookie_proof(const char *label, const Key &key, const Transcript &t, uint64_t cookie,
+                 wire::Mac &out, Error &err) {
   uint8_t c[8];
   wire::put_u64(c, cookie);
-  return hmac(key, "ds4tp/1 data",
-              {part(t.worker_nonce), part(t.leader_nonce), Part{c, sizeof c}}, out, err);
+  return hmac(key, label, {part(t.worker_nonce), part(t.leader_nonce), Part{c, sizeof c}}, out,
+              err);
+}
+
+}  // namespace
+
+int data_proof(const Key &key, const Transcript &t, uint64_t cookie, wire::Mac &out,
+               Error &err) {
+  return cookie_proof("ds4tp/1 data", key, t, cookie, out, err);
 }
 
 int data_ack_proof(const Key &key, const Transcript &t, uint64_t cookie, wire::Mac &out,
                    Error &err) {
-  uint8_t c[8];
-  wire::put_u64(c, cookie);
-  return hmac(key, "ds4tp/1 data ack",
-              {part(t.worker_nonce), part(t.leader_nonce), Part{c, sizeof c}}, out, err);
+  return cookie_proof("ds4tp/1 data ack", key, t, cookie, out, err);
 }
 
 }  // namespace ds4tp::auth

@@ -66,22 +66,30 @@ int wait_fd(int fd, short events, uint64_t deadline_ns, size_t done, size_t len,
 
 }  // namespace
 
-int write_all(int fd, const void *buf, size_t len, uint64_t deadline_ns,
-              const char *what, Error &err) {
-  const uint8_t *p = static_cast<const uint8_t *>(buf);
-  size_t done = 0;
+int send_until_blocked(int fd, const uint8_t *p, size_t len, size_t &done) {
   while (done < len) {
     ssize_t n = os::send_nosignal(fd, p + done, len - done);
     if (n > 0) {
       done += size_t(n);
       continue;
     }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-      return io_error(errno, what, err);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return errno;
+    break;
+  }
+  return 0;
+}
+
+int write_all(int fd, const void *buf, size_t len, uint64_t deadline_ns,
+              const char *what, Error &err) {
+  const uint8_t *p = static_cast<const uint8_t *>(buf);
+  size_t done = 0;
+  while (true) {
+    if (int e = send_until_blocked(fd, p, len, done)) return io_error(e, what, err);
+    if (done == len) return DS4TP_OK;
     int rc = wait_fd(fd, POLLOUT, deadline_ns, done, len, what, err);
     if (rc) return rc;
   }
-  return DS4TP_OK;
 }
 
 int read_exact(int fd, void *buf, size_t len, uint64_t deadline_ns,

@@ -57,6 +57,11 @@ int write_all(int fd, const void *buf, size_t len, uint64_t deadline_ns,
 int read_exact(int fd, void *buf, size_t len, uint64_t deadline_ns,
                const char *what, Error &err);
 
+// Sends p[done..len) until done or the socket would block, retrying
+// EINTR: 0 with `done` advanced (done < len: wait for POLLOUT and call
+// again), or the errno of a failed send. Never blocks.
+int send_until_blocked(int fd, const uint8_t *p, size_t len, size_t &done);
+
 // True when the peer has closed or reset `fd` (non-blocking peek).
 bool peer_gone(int fd);
 

@@ -30,13 +30,6 @@ namespace ds4tp::os {
 
 const char *platform_name() { return "darwin"; }
 
-void yield_thread() { sched_yield(); }
-
-void sleep_ns(uint64_t ns) {
-  timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
-  nanosleep(&ts, nullptr);
-}
-
 // ---- wait/wake ----------------------------------------------------------------
 //
 // macOS 14.4 added os_sync_wait_on_address_with_timeout and
@@ -252,22 +245,8 @@ int wait_hangup(const int *fds, int nfds, uint64_t timeout_ns, Hangup &how) {
   return -1;
 }
 
-bool wake_open(int fds[2]) { return portable::wake_open(fds); }
-void wake_signal(const int fds[2]) { portable::wake_signal(fds); }
-void wake_close(int fds[2]) { portable::wake_close(fds); }
-
-// ---- CPUs ------------------------------------------------------------------
-
-// macOS has no hard affinity (THREAD_AFFINITY_POLICY is a hint, ignored
-// on Apple silicon): any online CPU is allowed, pinning is a no-op.
-bool cpu_allowed(int cpu, int &allowed) { return portable::cpu_allowed(cpu, allowed); }
-void pin_thread(int) {}
-
 // ---- RDMA verbs ------------------------------------------------------------------
-
-// Apple reports no GID types anywhere; the IPv4-mapped GID is picked by
-// its address (verbs_device.cpp).
-bool rdma_gid_type(const char *, int, int, std::string &) { return false; }
+// (wake_*, cpu_allowed, pin_thread and rdma_gid_type: portable_entries.cpp.)
 
 // Apple's RDMA over Thunderbolt (macOS 26.2+). /usr/lib libraries live in
 // the dyld shared cache: dlopen finds them although no file is on disk.

@@ -28,13 +28,6 @@ namespace ds4tp::os {
 
 const char *platform_name() { return "linux"; }
 
-void yield_thread() { sched_yield(); }
-
-void sleep_ns(uint64_t ns) {
-  timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
-  nanosleep(&ts, nullptr);
-}
-
 bool cpu_allowed(int cpu, int &allowed) {
   cpu_set_t set;
   CPU_ZERO(&set);

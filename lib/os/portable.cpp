@@ -386,3 +386,4 @@ void wake_close(int fds[2]) {
 }
 
 }  // namespace ds4tp::os::portable
+

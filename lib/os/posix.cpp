@@ -7,9 +7,6 @@
 // start times).
 #include <climits>
 
-#include <sched.h>
-#include <time.h>
-
 #include "os/os.hpp"
 #include "os/portable.hpp"
 
@@ -22,13 +19,6 @@ const char *platform_name() {
 #else
   return "posix";
 #endif
-}
-
-void yield_thread() { sched_yield(); }
-
-void sleep_ns(uint64_t ns) {
-  timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
-  nanosleep(&ts, nullptr);
 }
 
 void shared_mapping_added(const void *base, size_t bytes, const std::string &key) {
@@ -74,16 +64,8 @@ void tune_keepalive(int fd, int idle_s, int intvl_s, int count, int) {
 int wait_hangup(const int *fds, int nfds, uint64_t timeout_ns, Hangup &how) {
   return portable::wait_hangup(fds, nfds, timeout_ns, how);
 }
-bool wake_open(int fds[2]) { return portable::wake_open(fds); }
-void wake_signal(const int fds[2]) { portable::wake_signal(fds); }
-void wake_close(int fds[2]) { portable::wake_close(fds); }
 
-// No portable affinity call: any online CPU is allowed, pinning is a no-op.
-bool cpu_allowed(int cpu, int &allowed) { return portable::cpu_allowed(cpu, allowed); }
-void pin_thread(int) {}
-
-// No sysfs: verbs' own GID query (or "unknown type") has to do.
-bool rdma_gid_type(const char *, int, int, std::string &) { return false; }
+// (wake_*, cpu_allowed, pin_thread and rdma_gid_type: portable_entries.cpp.)
 
 const char *const *verbs_library_names() {
   static const char *const names[] = {"libibverbs.so.1", nullptr};

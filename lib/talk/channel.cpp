@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/clock.hpp"
+#include "net/socket.hpp"
 #include "os/os.hpp"
 #include "os/wait.hpp"
 
@@ -86,14 +87,9 @@ int Channel::wait(short events, uint64_t deadline, Error &err) {
 int Channel::io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms,
                       const char *what, Error &err) {
   size_t done = 0;
-  while (done < len) {
-    ssize_t n = os::send_nosignal(fd_, p + done, len - done);
-    if (n > 0) {
-      done += size_t(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return io_error(errno, what, err);
+  while (true) {
+    if (int e = net::send_until_blocked(fd_, p, len, done)) return io_error(e, what, err);
+    if (done == len) break;
     if (abandoned() && cfg_.peer != nullptr && cfg_.peer->silent())
       return err.set(DS4TP_ETIMEDOUT, "{}: {} ({} of {} bytes written)", what,
                      cfg_.peer->silence(), done, len);

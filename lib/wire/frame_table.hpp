@@ -161,18 +161,21 @@ constexpr std::array<FrameRule, kFrameTypeMax + 1> make_frame_table() {
 inline constexpr std::array<FrameRule, kFrameTypeMax + 1> kFrameTable =
     detail::make_frame_table();
 
+// The compile-time paths test the type, not a pointer: GCC cannot fold a
+// null test of &kFrameTable[i] under -fsanitize=undefined.
+constexpr bool known_frame_type(uint16_t type) {
+  return type >= kFrameTypeMin && type <= kFrameTypeMax;
+}
 // nullptr for an unknown type.
 constexpr const FrameRule *frame_rule(uint16_t type) {
-  return type >= kFrameTypeMin && type <= kFrameTypeMax ? &kFrameTable[type] : nullptr;
+  return known_frame_type(type) ? &kFrameTable[type] : nullptr;
 }
 constexpr const FrameRule &frame_info(FrameType t) {
-  const FrameRule *r = frame_rule(uint16_t(t));
-  return r ? *r : kFrameTable[0];
+  return kFrameTable[known_frame_type(uint16_t(t)) ? uint16_t(t) : 0];
 }
 // Upper-case name ("EVAL"), "?" for an unknown type.
 constexpr const char *frame_name(uint16_t type) {
-  const FrameRule *r = frame_rule(type);
-  return r ? r->name : "?";
+  return known_frame_type(type) ? kFrameTable[type].name : "?";
 }
 constexpr const char *frame_name(FrameType t) { return frame_name(uint16_t(t)); }
 

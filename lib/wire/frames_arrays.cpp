@@ -11,6 +11,13 @@ using namespace checks;
 // Array payloads: a fixed head, then counted tokens, items, images, floats
 // or bytes that must exactly fill the rest.
 
+// An image's header in SYNC_IMAGES, for its encoder and decoder.
+constexpr auto kImageHead =
+    layout(&ImageMeta::token_start, &ImageMeta::token_count, &ImageMeta::data_width,
+           &ImageMeta::width, &ImageMeta::height, &ImageMeta::content_width,
+           &ImageMeta::content_height, &ImageMeta::fingerprint);
+static_assert(layout_bytes(kImageHead) == kImageHeaderBytes);
+
 namespace {
 
 void put_tokens(Writer &w, const int32_t *t, uint32_t n) {
@@ -72,14 +79,7 @@ void encode_sync_images(Writer &w, uint64_t session, uint32_t logits_floats,
   put_tokens(w, tokens, n_tokens);
   for (uint32_t i = 0; i < n_images; i++) {
     const ImageMeta &m = images[i];
-    w.u32(m.token_start);
-    w.u32(m.token_count);
-    w.u32(m.data_width);
-    w.u32(m.width);
-    w.u32(m.height);
-    w.u32(m.content_width);
-    w.u32(m.content_height);
-    w.bytes(m.fingerprint.data(), m.fingerprint.size());
+    write(w, m, kImageHead);
     uint64_t floats = uint64_t(m.token_count) * m.data_width;
     for (uint64_t k = 0; k < floats; k++) w.f32(embd[i][k]);
   }
@@ -191,16 +191,8 @@ int decode(const uint8_t *p, size_t n, SyncImagesMsg &m, Error &err) {
   uint64_t floats_total = 0;
   for (uint32_t i = 0; i < n_images; i++) {
     ImageMeta &im = m.images[i];
-    im.token_start = r.u32();
-    im.token_count = r.u32();
-    im.data_width = r.u32();
-    im.width = r.u32();
-    im.height = r.u32();
-    im.content_width = r.u32();
-    im.content_height = r.u32();
-    const uint8_t *fp = r.bytes(kFingerprintBytes);
-    if (fp == nullptr) return bad(c, err, "image {} header truncated", i);
-    std::memcpy(im.fingerprint.data(), fp, kFingerprintBytes);
+    read(r, im, kImageHead);
+    if (!r.ok()) return bad(c, err, "image {} header truncated", i);
     if (im.token_count == 0) return bad(c, err, "image {} spans 0 tokens", i);
     if (im.data_width == 0) return bad(c, err, "image {} has data width 0", i);
     if (im.width == 0 || im.height == 0)

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "wire/codec.hpp"
 #include "wire/frame_table.hpp"
 
 namespace ds4tp::wire::checks {
@@ -37,6 +38,13 @@ inline int need_min(const Ctx &c, size_t want, Error &err) {
 
 inline int reserved_zero(const Ctx &c, uint64_t v, const char *field, Error &err) {
   if (v != 0) return bad(c, err, "reserved field {} is {}, must be 0", field, v);
+  return DS4TP_OK;
+}
+
+// The first reserved field a layout read that is not 0 (wire/codec.hpp).
+inline int reserved_zero(const Ctx &c, const Reader &r, Error &err) {
+  if (r.pad_value() != 0)
+    return bad(c, err, "reserved field at byte {} is {}, must be 0", r.pad_at(), r.pad_value());
   return DS4TP_OK;
 }
 

@@ -29,26 +29,35 @@ std::vector<uint8_t> with_preamble(Kind kind, const uint8_t *body, size_t n) {
 
 }  // namespace
 
+// A body that is exactly one value (an integer or a byte array): EPROTO
+// "<what> body is N bytes, want M" for any other size.
+template <class T>
+int read_body(const char *what, const uint8_t *buf, size_t len, T &out, Error &err) {
+  size_t want;
+  if constexpr (std::is_integral_v<T>) want = sizeof(T);
+  else want = std::tuple_size_v<T>;
+  if (len != want)
+    return err.set(DS4TP_EPROTO, "{} body is {} bytes, want {}", what, len, want);
+  Reader r(buf, len);
+  r.get(out);
+  return DS4TP_OK;
+}
+
+// The hello body's fixed fields in wire order, for its encoder and decoder;
+// the gate mask (with its word count), features and blob follow.
+constexpr auto kHelloHead = layout(&Hello::role, &Hello::transport_request, Pad<uint16_t>{},
+                                   &Hello::caps, &Hello::host_id, &Hello::cookie);
+constexpr auto kIdentityHead =
+    layout(&Identity::model_bytes, &Identity::model_id, &Identity::n_layer, &Identity::n_embd,
+           &Identity::n_vocab, &Identity::quant_bits, &Identity::ctx_size,
+           &Identity::gate_slot_start, &Identity::gate_slot_step, &Identity::gates_per_token);
+
 std::vector<uint8_t> encode_hello(const Hello &h) {
   const Identity &id = h.id;
   std::vector<uint8_t> body(kHelloFixedBytes + id.blob.size());
   Writer w(body.data(), body.size());
-  w.u8(h.role);
-  w.u8(h.transport_request);
-  w.u16(0);  // reserved
-  w.u32(h.caps);
-  w.bytes(h.host_id.data(), h.host_id.size());
-  w.u64(h.cookie);
-  w.u64(id.model_bytes);
-  w.u32(id.model_id);
-  w.u32(id.n_layer);
-  w.u32(id.n_embd);
-  w.u32(id.n_vocab);
-  w.u32(id.quant_bits);
-  w.u32(id.ctx_size);
-  w.u32(id.gate_slot_start);
-  w.u32(id.gate_slot_step);
-  w.u32(id.gates_per_token);
+  write(w, h, kHelloHead);
+  write(w, id, kIdentityHead);
   w.u32(kMaskWords);
   for (uint64_t m : id.gate_slot_mask) w.u64(m);
   w.u64(id.features);
@@ -128,24 +137,9 @@ int decode_hello_body(const uint8_t *buf, size_t len, Hello &out, Error &err) {
                    len, kHelloFixedBytes);
   Reader r(buf, len);
   Hello h;
-  h.role = r.u8();
-  h.transport_request = r.u8();
-  (void)r.u16();  // reserved, ignored for forward compatibility
-  h.caps = r.u32();
-  const uint8_t *host = r.bytes(h.host_id.size());
-  if (host) std::memcpy(h.host_id.data(), host, h.host_id.size());
-  h.cookie = r.u64();
+  read(r, h, kHelloHead);  // the reserved u16 is ignored, for forward compatibility
   Identity &id = h.id;
-  id.model_bytes = r.u64();
-  id.model_id = r.u32();
-  id.n_layer = r.u32();
-  id.n_embd = r.u32();
-  id.n_vocab = r.u32();
-  id.quant_bits = r.u32();
-  id.ctx_size = r.u32();
-  id.gate_slot_start = r.u32();
-  id.gate_slot_step = r.u32();
-  id.gates_per_token = r.u32();
+  read(r, id, kIdentityHead);
   uint32_t words = r.u32();
   if (words != kMaskWords)
     return err.set(DS4TP_EPROTO, "hello gate mask has {} words, want {}", words,
@@ -176,10 +170,7 @@ int decode_hello_body(const uint8_t *buf, size_t len, Hello &out, Error &err) {
 
 int decode_data_body(const uint8_t *buf, size_t len, uint64_t &cookie,
                      Error &err) {
-  if (len != 8)
-    return err.set(DS4TP_EPROTO, "data preamble body is {} bytes, want 8", len);
-  cookie = get_u64(buf);
-  return DS4TP_OK;
+  return read_body("data preamble", buf, len, cookie, err);
 }
 
 int decode_data_body(const uint8_t *buf, size_t len, uint64_t &cookie, bool &has_mac,
@@ -203,25 +194,16 @@ int decode_data_ack_body(const uint8_t *buf, size_t len, bool &has_mac, Mac &mac
 }
 
 int decode_auth_nonce_body(const uint8_t *buf, size_t len, Nonce &out, Error &err) {
-  if (len != kNonceBytes)
-    return err.set(DS4TP_EPROTO, "auth nonce body is {} bytes, want {}", len, kNonceBytes);
-  std::memcpy(out.data(), buf, kNonceBytes);
-  return DS4TP_OK;
+  return read_body("auth nonce", buf, len, out, err);
 }
 
 int decode_auth_proof_body(const uint8_t *buf, size_t len, Mac &out, Error &err) {
-  if (len != kMacBytes)
-    return err.set(DS4TP_EPROTO, "auth proof body is {} bytes, want {}", len, kMacBytes);
-  std::memcpy(out.data(), buf, kMacBytes);
-  return DS4TP_OK;
+  return read_body("auth proof", buf, len, out, err);
 }
 
 int decode_auth_reject_body(const uint8_t *buf, size_t len, uint32_t &reason,
                             Error &err) {
-  if (len != 4)
-    return err.set(DS4TP_EPROTO, "auth reject body is {} bytes, want 4", len);
-  reason = get_u32(buf);
-  return DS4TP_OK;
+  return read_body("auth reject", buf, len, reason, err);
 }
 
 int compare_identity(const Identity &a, const Identity &b, Error &err) {

@@ -28,50 +28,51 @@ const char *qp_type_name(uint8_t t) {
   }
 }
 
-void encode_rdma_info(const RdmaInfo &m, uint8_t out[kRdmaInfoPayload]) {
-  Writer w(out, kRdmaInfoPayload);
-  w.u32(m.attempt);
-  w.u32(m.qp_num);
-  w.u32(m.psn);
-  w.u16(m.lid);
-  w.u16(m.gid_index);
-  w.u8(m.port);
-  w.u8(m.link_layer);
-  w.u8(m.mtu);
-  w.u8(m.qp_type);
-  w.bytes(m.gid.data(), m.gid.size());
-  w.u64(m.slab_addr);
-  w.u64(m.slab_bytes);
-  w.u32(m.rkey);
-  w.u32(m.max_msg);
-  w.u32(m.send_depth);
-  w.u32(m.recv_depth);
+// Each payload's fields in wire order: one list serves its encoder and its
+// decoder (wire/codec.hpp).
+constexpr auto kInfoLayout =
+    layout(&RdmaInfo::attempt, &RdmaInfo::qp_num, &RdmaInfo::psn, &RdmaInfo::lid,
+           &RdmaInfo::gid_index, &RdmaInfo::port, &RdmaInfo::link_layer, &RdmaInfo::mtu,
+           &RdmaInfo::qp_type, &RdmaInfo::gid, &RdmaInfo::slab_addr, &RdmaInfo::slab_bytes,
+           &RdmaInfo::rkey, &RdmaInfo::max_msg, &RdmaInfo::send_depth, &RdmaInfo::recv_depth);
+constexpr auto kReadyLayout = layout(&RdmaReady::attempt);
+constexpr auto kPostedLayout = layout(&RdmaPosted::attempt, &RdmaPosted::posted);
+constexpr auto kWarmLayout = layout(&RdmaWarm::attempt, &RdmaWarm::flags, &RdmaWarm::bytes);
+static_assert(layout_bytes(kInfoLayout) == kRdmaInfoPayload);
+static_assert(layout_bytes(kReadyLayout) == kRdmaReadyPayload);
+static_assert(layout_bytes(kPostedLayout) == kRdmaPostedPayload);
+static_assert(layout_bytes(kWarmLayout) == kRdmaWarmPayload);
+
+namespace {
+
+template <class M, class L>
+void encode_by(const M &m, const L &l, uint8_t *out) {
+  Writer w(out, layout_bytes(l));
+  write(w, m, l);
 }
 
-int decode_rdma_info(const uint8_t *buf, size_t len, RdmaInfo &out, Error &err) {
-  if (len != kRdmaInfoPayload) return bad_length("RDMA_INFO", len, kRdmaInfoPayload, err);
+template <class M>
+int no_rules(const M &, Error &) {
+  return DS4TP_OK;
+}
+
+// Checks the exact length, reads a copy by its layout, checks the attempt
+// number every set-up frame carries and then the frame's own `rules`;
+// `out` is written only when all pass.
+template <class M, class L, class Rules = int (*)(const M &, Error &)>
+int decode_by(const char *frame, const uint8_t *buf, size_t len, M &out, const L &l, Error &err,
+              Rules rules = no_rules<M>) {
+  if (len != layout_bytes(l)) return bad_length(frame, len, layout_bytes(l), err);
   Reader r(buf, len);
-  RdmaInfo m;
-  m.attempt = r.u32();
-  m.qp_num = r.u32();
-  m.psn = r.u32();
-  m.lid = r.u16();
-  m.gid_index = r.u16();
-  m.port = r.u8();
-  m.link_layer = r.u8();
-  m.mtu = r.u8();
-  m.qp_type = r.u8();
-  const uint8_t *gid = r.bytes(m.gid.size());
-  if (gid != nullptr)
-    for (size_t i = 0; i < m.gid.size(); i++) m.gid[i] = gid[i];
-  m.slab_addr = r.u64();
-  m.slab_bytes = r.u64();
-  m.rkey = r.u32();
-  m.max_msg = r.u32();
-  m.send_depth = r.u32();
-  m.recv_depth = r.u32();
-  if (!r.ok()) return bad_length("RDMA_INFO", len, kRdmaInfoPayload, err);
-  if (int rc = check_attempt("RDMA_INFO", m.attempt, err)) return rc;
+  M m;
+  read(r, m, l);
+  if (int rc = check_attempt(frame, m.attempt, err)) return rc;
+  if (int rc = rules(m, err)) return rc;
+  out = m;
+  return DS4TP_OK;
+}
+
+int info_rules(const RdmaInfo &m, Error &err) {
   if (m.qp_num == 0 || m.qp_num > 0xFFFFFFu)
     return err.set(DS4TP_EPROTO, "RDMA_INFO queue pair number {} is not a nonzero 24-bit value",
                    m.qp_num);
@@ -95,58 +96,48 @@ int decode_rdma_info(const uint8_t *buf, size_t len, RdmaInfo &out, Error &err) 
   if (m.send_depth == 0 || m.recv_depth == 0)
     return err.set(DS4TP_EPROTO, "RDMA_INFO queue depths send {} / receive {} must be nonzero",
                    m.send_depth, m.recv_depth);
-  out = m;
   return DS4TP_OK;
 }
 
-void encode_rdma_ready(const RdmaReady &m, uint8_t out[kRdmaReadyPayload]) {
-  put_u32(out, m.attempt);
-}
-
-int decode_rdma_ready(const uint8_t *buf, size_t len, RdmaReady &out, Error &err) {
-  if (len != kRdmaReadyPayload) return bad_length("RDMA_READY", len, kRdmaReadyPayload, err);
-  RdmaReady m;
-  m.attempt = get_u32(buf);
-  if (int rc = check_attempt("RDMA_READY", m.attempt, err)) return rc;
-  out = m;
-  return DS4TP_OK;
-}
-
-void encode_rdma_posted(const RdmaPosted &m, uint8_t out[kRdmaPostedPayload]) {
-  put_u32(out, m.attempt);
-  put_u32(out + 4, m.posted);
-}
-
-int decode_rdma_posted(const uint8_t *buf, size_t len, RdmaPosted &out, Error &err) {
-  if (len != kRdmaPostedPayload) return bad_length("RDMA_POSTED", len, kRdmaPostedPayload, err);
-  RdmaPosted m;
-  m.attempt = get_u32(buf);
-  m.posted = get_u32(buf + 4);
-  if (int rc = check_attempt("RDMA_POSTED", m.attempt, err)) return rc;
+int posted_rules(const RdmaPosted &m, Error &err) {
   if (m.posted == 0)
     return err.set(DS4TP_EPROTO, "RDMA_POSTED announces 0 posted receives; the warm-up needs one");
-  out = m;
   return DS4TP_OK;
 }
 
-void encode_rdma_warm(const RdmaWarm &m, uint8_t out[kRdmaWarmPayload]) {
-  put_u32(out, m.attempt);
-  put_u32(out + 4, m.flags);
-  put_u32(out + 8, m.bytes);
-}
-
-int decode_rdma_warm(const uint8_t *buf, size_t len, RdmaWarm &out, Error &err) {
-  if (len != kRdmaWarmPayload) return bad_length("RDMA_WARM", len, kRdmaWarmPayload, err);
-  RdmaWarm m;
-  m.attempt = get_u32(buf);
-  m.flags = get_u32(buf + 4);
-  m.bytes = get_u32(buf + 8);
-  if (int rc = check_attempt("RDMA_WARM", m.attempt, err)) return rc;
+int warm_rules(const RdmaWarm &m, Error &err) {
   if (m.flags & ~(kWarmReceived | kWarmSent))
     return err.set(DS4TP_EPROTO, "RDMA_WARM flags 0x{:x} carry unknown bits (known: 0x3)",
                    m.flags);
-  out = m;
   return DS4TP_OK;
+}
+
+}  // namespace
+
+void encode_rdma_info(const RdmaInfo &m, uint8_t out[kRdmaInfoPayload]) {
+  encode_by(m, kInfoLayout, out);
+}
+void encode_rdma_ready(const RdmaReady &m, uint8_t out[kRdmaReadyPayload]) {
+  encode_by(m, kReadyLayout, out);
+}
+void encode_rdma_posted(const RdmaPosted &m, uint8_t out[kRdmaPostedPayload]) {
+  encode_by(m, kPostedLayout, out);
+}
+void encode_rdma_warm(const RdmaWarm &m, uint8_t out[kRdmaWarmPayload]) {
+  encode_by(m, kWarmLayout, out);
+}
+
+int decode_rdma_info(const uint8_t *buf, size_t len, RdmaInfo &out, Error &err) {
+  return decode_by("RDMA_INFO", buf, len, out, kInfoLayout, err, info_rules);
+}
+int decode_rdma_ready(const uint8_t *buf, size_t len, RdmaReady &out, Error &err) {
+  return decode_by("RDMA_READY", buf, len, out, kReadyLayout, err);
+}
+int decode_rdma_posted(const uint8_t *buf, size_t len, RdmaPosted &out, Error &err) {
+  return decode_by("RDMA_POSTED", buf, len, out, kPostedLayout, err, posted_rules);
+}
+int decode_rdma_warm(const uint8_t *buf, size_t len, RdmaWarm &out, Error &err) {
+  return decode_by("RDMA_WARM", buf, len, out, kWarmLayout, err, warm_rules);
 }
 
 }  // namespace ds4tp::wire

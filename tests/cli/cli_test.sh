@@ -35,6 +35,18 @@ case "$CASE" in
     "$DS4TP" probe --json >"$T/probe.json" || fail "probe --json exited non-zero"
     /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert {t["name"] for t in d["transports"]} >= {"tcp","shm","rdma"}; assert all(t["detail"] for t in d["transports"]); assert d["platform"] in ("linux","linux-posix","darwin")' "$T/probe.json" || fail "probe --json is not the expected JSON"
     ;;
+  verbs-provider)
+    # The README's two-host RDMA check rehearsed on one host through the
+    # test verbs provider (DS4TP_VERBS_LIB set by ctest): rdma must be there.
+    [ -n "${DS4TP_VERBS_LIB:-}" ] || fail "DS4TP_VERBS_LIB is not set"
+    "$DS4TP" probe >"$T/probe.out" || fail "probe exited non-zero"
+    grep -qE "^  rdma +available.*fv0 port 1" "$T/probe.out" || fail "probe does not find the provider's port"
+    pair_run rdma "--transport rdma --count 300 --big 4194304" "--transport rdma --count 300 --big 4194304 --json"
+    [ $LRC -eq 0 ] || fail "leader exited $LRC"
+    [ $WRC -eq 0 ] || fail "worker exited $WRC"
+    grep -q "ds4tp pair OK: leader, transport rdma" "$T/rdma.leader.out" || fail "leader output"
+    /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and d["transport"]=="rdma" and d["gates"]==300' "$T/rdma.worker.out" || fail "worker JSON"
+    ;;
   pair-*)
     tr="${CASE#pair-}"
     if ! "$DS4TP" probe --json | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if any(t["name"]==sys.argv[1] and t["available"] for t in d["transports"]) else 1)' "$tr"; then

@@ -46,6 +46,9 @@ int frame_header(const uint8_t *d, size_t n);
 int frame_payloads(const uint8_t *d, size_t n);
 // The RDMA set-up payloads: byte 0 picks the frame, the rest is the payload.
 int rdma_frames(const uint8_t *d, size_t n);
+// Group bring-up and step messages: byte 0 picks the decoder.
+int group_frames(const uint8_t *d, size_t n);
+std::vector<Bytes> group_seeds();
 
 // Valid messages of each kind, encoded with the library's own encoders.
 std::vector<Bytes> seeds(const std::string &target);

@@ -143,7 +143,8 @@ std::vector<std::pair<uint16_t, Bytes>> payload_seeds() {
 
 const std::vector<std::string> &targets() {
   static const std::vector<std::string> t = {"hello", "gate_header", "frame_header",
-                                             "frame_payloads", "rdma_frames"};
+                                             "frame_payloads", "rdma_frames",
+                                             "group_frames"};
   return t;
 }
 
@@ -153,6 +154,7 @@ int run(const std::string &target, const uint8_t *d, size_t n) {
   if (target == "frame_header") return frame_header(d, n);
   if (target == "frame_payloads") return frame_payloads(d, n);
   if (target == "rdma_frames") return rdma_frames(d, n);
+  if (target == "group_frames") return group_frames(d, n);
   return -1;
 }
 
@@ -160,6 +162,7 @@ std::vector<Bytes> seeds(const std::string &target) {
   if (target == "hello") return hello_seeds();
   if (target == "gate_header") return gate_seeds();
   if (target == "rdma_frames") return rdma_seeds();
+  if (target == "group_frames") return group_seeds();
   std::vector<Bytes> out;
   uint32_t counter = 1;
   for (auto &[type, payload] : payload_seeds()) {

@@ -49,6 +49,16 @@ int connect_attach(ds4tp_pair *tp) {
   return 0;
 }
 
+int big_gate(ds4tp_pair *tp, uint64_t bytes) {
+  int rank = ds4tp_rank(tp);
+  std::vector<uint32_t> out(bytes / 4), in(bytes / 4, 0);
+  for (size_t i = 0; i < out.size(); i++) out[i] = uint32_t(i * 2654435761u) ^ uint32_t(rank);
+  CHILD_EXPECT_OK(ds4tp_big_gate_exchange(tp, 5, 1, out.data(), in.data(), bytes), tp);
+  for (size_t i = 0; i < in.size(); i++)
+    CHILD_EXPECT(in[i] == (uint32_t(i * 2654435761u) ^ uint32_t(1 - rank)), tp, "word %zu", i);
+  return 0;
+}
+
 std::string Outcome::describe() const {
   std::string s = "leader body returned " + std::to_string(leader) + "\n" + leader_failures;
   if (worker_hung)

@@ -71,6 +71,9 @@ float pattern(int rank, uint64_t seq, uint64_t index);
 
 // ds4tp_connect then ds4tp_attach_slab(NULL): 0, or a failed check's code.
 int connect_attach(ds4tp_pair *tp);
+// One big gate (layer 5, seq 1) of `bytes` each way with a rank-keyed
+// pattern, every word of the peer's checked: 0, or 1 after a failed check.
+int big_gate(ds4tp_pair *tp, uint64_t bytes);
 
 // A plain TCP connection to 127.0.0.1:port (close-on-exec); -1 if refused.
 int loopback_connect(int port);

@@ -46,6 +46,11 @@ void usage(FILE *f) {
                "usage:\n"
                "  ds4tp probe [--json]\n"
                "  ds4tp pair (--listen [HOST:]PORT | --connect HOST:PORT) [options]\n"
+               "  ds4tp group --local N [--transport auto|shm|tcp] [--dtype f32|f16|bf16]\n"
+               "              [--count ELEMS] [--iters N]   (N rank processes on this host)\n"
+               "  ds4tp group --rank R --size N --rendezvous HOST:PORT [...]\n"
+               "  mpirun -np N ds4tp group   (rank/size from OMPI_COMM_WORLD_*, RANK/WORLD_SIZE,\n"
+               "              SLURM_PROCID/SLURM_NTASKS; rendezvous MASTER_ADDR:MASTER_PORT)\n"
                "options:\n"
                "  --transport auto|tcp|shm|rdma   transport to request (default auto)\n"
                "  --rdma-device NAME  --rdma-gid-index N\n"
@@ -430,7 +435,10 @@ int run_pair(const Args &a, const IdentitySpec &spec, PairResult &r, LogCtx &lc)
 
 }  // namespace
 
+int cmd_group(int argc, char **argv);  // group_cmd.cpp
+
 int main(int argc, char **argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "group") == 0) return cmd_group(argc, argv);
   Args a;
   std::string err;
   if (parse_args(argc, argv, a, err) != 0) {

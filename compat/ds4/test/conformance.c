@@ -33,6 +33,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "free_port.h"
+
 #ifndef CONF_ORIGINAL
 #define CONF_AGREE DS4_TP_COMPAT_AGREE_ARGS
 #define CONF_ACCEPT DS4_TP_COMPAT_COMMIT_ACCEPT
@@ -187,21 +189,6 @@ static void engine_eval(session *s, int token) {
 
 /* ---- bring-up ---- */
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
 
 static void fill_identity(ds4_tp_identity *id) {
   memset(id, 0, sizeof *id);

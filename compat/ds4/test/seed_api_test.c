@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "free_port.h"
+
 enum { N_LAYER = 4, N_EMBD = 64, N_VOCAB = 40, HALF = N_VOCAB / 2, ROWS = 3,
        HEAD_FLOATS = 100, BIG_BYTES = 3 << 20 };
 
@@ -46,21 +48,6 @@ static float partial(int rank, uint64_t seq, uint32_t slot, uint32_t row, uint32
 
 static float logit(int msg, uint32_t i) { return (float)msg * 1000.0f + 0.25f * (float)i; }
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
 
 /* ---- CLI helpers (single process) ---- */
 

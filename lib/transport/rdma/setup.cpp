@@ -77,12 +77,10 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
   mine.slab_addr = reinterpret_cast<uintptr_t>(base_);
   mine.slab_bytes = L_.total;
   mine.rkey = rkey_;
-  uint8_t buf[wire::kRdmaInfoPayload];
-  wire::encode_rdma_info(mine, buf);
-  if (int rc = frame_send(wire::kFrameRdmaInfo, buf, sizeof buf, err)) return rc;
-  if (int rc = frame_recv(wire::kFrameRdmaInfo, buf, sizeof buf, err)) return rc;
   wire::RdmaInfo peer;
-  if (int rc = wire::decode_rdma_info(buf, sizeof buf, peer, err)) return rc;
+  if (int rc = trade<wire::kRdmaInfoPayload>(wire::kFrameRdmaInfo, mine, peer,
+                                             wire::encode_rdma_info, wire::decode_rdma_info, err))
+    return rc;
   if (peer.attempt != attempt)
     return err.set(DS4TP_EPROTO, "rdma: this rank is at set-up attempt {} but the peer at {}",
                    attempt, peer.attempt);
@@ -127,11 +125,9 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
 
   if (int rc = qp_->connect(peer, err)) return rc;
   wire::RdmaReady ready{attempt};
-  uint8_t rb[wire::kRdmaReadyPayload];
-  wire::encode_rdma_ready(ready, rb);
-  if (int rc = frame_send(wire::kFrameRdmaReady, rb, sizeof rb, err)) return rc;
-  if (int rc = frame_recv(wire::kFrameRdmaReady, rb, sizeof rb, err)) return rc;
-  if (int rc = wire::decode_rdma_ready(rb, sizeof rb, ready, err)) return rc;
+  if (int rc = trade<wire::kRdmaReadyPayload>(wire::kFrameRdmaReady, ready, ready,
+                                              wire::encode_rdma_ready, wire::decode_rdma_ready, err))
+    return rc;
   if (ready.attempt != attempt)
     return err.set(DS4TP_EPROTO, "rdma: RDMA_READY for attempt {} while at attempt {}",
                    ready.attempt, attempt);
@@ -171,11 +167,9 @@ int RdmaTransport::warm_up(uint32_t attempt, bool &ok, Error &err) {
                              err))
     return rc;
   wire::RdmaPosted posted{attempt, 1};
-  uint8_t pb[wire::kRdmaPostedPayload];
-  wire::encode_rdma_posted(posted, pb);
-  if (int rc = frame_send(wire::kFrameRdmaPosted, pb, sizeof pb, err)) return rc;
-  if (int rc = frame_recv(wire::kFrameRdmaPosted, pb, sizeof pb, err)) return rc;
-  if (int rc = wire::decode_rdma_posted(pb, sizeof pb, posted, err)) return rc;
+  if (int rc = trade<wire::kRdmaPostedPayload>(wire::kFrameRdmaPosted, posted, posted,
+                                               wire::encode_rdma_posted, wire::decode_rdma_posted, err))
+    return rc;
   if (posted.attempt != attempt || posted.posted != 1)
     return err.set(DS4TP_EPROTO,
                    "rdma: RDMA_POSTED names attempt {} with {} receives; expected attempt {} "
@@ -203,12 +197,10 @@ int RdmaTransport::warm_up(uint32_t attempt, bool &ok, Error &err) {
 
   wire::RdmaWarm mine{attempt, (got ? wire::kWarmReceived : 0u) | (sent ? wire::kWarmSent : 0u),
                       bytes};
-  uint8_t wb[wire::kRdmaWarmPayload];
-  wire::encode_rdma_warm(mine, wb);
-  if (int rc = frame_send(wire::kFrameRdmaWarm, wb, sizeof wb, err)) return rc;
-  if (int rc = frame_recv(wire::kFrameRdmaWarm, wb, sizeof wb, err)) return rc;
   wire::RdmaWarm peer;
-  if (int rc = wire::decode_rdma_warm(wb, sizeof wb, peer, err)) return rc;
+  if (int rc = trade<wire::kRdmaWarmPayload>(wire::kFrameRdmaWarm, mine, peer,
+                                             wire::encode_rdma_warm, wire::decode_rdma_warm, err))
+    return rc;
   if (peer.attempt != attempt || peer.bytes != bytes)
     return err.set(DS4TP_EPROTO,
                    "rdma: RDMA_WARM names attempt {} with {} bytes; expected attempt {} with {}",

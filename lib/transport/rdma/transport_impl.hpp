@@ -110,6 +110,17 @@ class RdmaTransport final : public Transport {
   int frame_recv(uint32_t type, uint8_t *p, size_t n, Error &err) {
     return link_->recv(type, p, n, now_ns() + tun_.setup_timeout_ns, err);
   }
+  // One set-up round: sends `mine` as frame `type`, then receives the
+  // peer's frame of that type and decodes it into `peer` (may be `mine`).
+  template <size_t N, class M>
+  int trade(uint32_t type, const M &mine, M &peer, void (*enc)(const M &, uint8_t *),
+            int (*dec)(const uint8_t *, size_t, M &, Error &), Error &err) {
+    uint8_t buf[N];
+    enc(mine, buf);
+    if (int rc = frame_send(type, buf, N, err)) return rc;
+    if (int rc = frame_recv(type, buf, N, err)) return rc;
+    return dec(buf, N, peer, err);
+  }
   void reset_counters() {
     recv_posted_ = recv_done_ = send_posted_ = send_done_ = 0;
     window_ = Window::Quiet;

@@ -1,0 +1,138 @@
+// Collectives on top of Medium::exchange, chunked by chunk_bytes, and the
+// group's failure latch.
+#include "group/group.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace ds4tp::group {
+
+Group::Group(Options o) : opt_(std::move(o)) {
+  buffer_ = std::aligned_alloc(64, (opt_.chunk_bytes + 63) & ~size_t(63));
+  if (buffer_ == nullptr) throw std::bad_alloc();
+  std::memset(buffer_, 0, opt_.chunk_bytes);
+}
+
+Group::~Group() {
+  if (medium_) medium_->abort(opt_.rank);
+  medium_.reset();
+  std::free(buffer_);
+}
+
+int Group::make_local(int n, const Options &o, std::vector<std::unique_ptr<Group>> &out,
+                      Error &err) {
+  auto area = shm_area_heap(n, o.chunk_bytes, err);
+  if (!area) return err.code;
+  out.clear();
+  for (int r = 0; r < n; r++) {
+    Options ro = o;
+    ro.rank = r;
+    ro.size = n;
+    auto g = std::make_unique<Group>(std::move(ro));
+    g->medium_ = shm_medium(area, r, false, o.op_timeout_ns);
+    out.push_back(std::move(g));
+  }
+  return DS4TP_OK;
+}
+
+std::string Group::message() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return msg_;
+}
+
+void Group::fail(int code, const std::string &msg) {
+  std::lock_guard<std::mutex> l(mu_);
+  int expect = 0;
+  if (failed_.compare_exchange_strong(expect, code, std::memory_order_acq_rel)) msg_ = msg;
+}
+
+void Group::mark_failed() {
+  fail(DS4TP_EFAILED, "marked failed by ds4tp_group_mark_failed");
+  if (medium_) medium_->abort(opt_.rank);
+}
+
+int Group::begin(Error &err) const {
+  if (int f = failed(); f != 0)
+    return err.set(DS4TP_EFAILED, "group failed earlier: {}", message());
+  if (!medium_) return err.set(DS4TP_ESTATE, "group not connected (call ds4tp_group_connect)");
+  return DS4TP_OK;
+}
+
+// Any failure inside a collective ends the group: peers may be mid-step,
+// so no later step could line up again.
+int Group::finish(int rc, const Error &err) {
+  if (rc != DS4TP_OK) {
+    fail(rc, err.message);
+    if (medium_) medium_->abort(opt_.rank);
+  }
+  return rc;
+}
+
+int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
+  if (int rc = begin(err)) return rc;
+  const size_t esz = dtype_bytes(t);
+  const uint64_t per = opt_.chunk_bytes / esz;
+  const void *views[kMaxRanks];
+  auto *p = static_cast<uint8_t *>(buf);
+  uint64_t off = 0;
+  do {
+    uint64_t m = count - off < per ? count - off : per;
+    uint64_t step = ++step_;
+    int rc = medium_->exchange(step, p + off * esz, m * esz, -1, views, err);
+    if (rc != DS4TP_OK) return finish(rc, err);
+    reduce_sum(t, views, opt_.size, p + off * esz, m);
+    medium_->done(step);
+    off += m;
+  } while (off < count);
+  return DS4TP_OK;
+}
+
+int Group::all_gather(const void *in, void *out, uint64_t bytes, Error &err) {
+  if (int rc = begin(err)) return rc;
+  const void *views[kMaxRanks];
+  const auto *src = static_cast<const uint8_t *>(in);
+  auto *dst = static_cast<uint8_t *>(out);
+  uint64_t off = 0;
+  do {
+    uint64_t m = bytes - off < opt_.chunk_bytes ? bytes - off : opt_.chunk_bytes;
+    uint64_t step = ++step_;
+    int rc = medium_->exchange(step, src + off, m, -1, views, err);
+    if (rc != DS4TP_OK) return finish(rc, err);
+    for (int r = 0; r < opt_.size; r++)
+      if (m) std::memmove(dst + uint64_t(r) * bytes + off, views[r], m);
+    medium_->done(step);
+    off += m;
+  } while (off < bytes);
+  return DS4TP_OK;
+}
+
+int Group::broadcast(void *buf, uint64_t bytes, int root, Error &err) {
+  if (int rc = begin(err)) return rc;
+  const void *views[kMaxRanks];
+  auto *p = static_cast<uint8_t *>(buf);
+  const bool me = root == opt_.rank;
+  uint64_t off = 0;
+  do {
+    uint64_t m = bytes - off < opt_.chunk_bytes ? bytes - off : opt_.chunk_bytes;
+    uint64_t step = ++step_;
+    int rc = medium_->exchange(step, me ? p + off : nullptr, m, root, views, err);
+    if (rc != DS4TP_OK) return finish(rc, err);
+    if (!me && m) std::memcpy(p + off, views[root], m);
+    medium_->done(step);
+    off += m;
+  } while (off < bytes);
+  return DS4TP_OK;
+}
+
+int Group::barrier(Error &err) {
+  if (int rc = begin(err)) return rc;
+  const void *views[kMaxRanks];
+  static const uint8_t none = 0;
+  uint64_t step = ++step_;
+  int rc = medium_->exchange(step, &none, 0, -1, views, err);
+  if (rc != DS4TP_OK) return finish(rc, err);
+  medium_->done(step);
+  return DS4TP_OK;
+}
+
+}  // namespace ds4tp::group

@@ -1,0 +1,117 @@
+// A group of N ranks (2..16) and its collectives.
+//
+// Every collective is built on one primitive, Medium::exchange: each
+// contributing rank publishes `bytes` and receives a view of every other
+// contributor's bytes; the caller reduces or copies from the views and
+// then calls Medium::done, after which the views may be reused. Steps
+// are numbered identically on every rank because all ranks call the same
+// collectives in the same order. A Group is used by one thread at a
+// time; mark_failed may come from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "auth/key.hpp"
+#include "common/error.hpp"
+#include "group/reduce.hpp"
+#include "net/socket.hpp"
+#include "wire/hello.hpp"
+
+namespace ds4tp::group {
+
+constexpr int kMaxRanks = 16;
+
+struct Options {
+  int rank = -1;
+  int size = -1;
+  std::string host = "127.0.0.1";
+  int port = 29600;
+  int transport = DS4TP_TRANSPORT_AUTO;
+  uint64_t connect_timeout_ns = 60'000'000'000ull;
+  uint64_t op_timeout_ns = 10'000'000'000ull;
+  size_t chunk_bytes = 1u << 20;
+  auth::Key key;
+  wire::Identity id;
+};
+
+// Data medium between the ranks: shared slots or a tcp mesh.
+class Medium {
+ public:
+  virtual ~Medium() = default;
+  // Step `step` (1, 2, ...): publishes `mine` (bytes; nullptr when this
+  // rank does not contribute) and waits until views[r] holds the bytes of
+  // every contributor r (all ranks, or only `root` when root >= 0; views
+  // of others are left null). Blocks at most the op deadline per wait.
+  virtual int exchange(uint64_t step, const void *mine, size_t bytes, int root,
+                       const void **views, Error &err) = 0;
+  // This rank has finished reading step `step`'s views.
+  virtual void done(uint64_t step) = 0;
+  // Makes every rank's current and next call fail; from any thread.
+  virtual void abort(int rank) = 0;
+  virtual int transport() const = 0;
+};
+
+class Group {
+ public:
+  Group(Options o);
+  ~Group();
+
+  // Process form: rank 0 starts listening here (port readable at once).
+  int listen(Error &err);
+  int connect(Error &err);
+  // Thread form: n connected groups over one shared slot area.
+  static int make_local(int n, const Options &o, std::vector<std::unique_ptr<Group>> &out,
+                        Error &err);
+
+  int all_reduce(void *buf, uint64_t count, Dtype t, Error &err);
+  int all_gather(const void *in, void *out, uint64_t bytes, Error &err);
+  int broadcast(void *buf, uint64_t bytes, int root, Error &err);
+  int barrier(Error &err);
+
+  int rank() const { return opt_.rank; }
+  int size() const { return opt_.size; }
+  int transport() const { return medium_ ? medium_->transport() : DS4TP_TRANSPORT_AUTO; }
+  int port() const { return opt_.port; }
+  void *buffer() { return buffer_; }
+  size_t buffer_bytes() const { return opt_.chunk_bytes; }
+
+  // Failure latch: the first failure is kept; later calls return EFAILED.
+  int failed() const { return failed_.load(std::memory_order_acquire); }
+  std::string message() const;
+  void fail(int code, const std::string &msg);
+  void mark_failed();
+
+ private:
+  int begin(Error &err) const;
+  int finish(int rc, const Error &err);
+
+  Options opt_;
+  std::unique_ptr<Medium> medium_;
+  uint64_t step_ = 0;
+  void *buffer_ = nullptr;
+  net::Fd listen_fd_;
+  std::atomic<int> failed_{0};
+  mutable std::mutex mu_;
+  std::string msg_;
+};
+
+// Media (shm.cpp, tcp.cpp). `watch` checks peer processes are alive.
+struct ShmArea;
+std::shared_ptr<ShmArea> shm_area_heap(int n, size_t chunk, Error &err);
+int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmArea> &out,
+                    Error &err);
+int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<ShmArea> &out,
+                  Error &err);
+void shm_area_unlink(const std::string &name);
+std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
+                                   uint64_t op_timeout_ns);
+std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
+                                   uint64_t op_timeout_ns);
+
+}  // namespace ds4tp::group

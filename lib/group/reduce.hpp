@@ -1,0 +1,28 @@
+// Element conversions and the rank-order reduction (pure: no I/O).
+//
+// Every rank runs reduce_sum over the same N contributions in the same
+// order (rank 0, 1, ..., N-1), accumulating in f32 and rounding once to
+// the element type, so every rank produces identical bits. Compiled
+// without fast-math, so the compiler keeps that order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ds4tp::group {
+
+enum class Dtype : int { F32 = 0, F16 = 1, BF16 = 2 };
+
+size_t dtype_bytes(Dtype t);
+const char *dtype_name(Dtype t);
+
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);  // round to nearest even; NaN stays NaN
+float bf16_to_float(uint16_t h);
+uint16_t float_to_bf16(float f);  // round to nearest even; NaN stays NaN
+
+// out[i] = round(src[0][i] + src[1][i] + ... + src[n-1][i]) in f32, left to
+// right. `out` may alias any src (each block is read before it is written).
+void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count);
+
+}  // namespace ds4tp::group

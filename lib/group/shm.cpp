@@ -1,0 +1,292 @@
+// Shared-slot medium: one-shot exchange through a shared area, double
+// buffered. Used by processes on one host (a POSIX shm segment) and by
+// the threads of one process (heap memory).
+//
+// Step k uses buffer b = k & 1. A contributor first waits until every
+// rank has finished reading step k-2 (done >= k-2: the only earlier user
+// of buffer b), copies its bytes into its slot b, then release-stores
+// stamp[b] = k. Readers wait for stamp[b] == k of each contributor, read
+// the slot, then store done = k. A failing rank stores its rank + 1 in
+// the header's abort word; every wait also checks that word, the peer
+// processes' liveness (processes only) and the op deadline.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "common/clock.hpp"
+#include "group/group.hpp"
+#include "os/os.hpp"
+
+namespace ds4tp::group {
+namespace {
+
+constexpr uint32_t kAreaMagic = 0x47345444u;  // "DT4G"
+
+struct alignas(64) Header {
+  uint32_t magic;
+  uint32_t ranks;
+  uint64_t chunk;
+  std::atomic<uint32_t> abort_word;  // 0, or the failing rank + 1
+};
+
+struct alignas(64) RankLine {
+  std::atomic<uint64_t> stamp[2];
+  std::atomic<uint64_t> done;
+  std::atomic<uint64_t> pid;
+  std::atomic<uint64_t> start_time;
+  std::atomic<uint32_t> sleepers;  // ranks blocked in the kernel on this line's words
+};
+
+// The futex word of a 64-bit stamp: its low half (little-endian hosts).
+inline uint32_t *low_word(std::atomic<uint64_t> &w) {
+  static_assert(sizeof(std::atomic<uint64_t>) == 8);
+  return reinterpret_cast<uint32_t *>(&w);
+}
+
+size_t slot_stride(size_t chunk) { return (chunk + 63) & ~size_t(63); }
+size_t area_bytes(int n, size_t chunk) {
+  return sizeof(Header) + sizeof(RankLine) * size_t(n) + 2 * size_t(n) * slot_stride(chunk);
+}
+
+}  // namespace
+
+struct ShmArea {
+  uint8_t *base = nullptr;
+  size_t bytes = 0;
+  bool mapped = false;
+  int n = 0;
+  size_t chunk = 0;
+  ~ShmArea() {
+    if (base == nullptr) return;
+    if (mapped)
+      munmap(base, bytes);
+    else
+      std::free(base);
+  }
+  Header *header() { return reinterpret_cast<Header *>(base); }
+  RankLine *line(int r) {
+    return reinterpret_cast<RankLine *>(base + sizeof(Header)) + r;
+  }
+  uint8_t *slot(int r, int b) {
+    return base + sizeof(Header) + sizeof(RankLine) * size_t(n) +
+           (size_t(r) * 2 + size_t(b)) * slot_stride(chunk);
+  }
+  void init() {
+    auto *h = new (base) Header{};
+    h->magic = kAreaMagic;
+    h->ranks = uint32_t(n);
+    h->chunk = chunk;
+    for (int r = 0; r < n; r++) new (line(r)) RankLine{};
+  }
+};
+
+std::shared_ptr<ShmArea> shm_area_heap(int n, size_t chunk, Error &err) {
+  auto a = std::make_shared<ShmArea>();
+  a->n = n;
+  a->chunk = chunk;
+  a->bytes = area_bytes(n, chunk);
+  a->base = static_cast<uint8_t *>(std::aligned_alloc(4096, (a->bytes + 4095) & ~size_t(4095)));
+  if (a->base == nullptr) {
+    err.set(DS4TP_ENOMEM, "group area of {} bytes", a->bytes);
+    return nullptr;
+  }
+  std::memset(a->base, 0, a->bytes);
+  a->init();
+  return a;
+}
+
+static int map_area(int fd, int n, size_t chunk, std::shared_ptr<ShmArea> &out, Error &err) {
+  auto a = std::make_shared<ShmArea>();
+  a->n = n;
+  a->chunk = chunk;
+  a->bytes = area_bytes(n, chunk);
+  void *p = mmap(nullptr, a->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return err.set(DS4TP_EIO, "mmap group segment: {}", std::strerror(errno));
+  a->base = static_cast<uint8_t *>(p);
+  a->mapped = true;
+  out = std::move(a);
+  return DS4TP_OK;
+}
+
+int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmArea> &out,
+                    Error &err) {
+  uint32_t rnd = 0;
+  os::random_bytes(&rnd, sizeof rnd);
+  name = fmt::format("/ds4tp-g{}-{:08x}", int(getpid()), rnd);
+  if (name.size() > os::shm_name_max()) name.resize(os::shm_name_max());
+  int fd = os::shm_open_cloexec(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return err.set(DS4TP_EIO, "shm_open {}: {}", name, std::strerror(errno));
+  size_t bytes = area_bytes(n, chunk);
+  int rc = DS4TP_OK;
+  if (ftruncate(fd, off_t(bytes)) != 0) {
+    rc = err.set(DS4TP_EIO, "ftruncate group segment: {}", std::strerror(errno));
+  } else if (int e = os::reserve_file(fd, bytes); e != 0) {
+    rc = err.set(DS4TP_ENOMEM, "group segment of {} bytes: {}", bytes, std::strerror(e));
+  } else {
+    rc = map_area(fd, n, chunk, out, err);
+  }
+  close(fd);
+  if (rc != DS4TP_OK) {
+    shm_unlink(name.c_str());
+    return rc;
+  }
+  out->init();
+  return DS4TP_OK;
+}
+
+int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<ShmArea> &out,
+                  Error &err) {
+  int fd = os::shm_open_cloexec(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) return err.set(DS4TP_EIO, "shm_open {}: {}", name, std::strerror(errno));
+  int rc = map_area(fd, n, chunk, out, err);
+  close(fd);
+  if (rc != DS4TP_OK) return rc;
+  Header *h = out->header();
+  if (h->magic != kAreaMagic || h->ranks != uint32_t(n) || h->chunk != chunk)
+    return err.set(DS4TP_EPROTO, "group segment {} has ranks {} chunk {}, expected {} and {}",
+                   name, h->ranks, h->chunk, n, chunk);
+  return DS4TP_OK;
+}
+
+void shm_area_unlink(const std::string &name) { shm_unlink(name.c_str()); }
+
+namespace {
+
+class ShmMedium final : public Medium {
+ public:
+  ShmMedium(std::shared_ptr<ShmArea> a, int rank, bool watch, uint64_t timeout)
+      : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout) {
+    RankLine *me = a_->line(rank_);
+    pid_t pid = getpid();
+    me->start_time.store(os::process_start_time(pid), std::memory_order_relaxed);
+    me->pid.store(uint64_t(pid), std::memory_order_release);
+  }
+
+  int exchange(uint64_t step, const void *mine, size_t bytes, int root, const void **views,
+               Error &err) override {
+    const int b = int(step & 1);
+    const int n = a_->n;
+    if (mine != nullptr) {
+      if (step > 2) {
+        for (int r = 0; r < n; r++) {
+          int rc = wait_for(r, a_->line(r)->done, [&] { return a_->line(r)->done.load(std::memory_order_acquire) >= step - 2; },
+                            step - 2, "finish reading step", err);
+          if (rc != DS4TP_OK) return rc;
+        }
+      }
+      if (bytes) std::memcpy(a_->slot(rank_, b), mine, bytes);
+      publish(a_->line(rank_)->stamp[b], step);
+    }
+    for (int r = 0; r < n; r++) {
+      if (root >= 0 && r != root) {
+        views[r] = nullptr;
+        continue;
+      }
+      if (r != rank_) {
+        int rc = wait_for(r, a_->line(r)->stamp[b], [&] { return a_->line(r)->stamp[b].load(std::memory_order_acquire) == step; },
+                          step, "publish step", err);
+        if (rc != DS4TP_OK) return rc;
+      }
+      views[r] = a_->slot(r, b);
+    }
+    return DS4TP_OK;
+  }
+
+  void done(uint64_t step) override { publish(a_->line(rank_)->done, step); }
+
+  void abort(int rank) override {
+    uint32_t expect = 0;
+    a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(rank + 1));
+    for (int r = 0; r < a_->n; r++) {  // blocked waiters look at the abort word
+      wake_word_of(a_->line(r)->done);
+      wake_word_of(a_->line(r)->stamp[0]);
+      wake_word_of(a_->line(r)->stamp[1]);
+    }
+  }
+
+  int transport() const override { return DS4TP_TRANSPORT_SHM; }
+
+ private:
+  // Busy-poll budget before blocking: DS4TP_GROUP_SPIN_US, else 20 us when
+  // the host has more cores than ranks and 0 otherwise (spinning then
+  // only keeps the peer we wait for off the CPU; measured in README).
+  uint64_t spin_ns() const {
+    static const int64_t env = [] {
+      const char *v = std::getenv("DS4TP_GROUP_SPIN_US");
+      return v != nullptr && *v != 0 ? int64_t(std::strtoll(v, nullptr, 10)) * 1000 : -1;
+    }();
+    if (env >= 0) return uint64_t(env);
+    return std::thread::hardware_concurrency() > unsigned(a_->n) ? 20'000 : 0;
+  }
+
+  static void wake_word_of(std::atomic<uint64_t> &w) { os::wake_word(low_word(w)); }
+
+  // Store, then wake sleepers (seq_cst pairs with the sleeper's
+  // increment-then-recheck, so a wake is never lost).
+  void publish(std::atomic<uint64_t> &w, uint64_t step) {
+    w.store(step, std::memory_order_seq_cst);
+    if (a_->line(rank_)->sleepers.load(std::memory_order_seq_cst) != 0) wake_word_of(w);
+  }
+
+  // Spins briefly, then blocks on `word` of rank r (woken by its publish),
+  // at most 1 ms at a time so the abort word, the peer's liveness and the
+  // deadline are checked.
+  template <typename Cond>
+  int wait_for(int r, std::atomic<uint64_t> &word, Cond cond, uint64_t step, const char *what,
+               Error &err) {
+    const uint64_t start = now_ns();
+    const uint64_t spin = spin_ns();
+    // Busy phase: ~50 us of polling (a one-shot step at 16 KiB takes a
+    // few us when the peer runs), then block in the kernel.
+    for (uint32_t i = 0;; i++) {
+      if (cond()) return DS4TP_OK;
+      os::cpu_relax();
+      if ((i & 63) == 63 && now_ns() - start > spin) break;
+    }
+    uint64_t next_watch = start + 1'000'000;
+    for (;;) {
+      if (cond()) return DS4TP_OK;
+      uint32_t ab = a_->header()->abort_word.load(std::memory_order_acquire);
+      if (ab != 0)
+        return err.set(DS4TP_EFAILED, "group failed: rank {} failed (step {})", ab - 1, step);
+      const uint64_t now = now_ns();
+      if (watch_ && now >= next_watch) {
+        next_watch = now + 1'000'000;
+        RankLine *l = a_->line(r);
+        uint64_t pid = l->pid.load(std::memory_order_acquire);
+        if (pid != 0 && !os::process_alive(pid_t(pid), l->start_time.load()))
+          return err.set(DS4TP_EPEERCLOSED, "rank {} exited (pid {}) before it could {} {}", r,
+                         pid, what, step);
+      }
+      if (now - start > timeout_)
+        return err.set(DS4TP_ETIMEDOUT, "rank {} did not {} {} within {} ms", r, what, step,
+                       timeout_ / 1'000'000);
+      RankLine *l = a_->line(r);
+      uint32_t seen = uint32_t(word.load(std::memory_order_seq_cst));
+      l->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      if (!cond()) os::wait_on_word(low_word(word), seen, 1'000'000);
+      l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    }
+  }
+
+  std::shared_ptr<ShmArea> a_;
+  int rank_;
+  bool watch_;
+  uint64_t timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
+                                   uint64_t op_timeout_ns) {
+  return std::make_unique<ShmMedium>(std::move(area), rank, watch, op_timeout_ns);
+}
+
+}  // namespace ds4tp::group

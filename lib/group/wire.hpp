@@ -1,0 +1,70 @@
+// Group wire formats (pure: no I/O). docs/PROTOCOL.md "Groups".
+//
+// Bring-up, on each rank's connection to rank 0:
+//   rank 0 -> rank: Nonce  {u32 "D4GN", u16 version, u16 0, 32-byte nonce}
+//   rank -> rank 0: Join   fixed 96 bytes, then the identity hello bytes
+//   rank 0 -> rank: Roster fixed 64 bytes + 16 peers * 48 + 256 message
+//   rank -> rank 0: one byte "ready" (data links up); rank 0 -> rank: "go"
+// Data links (tcp): the dialler sends {u32 "D4GL", u32 rank}; every
+// exchange step then starts with {u32 "D4GS", u32 step, u64 bytes}.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "wire/hello.hpp"
+
+namespace ds4tp::group {
+
+constexpr uint16_t kGroupVersion = 1;
+constexpr size_t kNonceMsgBytes = 40;
+constexpr size_t kJoinFixedBytes = 96;
+constexpr size_t kRosterPeers = 16;
+constexpr size_t kRosterBytes = 64 + kRosterPeers * 48 + 256;
+constexpr size_t kLinkBytes = 8;
+constexpr size_t kStepHeaderBytes = 16;
+constexpr size_t kMaxJoinHello = wire::kHelloMaxBytes + wire::kPreambleBytes;
+
+struct Join {
+  uint32_t rank = 0;
+  uint32_t size = 0;
+  uint32_t transport = 0;
+  uint32_t data_port = 0;
+  uint64_t chunk = 0;
+  std::array<uint8_t, 16> host_id{};
+  uint32_t hello_bytes = 0;  // identity hello following the fixed part
+  uint32_t has_mac = 0;
+  wire::Mac mac{};  // HMAC(key, nonce || fixed part with mac zeroed)
+};
+
+struct RosterPeer {
+  std::string host;  // <= 39 bytes
+  uint32_t port = 0;
+};
+
+struct Roster {
+  int32_t status = 0;     // DS4TP_OK, or the failure every rank returns
+  uint32_t transport = 0;  // DS4TP_TRANSPORT_TCP or _SHM
+  uint32_t size = 0;
+  std::string shm_name;  // <= 47 bytes
+  std::vector<RosterPeer> peers;
+  std::string message;  // <= 255 bytes
+};
+
+void encode_nonce(const wire::Nonce &n, uint8_t out[kNonceMsgBytes]);
+int decode_nonce(const uint8_t *buf, size_t len, wire::Nonce &n, Error &err);
+void encode_join(const Join &j, uint8_t out[kJoinFixedBytes]);
+int decode_join(const uint8_t *buf, size_t len, Join &j, Error &err);
+void encode_roster(const Roster &r, uint8_t out[kRosterBytes]);
+int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err);
+void encode_link(uint32_t rank, uint8_t out[kLinkBytes]);
+int decode_link(const uint8_t *buf, size_t len, uint32_t n, uint32_t &rank, Error &err);
+void encode_step_header(uint64_t step, uint64_t bytes, uint8_t out[kStepHeaderBytes]);
+// EDESYNC naming both steps/sizes when the peer is on another step.
+int check_step_header(const uint8_t *buf, uint64_t step, uint64_t bytes, int peer, Error &err);
+
+}  // namespace ds4tp::group

@@ -1,0 +1,207 @@
+#include "group_util.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "group/reduce.hpp"
+#include "support/procs.hpp"
+
+namespace ds4tp::test {
+namespace {
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+float value(int rank, uint64_t i, uint64_t salt) {
+  uint64_t h = mix((uint64_t(rank) << 40) ^ i ^ (salt << 20));
+  return (float(int64_t(h % 2000001) - 1000000) / 1000000.0f) * float(1 + (h >> 60));
+}
+
+}  // namespace
+
+size_t group_esize(int dtype) { return dtype == DS4TP_DTYPE_F32 ? 4 : 2; }
+
+void group_fill(int dtype, int rank, uint64_t count, uint64_t salt, void *out) {
+  auto *p = static_cast<uint8_t *>(out);
+  for (uint64_t i = 0; i < count; i++) {
+    float v = value(rank, i, salt);
+    if (dtype == DS4TP_DTYPE_F32) {
+      std::memcpy(p + i * 4, &v, 4);
+    } else {
+      uint16_t h = dtype == DS4TP_DTYPE_F16 ? group::float_to_half(v) : group::float_to_bf16(v);
+      std::memcpy(p + i * 2, &h, 2);
+    }
+  }
+}
+
+void group_reference(int dtype, int n, uint64_t count, uint64_t salt, void *out) {
+  std::vector<uint8_t> one(count * group_esize(dtype) + 1);
+  auto *p = static_cast<uint8_t *>(out);
+  for (uint64_t i = 0; i < count; i++) {
+    float acc = 0;
+    for (int r = 0; r < n; r++) {
+      float v = value(r, i, salt);
+      if (dtype == DS4TP_DTYPE_F16) v = group::half_to_float(group::float_to_half(v));
+      if (dtype == DS4TP_DTYPE_BF16) v = group::bf16_to_float(group::float_to_bf16(v));
+      acc = r == 0 ? v : acc + v;
+    }
+    if (dtype == DS4TP_DTYPE_F32) {
+      std::memcpy(p + i * 4, &acc, 4);
+    } else {
+      uint16_t h = dtype == DS4TP_DTYPE_F16 ? group::float_to_half(acc) : group::float_to_bf16(acc);
+      std::memcpy(p + i * 2, &h, 2);
+    }
+  }
+}
+
+int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::string &why,
+                 uint64_t &digest) {
+  const int n = ds4tp_group_size(g), me = ds4tp_group_rank(g);
+  digest = 1469598103934665603ull;
+  auto fold = [&](const std::vector<uint8_t> &v) {
+    for (uint8_t b : v) digest = (digest ^ b) * 1099511628211ull;
+  };
+  uint64_t salt = 0;
+  for (int dt : {DS4TP_DTYPE_F32, DS4TP_DTYPE_F16, DS4TP_DTYPE_BF16}) {
+    for (uint64_t c : counts) {
+      salt++;
+      std::vector<uint8_t> buf(c * group_esize(dt) + 1), want(buf.size());
+      group_fill(dt, me, c, salt, buf.data());
+      group_reference(dt, n, c, salt, want.data());
+      int rc = ds4tp_group_all_reduce(g, buf.data(), c, dt, DS4TP_OP_SUM);
+      if (rc != 0) {
+        why = "all_reduce: " + std::string(ds4tp_group_errmsg(g));
+        return rc;
+      }
+      if (buf != want) {
+        why = "all_reduce " + std::to_string(c) + " elements dtype " + std::to_string(dt) +
+              ": result differs from the rank-order reference";
+        return DS4TP_EIO;
+      }
+      fold(buf);
+    }
+  }
+  for (uint64_t bytes : {uint64_t(0), uint64_t(3), uint64_t(4096), uint64_t(200001)}) {
+    std::vector<uint8_t> in(bytes + 1), out(bytes * size_t(n) + 1);
+    for (uint64_t i = 0; i < bytes; i++) in[i] = uint8_t(me * 31 + i);
+    int rc = ds4tp_group_all_gather(g, in.data(), out.data(), bytes);
+    if (rc != 0) {
+      why = "all_gather: " + std::string(ds4tp_group_errmsg(g));
+      return rc;
+    }
+    for (int r = 0; r < n; r++)
+      for (uint64_t i = 0; i < bytes; i++)
+        if (out[size_t(r) * bytes + i] != uint8_t(r * 31 + i)) {
+          why = "all_gather: rank " + std::to_string(r) + " byte " + std::to_string(i);
+          return DS4TP_EIO;
+        }
+    fold(out);
+    for (int root = 0; root < n; root += (n > 2 ? n - 1 : 1)) {
+      std::vector<uint8_t> b(bytes + 1, 0);
+      if (me == root)
+        for (uint64_t i = 0; i < bytes; i++) b[i] = uint8_t(root + 7 * i);
+      rc = ds4tp_group_broadcast(g, b.data(), bytes, root);
+      if (rc != 0) {
+        why = "broadcast: " + std::string(ds4tp_group_errmsg(g));
+        return rc;
+      }
+      for (uint64_t i = 0; i < bytes; i++)
+        if (b[i] != uint8_t(root + 7 * i)) {
+          why = "broadcast from " + std::to_string(root) + ": byte " + std::to_string(i);
+          return DS4TP_EIO;
+        }
+    }
+  }
+  for (int i = 0; i < 3; i++)
+    if (int rc = ds4tp_group_barrier(g)) {
+      why = "barrier: " + std::string(ds4tp_group_errmsg(g));
+      return rc;
+    }
+  return 0;
+}
+
+GroupRun run_group_procs(int n, int transport, const GroupBody &body, const GroupEdit &edit,
+                         int timeout_ms) {
+  GroupRun run;
+  run.rcs.assign(size_t(n), -999);
+  run.digests.assign(size_t(n), 0);
+  run.msgs.assign(size_t(n), "");
+  std::vector<Child> kids;
+  auto rank_body = [&](int rank, int port) {
+    return [=, &body, &edit](int fd) {
+      ds4tp_group_options o;
+      ds4tp_group_options_init(&o);
+      o.rank = rank;
+      o.group_size = n;
+      o.rendezvous_host = "127.0.0.1";
+      o.rendezvous_port = port;
+      o.transport = transport;
+      o.connect_timeout_ms = 10000;
+      o.op_timeout_ms = 5000;
+      o.chunk_bytes = 64 * 1024;
+      ds4tp_identity id;
+      ds4tp_identity_init(&id);
+      id.n_layer = 36;
+      id.n_embd = 2560;
+      if (edit) edit(rank, o, id);
+      ds4tp_group *g = nullptr;
+      Report r;
+      int rc = ds4tp_group_new(&g, &o, &id);
+      if (rc == 0 && rank == 0) {
+        r.kind = kReportPort;
+        r.value = ds4tp_group_rendezvous_port(g);
+        (void)!write(fd, &r, sizeof r);
+      }
+      std::string why;
+      uint64_t digest = 0;
+      if (rc != 0) why = ds4tp_last_error();
+      if (rc == 0 && (rc = ds4tp_group_connect(g)) != 0) why = ds4tp_group_errmsg(g);
+      if (rc == 0) rc = body(g, rank, digest, why);
+      Report res;
+      res.kind = kReportResult;
+      res.rc = rc;
+      res.value = int64_t(digest);
+      res.failed = g ? ds4tp_group_failed(g) : 0;
+      res.t_ns = mono_ns();
+      std::snprintf(res.msg, sizeof res.msg, "%s", why.c_str());
+      (void)!write(fd, &res, sizeof res);
+      ds4tp_group_free(g);
+      return 0;
+    };
+  };
+  kids.push_back(Child::spawn(rank_body(0, 0), "rank 0"));
+  Report pr;
+  if (!kids[0].next_of(kReportPort, pr, timeout_ms)) {
+    kids[0].next_of(kReportResult, pr, 1000);
+    run.rc = pr.rc ? pr.rc : DS4TP_ETIMEDOUT;
+    run.why = std::string("rank 0 did not start: ") + pr.msg;
+    kids[0].reap(2000);
+    return run;
+  }
+  for (int r = 1; r < n; r++) kids.push_back(Child::spawn(rank_body(r, int(pr.value)), "rank"));
+  for (int r = 0; r < n; r++) {
+    Report res;
+    if (kids[size_t(r)].next_of(kReportResult, res, timeout_ms)) {
+      run.rcs[size_t(r)] = res.rc;
+      run.digests[size_t(r)] = uint64_t(res.value);
+      run.msgs[size_t(r)] = res.msg;
+      if (res.rc != 0 && run.rc == 0) {
+        run.rc = res.rc;
+        run.why = "rank " + std::to_string(r) + ": " + res.msg;
+      }
+    } else if (run.rc == 0) {
+      run.rc = DS4TP_ETIMEDOUT;
+      run.why = "rank " + std::to_string(r) + " reported nothing";
+    }
+  }
+  for (auto &k : kids) k.reap(5000);
+  return run;
+}
+
+}  // namespace ds4tp::test

@@ -1,0 +1,42 @@
+// Shared by the group tests: deterministic inputs, the reference sum in
+// rank order, and a forked N-process runner.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ds4tp/ds4tp.h"
+
+namespace ds4tp::test {
+
+// Rank r's element i for `dtype`, as raw bits (f32: 4 bytes, else 2).
+void group_fill(int dtype, int rank, uint64_t count, uint64_t salt, void *out);
+// The expected all-reduce result: sum over ranks 0..n-1 in f32, rounded.
+void group_reference(int dtype, int n, uint64_t count, uint64_t salt, void *out);
+size_t group_esize(int dtype);
+
+// The checks a rank runs after connecting: all_reduce for every dtype and
+// each count, all_gather, broadcast, barrier. 0 or the failing status;
+// `why` says which check failed. `digest` folds every result.
+int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::string &why,
+                 uint64_t &digest);
+
+struct GroupRun {
+  int rc = 0;          // first failing rank's status
+  std::string why;     // its rank and message
+  std::vector<int> rcs;
+  std::vector<uint64_t> digests;
+  std::vector<std::string> msgs;
+};
+
+// Forks n rank processes over loopback (rank 0 picks the port);
+// body(g, rank, digest, why) runs after connect. `opt_edit` adjusts each
+// rank's options (may be empty) before ds4tp_group_new.
+using GroupBody = std::function<int(ds4tp_group *, int, uint64_t &, std::string &)>;
+using GroupEdit = std::function<void(int rank, ds4tp_group_options &, ds4tp_identity &)>;
+GroupRun run_group_procs(int n, int transport, const GroupBody &body, const GroupEdit &edit = {},
+                         int timeout_ms = 60000);
+
+}  // namespace ds4tp::test

@@ -1,0 +1,264 @@
+// Groups: element conversions and wire codecs (pure), collectives over
+// threads (in-process) and processes (shm, tcp), bring-up refusals and a
+// rank killed mid-call.
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "group/reduce.hpp"
+#include "group/wire.hpp"
+#include "group_util.hpp"
+#include "os/os.hpp"
+#include "support/procs.hpp"
+
+using namespace ds4tp;
+using namespace ds4tp::test;
+
+namespace {
+
+const std::vector<uint64_t> kCounts = {1, 7, 2560, 40001};  // 40001 f32 > one 64 KiB chunk
+
+ds4tp_group_options local_options() {
+  ds4tp_group_options o;
+  ds4tp_group_options_init(&o);
+  o.chunk_bytes = 64 * 1024;
+  o.op_timeout_ms = 5000;
+  return o;
+}
+
+void run_local(int n) {
+  std::vector<ds4tp_group *> gs(static_cast<size_t>(n));
+  ds4tp_group_options o = local_options();
+  REQUIRE(ds4tp_group_new_local(gs.data(), n, &o, nullptr) == 0);
+  std::vector<int> rcs(static_cast<size_t>(n));
+  std::vector<std::string> why(static_cast<size_t>(n));
+  std::vector<uint64_t> dig(static_cast<size_t>(n));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++)
+    ts.emplace_back([&, r] { rcs[size_t(r)] = group_checks(gs[size_t(r)], kCounts, why[size_t(r)], dig[size_t(r)]); });
+  for (auto &t : ts) t.join();
+  for (int r = 0; r < n; r++) {
+    INFO("rank " << r << ": " << why[size_t(r)]);
+    CHECK(rcs[size_t(r)] == 0);
+    CHECK(dig[size_t(r)] == dig[0]);
+    CHECK(ds4tp_group_rank(gs[size_t(r)]) == r);
+    CHECK(ds4tp_group_size(gs[size_t(r)]) == n);
+  }
+  for (auto *g : gs) ds4tp_group_free(g);
+}
+
+int checks_body(ds4tp_group *g, int, uint64_t &digest, std::string &why) {
+  return group_checks(g, kCounts, why, digest);
+}
+
+void run_procs(int n, int transport) {
+  GroupRun run = run_group_procs(n, transport, checks_body);
+  INFO(run.why);
+  REQUIRE(run.rc == 0);
+  for (int r = 1; r < n; r++) CHECK(run.digests[size_t(r)] == run.digests[0]);
+}
+
+}  // namespace
+
+TEST_CASE("group: f16 and bf16 conversions round to nearest even", "[group]") {
+  CHECK(group::float_to_half(1.0f) == 0x3c00);
+  CHECK(group::half_to_float(0x3c00) == 1.0f);
+  CHECK(group::float_to_half(65504.0f) == 0x7bff);
+  CHECK(group::float_to_half(70000.0f) == 0x7c00);
+  CHECK(group::half_to_float(0x0001) == 5.9604644775390625e-8f);
+  CHECK(group::float_to_half(1.0f + 1.0f / 2048) == 0x3c00);  // tie -> even
+  CHECK(group::float_to_bf16(1.0f) == 0x3f80);
+  CHECK(group::float_to_bf16(1.0f + 1.0f / 256) == 0x3f80);  // tie -> even
+  CHECK((group::float_to_bf16(std::nanf("")) & 0x7fc0) == 0x7fc0);
+  for (uint32_t h = 0; h < 0x7c00; h++)
+    REQUIRE(group::float_to_half(group::half_to_float(uint16_t(h))) == h);
+}
+
+TEST_CASE("group: wire codecs round-trip and refuse bad input", "[group]") {
+  group::Join j;
+  j.rank = 3;
+  j.size = 4;
+  j.data_port = 5000;
+  j.chunk = 65536;
+  j.hello_bytes = 100;
+  uint8_t b[group::kJoinFixedBytes];
+  group::encode_join(j, b);
+  group::Join k;
+  Error err;
+  REQUIRE(group::decode_join(b, sizeof b, k, err) == 0);
+  CHECK(k.rank == 3);
+  CHECK(k.data_port == 5000);
+  b[8] = 9;  // rank 9 of 4
+  CHECK(group::decode_join(b, sizeof b, k, err) == DS4TP_EPROTO);
+  group::Roster ro;
+  ro.transport = DS4TP_TRANSPORT_SHM;
+  ro.size = 3;
+  ro.shm_name = "/ds4tp-g1-abc";
+  ro.peers = {{"", 1}, {"127.0.0.1", 2}, {"10.0.0.3", 3}};
+  uint8_t rb[group::kRosterBytes];
+  group::encode_roster(ro, rb);
+  group::Roster r2;
+  REQUIRE(group::decode_roster(rb, sizeof rb, r2, err) == 0);
+  CHECK(r2.shm_name == ro.shm_name);
+  CHECK(r2.peers[2].host == "10.0.0.3");
+  uint8_t h[group::kStepHeaderBytes];
+  group::encode_step_header(5, 100, h);
+  CHECK(group::check_step_header(h, 5, 100, 1, err) == 0);
+  CHECK(group::check_step_header(h, 6, 100, 1, err) == DS4TP_EDESYNC);
+}
+
+TEST_CASE("group: threads N=2,3,4,8 get identical bits", "[group]") {
+  for (int n : {2, 3, 4, 8}) {
+    INFO("n=" << n);
+    run_local(n);
+  }
+}
+
+TEST_CASE("group: mark_failed releases the other threads", "[group]") {
+  std::vector<ds4tp_group *> gs(3);
+  ds4tp_group_options o = local_options();
+  REQUIRE(ds4tp_group_new_local(gs.data(), 3, &o, nullptr) == 0);
+  std::vector<int> rcs(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; r++)
+    ts.emplace_back([&, r] {
+      float v[16] = {};
+      rcs[size_t(r)] = ds4tp_group_all_reduce(gs[size_t(r)], v, 16, DS4TP_DTYPE_F32, DS4TP_OP_SUM);
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ds4tp_group_mark_failed(gs[2]);
+  for (auto &t : ts) t.join();
+  CHECK(rcs[0] == DS4TP_EFAILED);
+  CHECK(rcs[1] == DS4TP_EFAILED);
+  CHECK(std::string(ds4tp_group_errmsg(gs[0])).find("rank 2") != std::string::npos);
+  CHECK(ds4tp_group_barrier(gs[2]) == DS4TP_EFAILED);
+  for (auto *g : gs) ds4tp_group_free(g);
+}
+
+TEST_CASE("group: processes over shm, N=2,3,4", "[group]") {
+  for (int n : {2, 3, 4}) {
+    INFO("n=" << n);
+    run_procs(n, DS4TP_TRANSPORT_SHM);
+  }
+}
+
+TEST_CASE("group: processes over tcp, N=2,3,4", "[group]") {
+  for (int n : {2, 3, 4}) {
+    INFO("n=" << n);
+    run_procs(n, DS4TP_TRANSPORT_TCP);
+  }
+}
+
+TEST_CASE("group: 8 processes, auto picks shm on one host", "[group]") {
+  GroupRun run = run_group_procs(8, DS4TP_TRANSPORT_AUTO,
+                                 [](ds4tp_group *g, int, uint64_t &d, std::string &why) {
+                                   if (ds4tp_group_transport(g) != DS4TP_TRANSPORT_SHM) {
+                                     why = "transport is not shm";
+                                     return int(DS4TP_EIO);
+                                   }
+                                   return group_checks(g, {1, 2560}, why, d);
+                                 });
+  INFO(run.why);
+  CHECK(run.rc == 0);
+}
+
+TEST_CASE("group: bring-up refusals name the rank", "[group]") {
+  SECTION("identity mismatch") {
+    GroupRun run = run_group_procs(3, DS4TP_TRANSPORT_AUTO, checks_body,
+                                   [](int r, ds4tp_group_options &, ds4tp_identity &id) {
+                                     if (r == 2) id.n_embd = 4096;
+                                   });
+    CHECK(run.rcs[0] == DS4TP_EIDENTITY);
+    CHECK(run.rcs[2] == DS4TP_EIDENTITY);
+    INFO(run.msgs[0]);
+    CHECK(run.msgs[0].find("rank 2") != std::string::npos);
+    CHECK(run.msgs[0].find("n_embd") != std::string::npos);
+  }
+  SECTION("duplicate rank") {
+    GroupRun run = run_group_procs(3, DS4TP_TRANSPORT_AUTO, checks_body,
+                                   [](int r, ds4tp_group_options &o, ds4tp_identity &) {
+                                     if (r == 2) o.rank = 1;
+                                   });
+    INFO(run.msgs[0]);
+    CHECK(run.rcs[0] == DS4TP_EPROTO);
+    CHECK(run.msgs[0].find("rank 1 joined twice") != std::string::npos);
+  }
+  SECTION("missing rank at the deadline") {
+    GroupRun run = run_group_procs(3, DS4TP_TRANSPORT_AUTO, checks_body,
+                                   [](int r, ds4tp_group_options &o, ds4tp_identity &) {
+                                     o.connect_timeout_ms = 1500;
+                                     if (r == 2) o.rendezvous_port = 1;
+                                   });
+    INFO(run.msgs[0]);
+    CHECK(run.rcs[0] == DS4TP_ETIMEDOUT);
+    CHECK(run.msgs[0].find("rank 2 did not join") != std::string::npos);
+    CHECK(run.rcs[1] == DS4TP_ETIMEDOUT);
+  }
+  SECTION("wrong key") {
+    static const char k0[] = "0123456789abcdef-key-zero";
+    static const char k1[] = "0123456789abcdef-key-one!";
+    GroupRun run = run_group_procs(2, DS4TP_TRANSPORT_AUTO, checks_body,
+                                   [](int r, ds4tp_group_options &o, ds4tp_identity &) {
+                                     o.psk = r == 0 ? k0 : k1;
+                                     o.psk_bytes = sizeof k0 - 1;
+                                   });
+    INFO(run.msgs[0]);
+    CHECK(run.rcs[0] == DS4TP_EAUTH);
+    CHECK(run.rcs[1] == DS4TP_EAUTH);
+  }
+  SECTION("matching key") {
+    static const char k[] = "0123456789abcdef-key-same";
+    GroupRun run = run_group_procs(2, DS4TP_TRANSPORT_TCP, checks_body,
+                                   [](int, ds4tp_group_options &o, ds4tp_identity &) {
+                                     o.psk = k;
+                                     o.psk_bytes = sizeof k - 1;
+                                   });
+    INFO(run.why);
+    CHECK(run.rc == 0);
+  }
+}
+
+TEST_CASE("group: a rank SIGKILLed mid-call releases the others", "[group][fault]") {
+  for (int transport : {DS4TP_TRANSPORT_SHM, DS4TP_TRANSPORT_TCP}) {
+    INFO("transport " << ds4tp_transport_name(transport));
+    uint64_t t0 = mono_ns();
+    GroupRun run = run_group_procs(
+        4, transport,
+        [](ds4tp_group *g, int rank, uint64_t &, std::string &why) {
+          std::vector<float> v(2560, 1.0f);
+          for (int i = 0;; i++) {
+            if (rank == 3 && i == 200) raise(SIGKILL);
+            int rc = ds4tp_group_all_reduce(g, v.data(), v.size(), DS4TP_DTYPE_F32, DS4TP_OP_SUM);
+            if (rc != 0) {
+              why = ds4tp_group_errmsg(g);
+              return rc;
+            }
+          }
+        },
+        {}, 20000);
+    double secs = double(mono_ns() - t0) / 1e9;
+    // Known gap (README "Groups"): in the portable-POSIX build a killed rank
+    // that nobody has reaped yet (here: the test parent's unreaped child) is
+    // a zombie that kill(pid, 0) still finds, and an shm group holds no
+    // socket whose hang-up would tell; its peers are then released by the
+    // op deadline (5 s) with a named timeout instead. Linux reads /proc and
+    // Darwin the kernel's process table, which both show the zombie.
+    const bool zombie_blind = transport == DS4TP_TRANSPORT_SHM &&
+                              std::strcmp(ds4tp::os::platform_name(), "linux-posix") == 0;
+    for (int r = 0; r < 3; r++) {
+      INFO("rank " << r << ": " << run.msgs[size_t(r)]);
+      if (zombie_blind)
+        CHECK((run.rcs[size_t(r)] == DS4TP_ETIMEDOUT || run.rcs[size_t(r)] == DS4TP_EFAILED ||
+               run.rcs[size_t(r)] == DS4TP_EPEERCLOSED));
+      else
+        CHECK((run.rcs[size_t(r)] == DS4TP_EPEERCLOSED || run.rcs[size_t(r)] == DS4TP_EFAILED));
+    }
+    // op deadline is 5 s: released by the death, not by the clock
+    CHECK(secs < (zombie_blind ? 8.0 : 4.0));
+  }
+}
