@@ -54,17 +54,26 @@ ds4tp_options defaults(int role, int transport, int port) {
 
 ds4tp_identity identity() { return small_identity(4, 256); }
 
-enum class Wait { Gate, Big, Reply };
+enum class Wait { Gate, Batch, Big, Reply };
 
 const char *wait_name(Wait w) {
-  return w == Wait::Gate ? "row gate" : w == Wait::Big ? "big gate" : "control reply";
+  switch (w) {
+    case Wait::Gate: return "row gate";
+    case Wait::Batch: return "batch gate";
+    case Wait::Big: return "big gate";
+    case Wait::Reply: return "control reply";
+  }
+  return "?";
 }
 
 // The leader: pairs, reports READY(1), then enters the wait `w` (the
 // worker never does) and reports its result.
 int leader_body(int fd, int transport, Wait w, int arrival_ms) {
   ds4tp_options o = defaults(DS4TP_ROLE_LEADER, transport, 0);
-  if (arrival_ms > 0) o.peer_arrival_timeout_ms = arrival_ms;
+  if (arrival_ms > 0) {
+    o.peer_arrival_timeout_ms = arrival_ms;
+    o.frame_timeout_ms = 500;  // below the arrival limit, which then rules
+  }
   ds4tp_identity id = identity();
   ds4tp_pair *tp = nullptr;
   CHILD_EXPECT_OK(ds4tp_new(&tp, &o, &id), nullptr);
@@ -77,6 +86,8 @@ int leader_body(int fd, int transport, Wait w, int arrival_ms) {
   int rc;
   if (w == Wait::Gate) {
     rc = ds4tp_gate_exchange(tp, 0, 1, 2);
+  } else if (w == Wait::Batch) {
+    rc = ds4tp_batch_gate_exchange(tp, 0, 2, 1);
   } else if (w == Wait::Big) {
     rc = ds4tp_big_gate_exchange(tp, 0, 1, out.data(), in.data(), kBigBytes);
   } else {
@@ -129,10 +140,17 @@ struct Times {
   double worst() { return ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()); }
 };
 
+// tcp, shm, and rdma through the test verbs provider when it is built
+// (its environment is set here, before any rank is forked).
 std::vector<int> transports() {
   std::vector<int> t;
   for (int x : local_transports())
     if (x == DS4TP_TRANSPORT_TCP || x == DS4TP_TRANSPORT_SHM) t.push_back(x);
+#ifdef DS4TP_TEST_VERBS_PROVIDER
+  setenv("DS4TP_VERBS_LIB", DS4TP_TEST_VERBS_PROVIDER, 1);
+  setenv("DS4TP_VERBS_PROVIDER_PROFILE", "rc", 1);
+  t.push_back(DS4TP_TRANSPORT_RDMA);
+#endif
   return t;
 }
 
@@ -171,7 +189,7 @@ TEST_CASE("a live worker late to a row gate (3 s) and a big gate (15 s): default
 
 TEST_CASE("a stopped worker (SIGSTOP) fails the leader's wait within peer_silence_ms") {
   int transport = GENERATE(from_range(transports()));
-  Wait w = GENERATE(Wait::Gate, Wait::Big, Wait::Reply);
+  Wait w = GENERATE(Wait::Gate, Wait::Batch, Wait::Big, Wait::Reply);
   INFO(ds4tp_transport_name(transport) << " " << wait_name(w));
   Times t;
   for (int i = 0; i < trials(); i++) {
@@ -230,10 +248,11 @@ TEST_CASE("a killed worker (SIGKILL) ends the leader's wait at once") {
 
 TEST_CASE("a live worker that never reaches the gate fails at the arrival deadline") {
   int transport = GENERATE(from_range(transports()));
-  INFO(ds4tp_transport_name(transport));
+  Wait w = GENERATE(Wait::Gate, Wait::Reply);
+  INFO(ds4tp_transport_name(transport) << " " << wait_name(w));
   constexpr int kArrivalMs = 2500;
   Ranks r;
-  REQUIRE(spawn(r, transport, Wait::Gate, kArrivalMs, 30000));
+  REQUIRE(spawn(r, transport, w, kArrivalMs, 30000));
   Report res;
   auto t0 = Clock::now();
   REQUIRE(r.leader.next_of(kReportResult, res, kArrivalMs + kSlackMs + 3000));
@@ -241,11 +260,41 @@ TEST_CASE("a live worker that never reaches the gate fails at the arrival deadli
   INFO(res.msg);
   CHECK(res.rc == DS4TP_ETIMEDOUT);
   CHECK(std::strstr(res.msg, "the worker is alive") != nullptr);
-  CHECK(std::strstr(res.msg, "never reached") != nullptr);
+  CHECK(std::strstr(res.msg, w == Wait::Gate ? "never reached" : "sent nothing") != nullptr);
   CHECK(std::strstr(res.msg, "layer 0 seq 1") != nullptr);
   CHECK(ms >= kArrivalMs - 300);
   CHECK(ms <= kArrivalMs + kSlackMs);
   r.leader.reap(3000);
   r.worker.signal(SIGKILL);
   r.worker.reap(2000);
+}
+
+TEST_CASE("a live worker answering a control call after frame_timeout_ms is waited for") {
+  // The reply wait is judged like a gate: frame_timeout_ms (here 500 ms)
+  // bounds a frame once it started; a live peer may answer up to
+  // peer_arrival_timeout_ms (the default) late.
+  RankSetup s;
+  s.transport = DS4TP_TRANSPORT_TCP;
+  auto fast_frames = [](ds4tp_options &o) {
+    ds4tp_options d;
+    ds4tp_options_init(&d);
+    o.peer_arrival_timeout_ms = d.peer_arrival_timeout_ms;
+    o.frame_timeout_ms = 500;
+  };
+  s.leader_tweak = fast_frames;
+  s.worker_tweak = fast_frames;
+  auto body = [](int late_ms) {
+    return [=](ds4tp_pair *tp, Ctx &) -> int {
+      CHILD_EXPECT_OK(connect_attach(tp), tp);
+      usleep(useconds_t(late_ms) * 1000);
+      uint8_t mine[8] = {1, 2, 3}, peer[8] = {};
+      CHILD_EXPECT_OK(ds4tp_small_exchange(tp, mine, peer, sizeof mine), tp);
+      CHILD_EXPECT(peer[2] == 3, tp, "small exchange delivered %d, not 3", peer[2]);
+      return 0;
+    };
+  };
+  auto t0 = Clock::now();
+  Outcome o = run_pair(s, body(0), body(3000), 30000);
+  REQUIRE_RANKS_OK(o);
+  CHECK(ms_since(t0) >= 3000);
 }

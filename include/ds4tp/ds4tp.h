@@ -168,7 +168,8 @@ typedef struct ds4tp_options {
                                   peer's bytes started (default 750) */
   int32_t big_gate_timeout_ms; /* big gate: no progress once the peer's
                                   bytes started (default 10000) */
-  int32_t frame_timeout_ms;    /* control replies (default 30000) */
+  int32_t frame_timeout_ms;    /* control frame once its first byte came,
+                                  and the shortest reply wait (30000) */
 
   /* Wait policy: busy-poll this long before blocking in the kernel.
    * 0 = always block; default 200. */
@@ -570,11 +571,12 @@ DS4TP_API uint64_t ds4tp_gate_seq(const ds4tp_pair *pair);
 /*                                                                      */
 /* Failures: a worker whose command fails sends the failure to the      */
 /* leader; the leader call that reads next returns DS4TP_EREMOTE and    */
-/* ds4tp_remote_status holds the worker's status. Every reply and       */
-/* agreement waits at most frame_timeout_ms; a dead peer ends a wait at */
-/* once, and a watcher thread latches the pair failed when the peer     */
-/* goes away while nobody is reading (within about 10 s for a peer host */
-/* that vanished without closing its sockets).                          */
+/* ds4tp_remote_status holds the worker's status. A reply or agreement  */
+/* from a live peer may start up to peer_arrival_timeout_ms late (never */
+/* less than frame_timeout_ms); frame_timeout_ms bounds the rest of a   */
+/* frame once it started. A dead peer ends a wait at once, a silent one */
+/* after peer_silence_ms, and a watcher thread latches the pair failed  */
+/* when the peer goes away or silent while nobody is reading.           */
 /*                                                                      */
 /* Threading: control calls use only the control connection, so one    */
 /* thread may make them while another runs gates. The control calls of */
@@ -736,7 +738,7 @@ DS4TP_API int ds4tp_send_draft(ds4tp_pair *pair, uint64_t session_id,
 /* Ends the lockstep; the worker loop returns 0. */
 DS4TP_API int ds4tp_send_stop(ds4tp_pair *pair);
 
-/* ---- leader: replies (each waits at most frame_timeout_ms). */
+/* ---- leader: replies (each waited for as described above). */
 
 /* Reads the COMMAND_ACK of the last command for `session_id` (0 for an
  * EVAL_BATCH). Returns 0 with *status (may be NULL) >= 0; DS4TP_EREMOTE

@@ -51,6 +51,12 @@ struct PeerState {
   std::atomic<uint64_t> heartbeats{0};     // received so far
 
   bool silent() const { return verdict.load(std::memory_order_relaxed) == kSilent; }
+  // True once the peer's heartbeats say it completed the gate of this
+  // kind and seq (or a later one of the kind): it was there.
+  bool peer_passed(uint16_t kind, uint64_t seq) const {
+    return (peer_kind_layer.load(std::memory_order_relaxed) >> 32) == kind &&
+           peer_seq.load(std::memory_order_relaxed) >= seq;
+  }
   void completed(uint16_t kind, uint32_t layer, uint64_t seq) {
     my_kind_layer.store(uint64_t(kind) << 32 | layer, std::memory_order_relaxed);
     my_seq.store(seq, std::memory_order_relaxed);

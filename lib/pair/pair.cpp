@@ -437,6 +437,7 @@ int Pair::start_control_plane(Error &err) {
   sc.n_layer = layout_.slots / 2;
   sc.n_embd = id_.n_embd;
   sc.peer = &peer_state_;
+  sc.arrival_ms = opt_.peer_arrival_timeout_ms;  // DS4TP_ARRIVAL_UNLIMITED is -1
   session_ = std::make_unique<session::Session>(control_.get(), sc, log_);
   talk::LivenessConfig lc;
   lc.role = opt_.role;

@@ -1,5 +1,6 @@
 #include "talk/channel.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -123,13 +124,14 @@ int Channel::write_frame(wire::FrameType type, uint8_t *buf, uint32_t bytes, int
   return rc;
 }
 
-int Channel::io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms,
-                     const char *what, size_t frame_done, size_t frame_len, Error &err) {
+int Channel::io_read(uint8_t *p, size_t len, ReadClock &clock, const char *what,
+                     size_t frame_done, size_t frame_len, Error &err) {
   size_t done = 0;
   uint64_t spin_until = 0;
   while (done < len) {
     ssize_t n = ::recv(fd_, p + done, len - done, MSG_DONTWAIT);
     if (n > 0) {
+      if (frame_done + done == 0) clock.rest = deadline_for(clock.timeout_ms);
       done += size_t(n);
       rx_bytes_.fetch_add(uint64_t(n), std::memory_order_relaxed);
       spin_until = 0;
@@ -149,6 +151,8 @@ int Channel::io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_
       return err.set(DS4TP_ETIMEDOUT, "{}: {}", what, cfg_.peer->silence());
     if (abandoned())
       return err.set(DS4TP_EFAILED, "{}: abandoned, the pair failed while waiting", what);
+    const bool started = frame_done + done > 0;
+    const uint64_t deadline = started ? clock.rest : clock.meet;
     if (cfg_.spin_ns > 0) {
       uint64_t t = now_ns();
       if (spin_until == 0) spin_until = t + cfg_.spin_ns;
@@ -161,16 +165,20 @@ int Channel::io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_
       }
     }
     int rc = wait(POLLIN, deadline, err);
-    if (rc == DS4TP_ETIMEDOUT) {
-      if (frame_done + done == 0)
-        return err.set(DS4TP_ETIMEDOUT,
-                       "{}: nothing arrived within {} ms (frame_timeout_ms): the peer is alive "
-                       "but stalled, or the ranks are out of lockstep",
-                       what, timeout_ms);
+    if (rc == DS4TP_ETIMEDOUT && started)
       return err.set(DS4TP_ETIMEDOUT,
                      "{}: only {} of {} frame bytes arrived within {} ms (frame_timeout_ms)", what,
-                     frame_done + done, frame_len, timeout_ms);
-    }
+                     frame_done + done, frame_len, clock.timeout_ms);
+    if (rc == DS4TP_ETIMEDOUT && clock.meet_ms > clock.timeout_ms && cfg_.peer != nullptr)
+      return err.set(DS4TP_ETIMEDOUT,
+                     "{}: {}, but sent nothing for {} ms (peer_arrival_timeout_ms, at least "
+                     "frame_timeout_ms): the ranks are out of lockstep or the {} is stuck",
+                     what, cfg_.peer->where_peer_is(), clock.meet_ms, cfg_.peer->peer);
+    if (rc == DS4TP_ETIMEDOUT)
+      return err.set(DS4TP_ETIMEDOUT,
+                     "{}: nothing arrived within {} ms (frame_timeout_ms): the peer is alive "
+                     "but stalled, or the ranks are out of lockstep",
+                     what, clock.timeout_ms);
     if (rc) return rc;
   }
   return DS4TP_OK;
@@ -226,13 +234,19 @@ size_t Channel::drain_heartbeats() {
   }
 }
 
-int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err) {
+int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err,
+                  int64_t arrival_ms) {
   std::lock_guard<std::mutex> lock(read_mu_);
-  const uint64_t deadline = deadline_for(timeout_ms);
+  // A live peer may start its frame up to arrival_ms late (its silence
+  // ends the wait sooner); without liveness, timeout_ms bounds it.
+  int64_t meet_ms = timeout_ms;
+  if (cfg_.peer != nullptr && timeout_ms >= 0 && arrival_ms != 0)
+    meet_ms = arrival_ms < 0 ? kNoTimeout : std::max(arrival_ms, timeout_ms);
+  ReadClock clock{deadline_for(meet_ms), meet_ms, timeout_ms};
   const size_t hb = wire::kFrameHeaderBytes;
   wire::FrameHeader h;
   for (;;) {
-    if (int rc = io_read(rhdr_, hb, deadline, timeout_ms, what, 0, hb, err)) return rc;
+    if (int rc = io_read(rhdr_, hb, clock, what, 0, hb, err)) return rc;
     if (int rc = wire::decode_frame_header(rhdr_, hb, cfg_.max_frame_bytes, h, err)) {
       err.message = fmt::format("{}: {}", what, err.message);
       return rc;
@@ -243,8 +257,7 @@ int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err) 
     if (h.counter != 0)
       return err.set(DS4TP_EPROTO, "{}: HEARTBEAT frame with counter {} (must be 0)", what,
                      h.counter);
-    if (int rc = io_read(hbuf, sizeof hbuf, deadline, timeout_ms, what, hb, hb + sizeof hbuf,
-                         err))
+    if (int rc = io_read(hbuf, sizeof hbuf, clock, what, hb, hb + sizeof hbuf, err))
       return rc;
     heard(hbuf);
   }
@@ -267,7 +280,7 @@ int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err) 
     rbuf_.reset(new uint8_t[cap]);
     rcap_ = cap;
   }
-  if (int rc = io_read(rbuf_.get(), h.bytes, deadline, timeout_ms, what, hb, hb + h.bytes, err))
+  if (int rc = io_read(rbuf_.get(), h.bytes, clock, what, hb, hb + h.bytes, err))
     return rc;
   rx_counter_ = h.counter;
   out.header = h;

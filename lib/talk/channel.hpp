@@ -77,7 +77,11 @@ class Channel {
   // deadline (death of the peer still ends the wait). Fails with
   // ETIMEDOUT, EPEERCLOSED, EIO, EPROTO (bad header, a frame only this
   // rank may send, counter jump) or EFAILED (abandoned while no bytes came).
-  int recv(Frame &out, int64_t timeout_ms, const char *what, Error &err);
+  // arrival_ms (with a PeerState): a live peer may start the frame this
+  // late (kNoTimeout: no limit; never shorter than timeout_ms); its
+  // silence ends the wait sooner. Once the frame's first byte is in,
+  // timeout_ms bounds the rest of it. 0: timeout_ms bounds it all.
+  int recv(Frame &out, int64_t timeout_ms, const char *what, Error &err, int64_t arrival_ms = 0);
 
   // Liveness watcher only. Sends one HEARTBEAT unless the session is
   // writing (its bytes say we are alive) or the socket has no room (the
@@ -108,8 +112,15 @@ class Channel {
                   Error &err);
   int io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms,
                const char *what, Error &err);
-  int io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms, const char *what,
-              size_t frame_done, size_t frame_len, Error &err);
+  // A read's deadlines: `meet` until the frame's first byte (the peer may
+  // be late), then timeout_ms from that byte for the rest of the frame.
+  struct ReadClock {
+    uint64_t meet;
+    int64_t meet_ms, timeout_ms;
+    uint64_t rest = 0;  // set at the frame's first byte
+  };
+  int io_read(uint8_t *p, size_t len, ReadClock &clock, const char *what, size_t frame_done,
+              size_t frame_len, Error &err);
   int wait(short events, uint64_t deadline, Error &err);
   void heard(const uint8_t *payload);
 
