@@ -199,7 +199,10 @@ int Liveness::start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, cons
                    uv_strerror(rc));
   }
   Impl *p = &im;
-  im.thread = std::thread([p] { uv_run(&p->loop, UV_RUN_DEFAULT); });
+  im.thread = std::thread([p] {
+    os::name_this_thread("ds4tp-watch");
+    uv_run(&p->loop, UV_RUN_DEFAULT);
+  });
   out = std::move(l);
   return DS4TP_OK;
 }
