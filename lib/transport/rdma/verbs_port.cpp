@@ -12,6 +12,13 @@ namespace ds4tp::rdma {
 
 namespace {
 
+#if defined(__APPLE__)
+constexpr const char *kPortDownHint =
+    "is the Thunderbolt peer up, with `rdma_ctl enable` run there?";
+#else
+constexpr const char *kPortDownHint = "check the cable and the link";
+#endif
+
 const char *port_state_name(int s) {
   switch (s) {
     case abi::kPortNop: return "NOP";
@@ -106,8 +113,8 @@ bool check_port(const Verbs &v, abi::Context *ctx, const char *name, const Probe
     return false;
   }
   if (f.port_attr.state != abi::kPortActive) {
-    notes.push_back(fmt::format("{} port {} is {} (not ACTIVE: check the cable and the link)",
-                                name, req.port, port_state_name(f.port_attr.state)));
+    notes.push_back(fmt::format("{} port {} is {} (not ACTIVE: {})", name, req.port,
+                                port_state_name(f.port_attr.state), kPortDownHint));
     return false;
   }
   const uint8_t ll = f.port_attr.link_layer;
@@ -171,10 +178,16 @@ bool find_port(const Verbs &v, const ProbeRequest &req, Found &f, std::string &w
   abi::Device **list = v.get_device_list(&n);
   if (list == nullptr) {
     int e = errno;
+#if defined(__APPLE__)
+    why = fmt::format("librdma found no rdma_en* device (ibv_get_device_list: {}; is a "
+                      "Thunderbolt 5 cable connected and RDMA enabled with `rdma_ctl enable`?)",
+                      std::strerror(e));
+#else
     why = e == ENOSYS ? "libibverbs found no RDMA devices (the kernel has no RDMA support: "
                         "ibv_get_device_list: Function not implemented)"
                       : fmt::format("libibverbs found no RDMA devices (ibv_get_device_list: {})",
                                     std::strerror(e));
+#endif
     return false;
   }
   std::vector<std::string> notes, names;
