@@ -107,6 +107,13 @@ struct ContextOps {
   void (*reserved_c[5])();  // _compat_create_ah .. _compat_async_event
 };
 
+// The same on every LP64 platform; asserted here so that the macOS build,
+// which has no rdma-core header to compare with, checks them too.
+static_assert(sizeof(ContextOps) == 32 * 8 && offsetof(ContextOps, poll_cq) == 11 * 8 &&
+                  offsetof(ContextOps, post_send) == 25 * 8 &&
+                  offsetof(ContextOps, post_recv) == 26 * 8,
+              "ContextOps: the data-path entries moved");
+
 // ibv_context. The mutex is the platform's pthread_mutex_t, as the
 // library was built with it (40 bytes on x86_64 glibc, 64 on Darwin).
 struct Context {
@@ -129,6 +136,11 @@ struct ExtendedContextTail {
   size_t sz;  // bytes of the provider's verbs_context
   Context context;
 };
+
+static_assert(offsetof(Context, ops) == 8, "Context.ops moved");
+static_assert(offsetof(ExtendedContextTail, sz) == 39 * 8 &&
+                  offsetof(ExtendedContextTail, context) == 40 * 8,
+              "ExtendedContextTail: query_port is no longer 39 words before sz");
 
 // verbs_get_ctx_op(context, query_port): the extended context when the
 // library filled its query_port op, else nullptr.
