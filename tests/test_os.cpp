@@ -180,7 +180,7 @@ std::set<std::string> thread_names() {
 
 }  // namespace
 
-TEST_CASE("a thread names itself; names past 15 characters are cut") {
+TEST_CASE("a thread names itself, and names past 15 characters are cut") {
   std::string got_short, got_long;
   std::thread([&] {
     os::name_this_thread("ds4tp-test");

@@ -46,7 +46,7 @@ void pin_thread(int cpu) {
 
 void name_this_thread(const char *name) {
   char cut[kThreadNameMaxLinux + 1]{};
-  std::memcpy(cut, name, strnlen(name, kThreadNameMaxLinux));  // longer fail with ERANGE
+  std::memcpy(cut, name, strnlen(name, kThreadNameMaxLinux));  // a longer one is ERANGE
   pthread_setname_np(pthread_self(), cut);
 }
 

@@ -240,7 +240,7 @@ bool cpu_allowed(int cpu, int &allowed) {
 void name_this_thread(const char *name) {
 #if defined(__APPLE__)
   pthread_setname_np(name);  // self only; Darwin keeps 63 characters
-#elif defined(__linux__) || defined(__FreeBSD__)
+#elif defined(__linux__)
   char cut[kThreadNameMaxLinux + 1]{};
   std::memcpy(cut, name, strnlen(name, kThreadNameMaxLinux));
   pthread_setname_np(pthread_self(), cut);

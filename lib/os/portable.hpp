@@ -107,8 +107,7 @@ void wake_close(int fds[2]);
 bool cpu_allowed(int cpu, int &allowed);
 
 // Whichever pthread_setname_np the platform has (Darwin: the calling
-// thread only; Linux/FreeBSD: any thread, 15 characters kept here); a
-// no-op where there is none.
+// thread only; Linux: any thread, 15 characters kept); a no-op elsewhere.
 void name_this_thread(const char *name);
 
 // FNV-1a, 64 bits: names derived from longer names.
