@@ -245,7 +245,10 @@ int Liveness::start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, cons
     uv_timer_start(&im.beat, Impl::on_beat_timer, period_ms, period_ms);
   }
   Impl *p = &im;
-  im.thread = std::thread([p] { uv_run(&p->loop, UV_RUN_DEFAULT); });
+  im.thread = std::thread([p] {
+    os::name_this_thread("ds4tp-watch");
+    uv_run(&p->loop, UV_RUN_DEFAULT);
+  });
   out = std::move(l);
   return DS4TP_OK;
 }
