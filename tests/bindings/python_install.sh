@@ -10,7 +10,7 @@ work="$target.src"
 rm -rf "$target" "$work"
 mkdir -p "$work"
 cp -R "$src/pyproject.toml" "$src/README.md" "$src/src" "$work/"
-"$py" -m pip install --quiet --no-build-isolation --no-deps --no-index --disable-pip-version-check \
+"$py" -m pip install --quiet --no-build-isolation --no-deps --no-index --disable-pip-version-check --root-user-action=ignore \
   --no-compile --target "$target" "$work"
 rm -rf "$work"
 test -f "$target/ds4tp/__init__.py"
