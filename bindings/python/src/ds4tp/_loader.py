@@ -24,7 +24,7 @@ def _prefixes():
     prefixes = []
     if os.environ.get("DS4TP_PREFIX"):
         prefixes.append(Path(os.environ["DS4TP_PREFIX"]))
-    prefixes.extend(Path(__file__).resolve().parents[1:5])
+    prefixes.extend(Path(__file__).resolve().parents[1:6])
     prefixes.extend(Path(p) for p in (sys.prefix, sys.base_prefix))
     out = []
     for p in prefixes:
