@@ -3,7 +3,7 @@
 # against an install prefix through pkg-config alone, shared and static,
 # and runs it. The shared build must carry no rpath (the loader finds the
 # library through LD_LIBRARY_PATH here); the static one needs no libds4tp
-# at run time.
+# at run time. Then the same through DS4TP_LIB_DIR and DS4TP_STATIC.
 #   rust_downstream.sh CARGO PREFIX LIBDIR TARGET_DIR
 set -eu
 cargo=$1; prefix=$2; libdir=$3; target=$4
@@ -27,4 +27,12 @@ grep -q "downstream OK" "$target/shared.out" || fail "shared run"
 if readelf -d "$exe" | grep -q 'NEEDED.*libds4tp'; then fail "the static build still needs libds4tp.so"; fi
 "$exe" | tee "$target/static.out"
 grep -q "downstream OK" "$target/static.out" || fail "static run"
-echo "rust downstream OK (shared via pkg-config, static via pkg-config --static)"
+# The environment overrides instead of pkg-config on the path: DS4TP_LIB_DIR
+# names the directory, DS4TP_STATIC=1 asks for the archive (its private
+# libraries from the ds4tp.pc beside it).
+env -u PKG_CONFIG_PATH DS4TP_LIB_DIR="$prefix/$libdir" DS4TP_STATIC=1 \
+  "$cargo" build --offline --locked --manifest-path "$src/Cargo.toml" || fail "DS4TP_LIB_DIR + DS4TP_STATIC build"
+if readelf -d "$exe" | grep -q 'NEEDED.*libds4tp'; then fail "DS4TP_STATIC=1 still needs libds4tp.so"; fi
+"$exe" | grep -q "downstream OK" || fail "DS4TP_LIB_DIR + DS4TP_STATIC run"
+
+echo "rust downstream OK (shared via pkg-config, static via pkg-config --static, static via DS4TP_LIB_DIR + DS4TP_STATIC)"
