@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "ds4tp/ds4tp.hpp"
 #include "group_util.hpp"
 #include "stream_util.hpp"
 
@@ -217,6 +218,27 @@ TEST_CASE("group stream: a rank that leaves poisons the others' streams", "[grou
     RANK_EXPECT(ds4tp_group_failed(g) != 0 && ds4tp_group_stream_state(g) == DS4TP_SERVICE_FAILED,
                 g, why);
     RANK_EXPECT(std::string(ds4tp_group_errmsg(g)).size() > 0, g, why);
+    return 0;
+  });
+}
+
+TEST_CASE("group stream: the C++ wrapper starts and stops it", "[group]") {
+  Local l(2);
+  per_rank(l, [&](ds4tp_group *g, int, Why &why) -> int {
+    ds4tp::StreamOptions o;
+    o.count = kCount;
+    CpuStream st;
+    try {
+      st.w = ds4tp::group_stream_start(g, o);
+    } catch (const ds4tp::Error &e) {
+      return why.fail(g, std::string("group_stream_start threw ") + e.what());
+    }
+    if (int rc = run_seqs(g, st, 2, 0, 3, why)) return rc;
+    try {
+      ds4tp::group_stream_stop(g);
+    } catch (const ds4tp::Error &e) {
+      return why.fail(g, std::string("group_stream_stop threw ") + e.what());
+    }
     return 0;
   });
 }
