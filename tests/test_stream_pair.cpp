@@ -151,13 +151,16 @@ TEST_CASE("gate stream: in-order ready words run every gate bit for bit; stop po
     CHILD_EXPECT_OK(ds4tp_gate_service_stop(tp), tp, "stop");
     if (int rc = expect_poisoned(tp, st, seq)) return rc;
     CHILD_EXPECT(!ds4tp_failed(tp), tp);
-    // Other bits or mode on the kept words: refused, nothing started.
+    // Other bits on the kept block: accepted, words reset; stopped again.
     ds4tp_stream_options other;
     ds4tp_stream_options_init(&other);
     other.word_bits = bits == 64 ? 32 : 64;
     other.mode = mode;
     CpuStream again;
-    CHILD_EXPECT_RC(ds4tp_gate_stream_start(tp, nullptr, &other, &again.w), DS4TP_EINVAL, tp);
+    CHILD_EXPECT_OK(ds4tp_gate_stream_start(tp, nullptr, &other, &again.w), tp, "other bits");
+    CHILD_EXPECT(again.w.base == st.w.base && again.w.word_bits == other.word_bits, tp);
+    CHILD_EXPECT(again.load(again.release(0)) == 0, tp);
+    CHILD_EXPECT_OK(ds4tp_gate_service_stop(tp), tp, "stop other bits");
     // Restart re-arms the same words; the seq count continues.
     const void *base = st.w.base;
     if (int rc = start_stream(tp, again, bits, mode)) return rc;

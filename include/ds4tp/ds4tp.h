@@ -1071,8 +1071,9 @@ DS4TP_API void ds4tp_stream_options_init(ds4tp_stream_options *opt);
 
 /* Starts the pair's gate service on stream words (svc / opt NULL =
  * defaults) and describes them in *words. The words are created by the
- * first call and kept (same block, same addresses) across stop/start;
- * a later call with other word_bits or mode fails with DS4TP_EINVAL.
+ * first call and kept (same block, same addresses) for the pair's life;
+ * a later start with other word_bits or mode reuses the block with every
+ * word reset to 0.
  * Each start re-arms the words (undoes a poison): start with the stream
  * idle. Data stay in the slab (out/in vectors), which the engine maps
  * for its device (cudaHostAlloc mapped or cudaHostRegister). Stop with
@@ -1088,8 +1089,10 @@ DS4TP_API int ds4tp_gate_stream_start(ds4tp_pair *pair,
  * vector of opt->count elements in place when ready[s] appears, then
  * releases it. Every rank starts one with the same options. While it
  * runs it is the group's only caller (direct collectives: DS4TP_ESTATE).
- * The words and vectors are created by the first call (EINVAL for other
- * options later). EFAILED on a failed group, ESTATE when running. */
+ * The words and vectors are created by the first call and kept; a later
+ * start with other slots, count or dtype fails with DS4TP_EINVAL (other
+ * word_bits or mode: as for the pair). EINVAL for count 0; EFAILED on a
+ * failed group; ESTATE when running or not connected. */
 DS4TP_API int ds4tp_group_stream_start(ds4tp_group *g,
                                        const ds4tp_gate_service_options *svc,
                                        const ds4tp_stream_options *opt,

@@ -10,9 +10,9 @@ namespace ds4tp::group {
 namespace {
 constexpr uint64_t kScanEveryNs = 1000000;  // out-of-order scan, slow path only
 
-bool same(const StreamSpec &a, const StreamSpec &b) {
-  return a.bits == b.bits && a.mode == b.mode && a.slots == b.slots && a.count == b.count &&
-         a.dtype == b.dtype;
+// What fixes the block's layout; bits and mode may change on a restart.
+bool same_layout(const StreamSpec &a, const StreamSpec &b) {
+  return a.slots == b.slots && a.count == b.count && a.dtype == b.dtype;
 }
 }  // namespace
 
@@ -31,12 +31,15 @@ int GroupStream::start(const ServiceConfig &cfg, const StreamSpec &spec, Error &
                                      words_, err))
       return rc;
     spec_ = spec;
-  } else if (!same(spec, spec_)) {
+  } else if (!same_layout(spec, spec_)) {
     return err.set(DS4TP_EINVAL,
-                   "group stream words exist with {} bits, mode {}, {} slots of {} {}; asked "
-                   "for {} bits, mode {}, {} slots of {} {} (kept for the group's life)",
-                   spec_.bits, spec_.mode, spec_.slots, spec_.count, dtype_name(spec_.dtype),
-                   spec.bits, spec.mode, spec.slots, spec.count, dtype_name(spec.dtype));
+                   "group stream words exist with {} slots of {} {}; asked for {} slots of "
+                   "{} {} (the block is kept for the group's life)",
+                   spec_.slots, spec_.count, dtype_name(spec_.dtype), spec.slots, spec.count,
+                   dtype_name(spec.dtype));
+  } else if (spec.bits != spec_.bits || spec.mode != spec_.mode) {
+    if (int rc = words_->reconfigure(spec.bits, spec.mode, err)) return rc;
+    spec_ = spec;
   }
   if (int allowed = 0; cfg.cpu >= 0 && !os::cpu_allowed(cfg.cpu, allowed))
     return err.set(DS4TP_EINVAL, "group stream cpu {} is not in this process's CPU mask", cfg.cpu);

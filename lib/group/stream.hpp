@@ -43,7 +43,8 @@ class GroupStream {
   GroupStream(const GroupStream &) = delete;
   GroupStream &operator=(const GroupStream &) = delete;
 
-  // Creates the words on first use (EINVAL for another spec later);
+  // Creates the words on first use (EINVAL for other slots, count or
+  // dtype later; other bits or mode reconfigure the same block);
   // ESTATE when running or not connected; EFAILED on a failed group.
   int start(const ServiceConfig &cfg, const StreamSpec &spec, Error &err);
   // OK once the thread ended (words poisoned); ETIMEDOUT when it is

@@ -183,13 +183,8 @@ int Pair::start_stream(ServiceConfig cfg, uint32_t bits, int mode, Error &err) {
     if (int rc = StreamWords::create(layout().slots, bits, mode, 0, "gate stream",
                                      stream_words_, err))
       return rc;
-  } else if (stream_words_->bits() != bits || stream_words_->mode() != mode ||
-             stream_words_->slots() != layout().slots) {
-    return err.set(DS4TP_EINVAL,
-                   "the gate stream words exist with {} bits, mode {}, {} slots; asked for {} "
-                   "bits, mode {}, {} slots (the words are kept for the pair's life)",
-                   stream_words_->bits(), stream_words_->mode(), stream_words_->slots(), bits,
-                   mode, layout().slots);
+  } else if (stream_words_->bits() != bits || stream_words_->mode() != mode) {
+    if (int rc = stream_words_->reconfigure(bits, mode, err)) return rc;
   }
   cfg.words = stream_words_.get();
   return start_service(cfg, err);

@@ -110,8 +110,8 @@ class Pair {
   // timeout plus a second. stop_service() works on a failed pair too.
   int start_service(ServiceConfig cfg, Error &err);
   int stop_service(Error &err);
-  // Stream mode: creates the words on first use (layout.slots slots),
-  // EINVAL when they exist with other bits or mode; then start_service.
+  // Stream mode: creates the words on first use (layout.slots slots) and
+  // keeps the block; other bits or mode reconfigure it; then start_service.
   int start_stream(ServiceConfig cfg, uint32_t bits, int mode, Error &err);
   StreamWords *stream_words() const { return stream_words_.get(); }
   int service_state() const { return service_->state(); }

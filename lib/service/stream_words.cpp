@@ -12,8 +12,8 @@ namespace {
 uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 }  // namespace
 
-int StreamWords::create(uint32_t slots, uint32_t bits, int mode, uint64_t slot_bytes,
-                        const char *who, std::unique_ptr<StreamWords> &out, Error &err) {
+namespace {
+int check_kind(uint32_t slots, uint32_t bits, int mode, const char *who, Error &err) {
   if (bits != 32 && bits != 64)
     return err.set(DS4TP_EINVAL, "{}: word_bits is {}; use 64 or 32", who, bits);
   if (mode != DS4TP_STREAM_SEQ && mode != DS4TP_STREAM_FIXED)
@@ -23,6 +23,13 @@ int StreamWords::create(uint32_t slots, uint32_t bits, int mode, uint64_t slot_b
   const uint32_t min_slots = mode == DS4TP_STREAM_FIXED ? 2 : 1;
   if (slots < min_slots || slots > 4096)
     return err.set(DS4TP_EINVAL, "{}: {} slots outside {}..4096", who, slots, min_slots);
+  return DS4TP_OK;
+}
+}  // namespace
+
+int StreamWords::create(uint32_t slots, uint32_t bits, int mode, uint64_t slot_bytes,
+                        const char *who, std::unique_ptr<StreamWords> &out, Error &err) {
+  if (int rc = check_kind(slots, bits, mode, who, err)) return rc;
   if (slot_bytes > (uint64_t(1) << 30))
     return err.set(DS4TP_EINVAL, "{}: slot_bytes {} above 1 GiB", who, slot_bytes);
   const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
@@ -117,6 +124,21 @@ void StreamWords::release(uint32_t slot, uint64_t seq) {
 void StreamWords::poison() {
   for (uint32_t s = 0; s < slots_; s++)
     store(release_word(s), (released_[s] + poison_gap()) & mask());
+}
+
+int StreamWords::reconfigure(uint32_t bits, int mode, Error &err) {
+  if (int rc = check_kind(slots_, bits, mode, who_, err)) return rc;
+  bits_ = 64;  // clear the whole 8 bytes of every word, whatever the old width
+  for (uint32_t s = 0; s < slots_; s++) {
+    store(ready_word(s), 0);
+    store(release_word(s), 0);
+  }
+  bits_ = bits;
+  mode_ = mode;
+  taken_.assign(slots_, 0);
+  released_.assign(slots_, 0);
+  last_slot_ = -1;
+  return DS4TP_OK;
 }
 
 void StreamWords::rearm() {

@@ -62,6 +62,9 @@ class StreamWords {
   void poison();
   // Before a (re)start, with the stream idle: undoes a poison.
   void rearm();
+  // Other bits or mode on the same block (its layout does not depend on
+  // them): every word back to 0, history forgotten. EINVAL as create().
+  int reconfigure(uint32_t bits, int mode, Error &err);
 
   uint8_t *base() const { return base_; }
   uint64_t bytes() const { return bytes_; }
