@@ -1058,6 +1058,7 @@ typedef struct ds4tp_stream_words {
   int32_t mode;
   uint32_t slots;
   uint32_t stride;    /* bytes between two slots' words (64) */
+  uint32_t reserved;  /* 0; keeps the pointers 8-byte aligned on every ABI */
   void *base;         /* page-aligned block: register this */
   uint64_t bytes;     /* a multiple of the page size */
   void *ready;        /* slot s's ready word at ready + s * stride */
