@@ -114,7 +114,7 @@ void per_rank(Local &l, F f) {
 
 }  // namespace
 
-TEST_CASE("group stream: in-order slots all-reduce bit for bit; stop poisons", "[group]") {
+TEST_CASE("group stream: in-order slots all-reduce bit for bit, and stop poisons", "[group]") {
   const int n = GENERATE(2, 3);
   auto [bits, mode] = GENERATE(std::make_tuple(64u, int(DS4TP_STREAM_SEQ)),
                                std::make_tuple(32u, int(DS4TP_STREAM_SEQ)),

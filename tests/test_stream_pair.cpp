@@ -129,7 +129,7 @@ struct Hold {
 
 }  // namespace
 
-TEST_CASE("gate stream: in-order ready words run every gate bit for bit; stop poisons") {
+TEST_CASE("gate stream: in-order ready words run every gate bit for bit, and stop poisons") {
   auto [bits, mode] = GENERATE(std::make_tuple(64u, int(DS4TP_STREAM_SEQ)),
                                std::make_tuple(32u, int(DS4TP_STREAM_SEQ)),
                                std::make_tuple(64u, int(DS4TP_STREAM_FIXED)),

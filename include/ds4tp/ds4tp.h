@@ -516,7 +516,8 @@ DS4TP_API int ds4tp_gate_service_start(ds4tp_pair *pair,
  * so any kernel still waiting gives up. Returns 0 once the thread has
  * ended (also after a service failure, or when none ran); DS4TP_ETIMEDOUT
  * if it is still inside an exchange at stop_timeout_ms (it ends by itself
- * within gate_timeout_ms: call stop again). */
+ * within gate_timeout_ms: call stop again). On stream words
+ * (ds4tp_gate_stream_start) the ended thread has poisoned them. */
 DS4TP_API int ds4tp_gate_service_stop(ds4tp_pair *pair);
 
 /* ds4tp_service_state of the pair's service (STOPPED for NULL). Any
