@@ -91,6 +91,13 @@ int options_from_c(const ds4tp_options *copt, Options &o, Error &err) {
   for (auto &m : ms)
     if (!valid_ms(m.v))
       return err.set(DS4TP_EINVAL, "options.{} {} must be 1..86400000 ms", m.name, m.v);
+  if (c.peer_silence_ms < 200 || c.peer_silence_ms > 600000)
+    return err.set(DS4TP_EINVAL, "options.peer_silence_ms {} outside 200..600000", c.peer_silence_ms);
+  if (c.peer_arrival_timeout_ms != DS4TP_ARRIVAL_UNLIMITED && !valid_ms(c.peer_arrival_timeout_ms))
+    return err.set(DS4TP_EINVAL,
+                   "options.peer_arrival_timeout_ms {} must be 1..86400000 ms or "
+                   "DS4TP_ARRIVAL_UNLIMITED (-1)",
+                   c.peer_arrival_timeout_ms);
   if (c.spin_us < 0 || c.spin_us > 10000000)
     return err.set(DS4TP_EINVAL, "options.spin_us {} outside 0..10000000", c.spin_us);
   if (c.rdma_port < 1 || c.rdma_port > 255)
@@ -115,6 +122,8 @@ int options_from_c(const ds4tp_options *copt, Options &o, Error &err) {
   o.gate_timeout_ms = c.gate_timeout_ms;
   o.big_gate_timeout_ms = c.big_gate_timeout_ms;
   o.frame_timeout_ms = c.frame_timeout_ms;
+  o.peer_silence_ms = c.peer_silence_ms;
+  o.peer_arrival_timeout_ms = c.peer_arrival_timeout_ms;
   o.spin_us = c.spin_us;
   o.log_fn = c.log_fn;
   o.log_user_data = c.log_user_data;
@@ -205,6 +214,8 @@ void ds4tp_options_init(ds4tp_options *opt) {
   opt->gate_timeout_ms = d.gate_timeout_ms;
   opt->big_gate_timeout_ms = d.big_gate_timeout_ms;
   opt->frame_timeout_ms = d.frame_timeout_ms;
+  opt->peer_silence_ms = d.peer_silence_ms;
+  opt->peer_arrival_timeout_ms = d.peer_arrival_timeout_ms;
   opt->spin_us = d.spin_us;
   opt->log_level = d.log_level;
   opt->max_frame_bytes = d.max_frame_bytes;

@@ -8,6 +8,23 @@ include(CMakePackageConfigHelpers)
 set(DS4TP_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/ds4tp")
 set(DS4TP_PC_DIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
 
+# Gives an installed executable an RPATH that finds the installed library
+# relative to itself ($ORIGIN on ELF, @loader_path on Mach-O). An absolute
+# CMAKE_INSTALL_LIBDIR (or BINDIR) is used as it is.
+function(ds4tp_relative_rpath target)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_BINDIR}")
+    set(rpath "${CMAKE_INSTALL_FULL_LIBDIR}")
+  else()
+    file(RELATIVE_PATH rel "/p/${CMAKE_INSTALL_BINDIR}" "/p/${CMAKE_INSTALL_LIBDIR}")
+    if(APPLE)
+      set(rpath "@loader_path/${rel}")
+    else()
+      set(rpath "$ORIGIN/${rel}")
+    endif()
+  endif()
+  set_target_properties(${target} PROPERTIES INSTALL_RPATH "${rpath}")
+endfunction()
+
 install(TARGETS ds4tp ds4tp_static EXPORT ds4tpTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev

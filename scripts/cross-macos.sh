@@ -255,15 +255,17 @@ build_ds4tp() {
   fi
   say "$arch: configuring libds4tp in ${dir#"$ROOT"/}"
   mkdir -p "$dir"
-  # The verbs binding needs <infiniband/verbs.h>, which macOS does not
-  # ship: OFF until the Darwin binding (librdma.dylib via dlsym) exists.
+  # The RDMA verbs binding is in (ON: a failure to include it fails the
+  # configure): it compiles against our own verbs ABI declarations
+  # (lib/transport/rdma/verbs_abi.hpp), as macOS ships no verbs header,
+  # and dlopens /usr/lib/librdma.dylib at run time.
   cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" -DDS4TP_ZIG="$ZIG" -DDS4TP_ZIG_CACHE="$CACHE/zig-cache" \
     -DDS4TP_MACOS_ARCH="$arch" -DDS4TP_MACOS_MIN="$MACOS_MIN" -DDS4TP_MACOS_PREFIX="$prefix" \
     -DCMAKE_COMPILE_WARNING_AS_ERROR=ON \
     -DCMAKE_C_FLAGS="-isystem $SHIM" -DCMAKE_CXX_FLAGS="-isystem $SHIM" \
     -DDS4TP_BUILD_TESTS=OFF -DDS4TP_BUILD_BENCH=OFF -DDS4TP_WITH_CUDA=OFF \
-    -DDS4TP_WITH_RDMA=OFF >"$dir/configure.log" 2>&1 || {
+    -DDS4TP_WITH_RDMA=ON >"$dir/configure.log" 2>&1 || {
       cat "$dir/configure.log" >&2; echo "cross-macos.sh: $arch: configure failed" >&2; exit 1; }
   cp "$prefix/.ds4tp-deps" "$dir/.ds4tp-deps"
   say "$arch: building ${TARGETS[*]}"
@@ -300,7 +302,9 @@ build_ds4tp() {
 #    two-level namespace each import records its library, and
 #    `llvm-nm -m -u` prints it as "(from libSystem)". Anything else (a
 #    flat-namespace lookup, another library) fails the check.
-# 4. No libuv (uv_*) or fmt symbols are exported. Zig 0.11's Mach-O linker
+# 4. The RDMA verbs binding is inside (its loader's code is in the dylib),
+#    and no ibv_* symbol is imported: librdma is only ever dlopen'ed.
+# 5. No libuv (uv_*) or fmt symbols are exported. Zig 0.11's Mach-O linker
 #    has no -exported_symbols_list, so the statically linked libc++ and
 #    libc++abi (std::, __cxa_*, _Unwind_*) stay exported: with two-level
 #    namespace a host's own references still bind to /usr/lib/libc++, so
@@ -358,6 +362,16 @@ verify() {
       echo "  BAD  undefined symbols not from libSystem/libc++:"; echo "$foreign" | head -20; ok=0
     else
       echo "  ok   $n_undef undefined symbols, all bound to libSystem/libc++"
+    fi
+    local n_verbs ibv_undef
+    n_verbs=$("$LLVM_NM" -C "$dylib" | grep -c 'ds4tp::rdma::load_verbs' || true)
+    ibv_undef=$(echo "$undef" | grep -E '[[:space:]]_ibv_' || true)
+    if [ "$n_verbs" -eq 0 ]; then
+      echo "  BAD  dylib lacks the RDMA verbs binding (no ds4tp::rdma::load_verbs)"; ok=0
+    elif [ -n "$ibv_undef" ]; then
+      echo "  BAD  dylib imports verbs symbols (librdma must be dlopen'ed):"; echo "$ibv_undef"; ok=0
+    else
+      echo "  ok   RDMA verbs binding inside, no ibv_* imported (librdma is dlopen'ed)"
     fi
     local exported leak
     exported=$("$LLVM_NM" -gU -j "$dylib")

@@ -9,6 +9,9 @@ PKGS=(
   libssl-dev iproute2
   libibverbs-dev
   python3-pytest cargo
+  python3-setuptools python3-pip  # bindings/python: pip install --no-build-isolation
+  python3-numpy  # tests only: the Python binding takes numpy arrays as vectors
+  dpkg-dev  # cpack .deb: dpkg-shlibdeps (scripts/package-check.sh)
   openmpi-bin  # tests only: cli_group_mpirun (4 ranks under mpirun)
 )
 # Extra packages a caller may add (e.g. the sanitizer or binding builds).

@@ -155,6 +155,7 @@ std::vector<FrameSample> frame_samples() {
               [&](Writer &w) { encode_worker_error(w, 7, -5, 2, msg, sizeof msg - 1); }),
         {16});
   }
+  add(FrameType::Heartbeat, fixed(kHeartbeatBytes, HeartbeatMsg{1, 12, 3409, 7}));
   return s;
 }
 
@@ -270,6 +271,7 @@ int reencode(uint16_t type, const uint8_t *p, size_t n, std::vector<uint8_t> &ou
     case FrameType::Draft: { DraftMsg m; fixed_again(m, kDraftBytes, [&](DraftMsg &x) { return decode(p, n, x, err); }); break; }
     case FrameType::BlockBegin: { BlockBeginMsg m; fixed_again(m, kBlockBeginBytes, [&](BlockBeginMsg &x) { return decode(p, n, x, err); }); break; }
     case FrameType::BlockEnd: { BlockEndMsg m; fixed_again(m, kBlockEndBytes, [&](BlockEndMsg &x) { return decode(p, n, x, err); }); break; }
+    case FrameType::Heartbeat: { HeartbeatMsg m; fixed_again(m, kHeartbeatBytes, [&](HeartbeatMsg &x) { return decode(p, n, x, err); }); break; }
     case FrameType::ExecMode: { ExecModeMsg m; fixed_again(m, kExecModeBytes, [&](ExecModeMsg &x) { return decode(p, n, x, err); }); break; }
     case FrameType::DrafterSplit: { DrafterSplitMsg m; fixed_again(m, kDrafterSplitBytes, [&](DrafterSplitMsg &x) { return decode(p, n, x, err); }); break; }
     case FrameType::RdmaInfo: {

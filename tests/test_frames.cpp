@@ -39,14 +39,14 @@ void require_rejected(uint16_t type, const std::vector<uint8_t> &p, const std::s
 
 }  // namespace
 
-TEST_CASE("frame types 1..31 have a name, a sender and a size rule and others do not") {
+TEST_CASE("frame types 1..32 have a name, a sender and a size rule and others do not") {
   for (uint16_t t = kFrameTypeMin; t <= kFrameTypeMax; t++) {
     const FrameRule *r = frame_rule(t);
     REQUIRE(r != nullptr);
     REQUIRE(std::string(r->name) != "?");
   }
   REQUIRE(frame_rule(0) == nullptr);
-  REQUIRE(frame_rule(32) == nullptr);
+  REQUIRE(frame_rule(33) == nullptr);
   REQUIRE(frame_rule(0xffff) == nullptr);
   REQUIRE(std::string(frame_name(FrameType::Mtp)) == "MTP");
   REQUIRE(std::string(frame_name(uint16_t(99))) == "?");
@@ -157,7 +157,7 @@ TEST_CASE("frame headers: magic, byte order, type, flags and size are checked fi
   REQUIRE(decode_frame_header(bad.data(), bad.size(), 1024, fh, err) == DS4TP_EPROTO);
   REQUIRE_THAT(err.message, Catch::Contains("other byte order"));
 
-  for (uint16_t t : {uint16_t(0), uint16_t(32), uint16_t(0xffff)}) {
+  for (uint16_t t : {uint16_t(0), uint16_t(33), uint16_t(0xffff)}) {
     bad = header_bytes(t, 12);
     REQUIRE(decode_frame_header(bad.data(), bad.size(), 1024, fh, err) == DS4TP_EPROTO);
     REQUIRE_THAT(err.message, Catch::Contains("unknown control frame type " + std::to_string(t)) &&

@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -21,6 +23,26 @@
 using namespace ds4tp::test;
 
 namespace {
+
+// True when a thread of this process carries `name` (Linux: its comm);
+// true where the OS cannot say.
+bool has_thread_named(const std::string &name) {
+#if defined(__linux__)
+  DIR *d = opendir("/proc/self/task");
+  if (d == nullptr) return false;
+  bool found = false;
+  while (dirent *e = readdir(d)) {
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string comm;
+    if (e->d_name[0] != '.' && std::getline(f, comm) && comm == name) found = true;
+  }
+  closedir(d);
+  return found;
+#else
+  (void)name;
+  return true;
+#endif
+}
 
 ds4tp_slab_layout layout_of(ds4tp_pair *tp) {
   ds4tp_slab_layout l{};
@@ -444,6 +466,7 @@ TEST_CASE("gate service: CPU kernel threads drive the gates, stop and start agai
     rc = kernel_tokens(tp, 3, seq);
     if (rc) return rc;
     CHILD_EXPECT(ds4tp_gate_seq(tp) == seq, tp);
+    CHILD_EXPECT(has_thread_named("ds4tp-svc"), tp);
     rc = ds4tp_gate_service_stop(tp);
     CHILD_EXPECT_OK(rc, tp, "service stop");
     CHILD_EXPECT(ds4tp_gate_service_state(tp) == DS4TP_SERVICE_STOPPED, tp);

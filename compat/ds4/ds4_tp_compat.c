@@ -435,10 +435,13 @@ int ds4_tp_create(ds4_tp **out, const ds4_tp_options *opt, const ds4_tp_identity
   o.rdma_gid_index = opt->rdma_gid_index_set ? opt->rdma_gid_index : -1;
 
   /* The engines' environment knobs, validated (they used atoi). The
-   * defaults never end a live pair in a long prefill: the arrival at a
-   * big gate (one rank may finish a cold prefill chunk minutes after the
-   * other) waits as long as a control reply; only a gate whose peer has
-   * arrived and then stops making progress ends after 750 ms. */
+   * defaults never end a live pair in a long prefill: a live peer may
+   * reach any gate (one rank may finish a cold prefill chunk minutes
+   * after the other) as late as a control reply may come
+   * (peer_arrival_timeout_ms, DS4_TP_BIG_GATE_TIMEOUT_MS when set); a
+   * stopped or cut-off peer ends the wait after peer_silence_ms; a gate
+   * whose peer has arrived and then stops making progress ends after
+   * 750 ms (big gates: the library's big_gate_timeout_ms). */
   long frame_sec = 300, connect_sec = 1800, gate_ms = o.gate_timeout_ms;
   if (!env_int("DS4_TP_TIMEOUT_SEC", 1, 86400, &frame_sec, err, errlen) ||
       !env_int("DS4_TP_CONNECT_TIMEOUT_SEC", 1, 86400, &connect_sec, err, errlen) ||
@@ -449,7 +452,7 @@ int ds4_tp_create(ds4_tp **out, const ds4_tp_options *opt, const ds4_tp_identity
   o.frame_timeout_ms = (int32_t)(frame_sec * 1000);
   o.connect_timeout_ms = (int32_t)(connect_sec * 1000);
   o.gate_timeout_ms = (int32_t)gate_ms;
-  o.big_gate_timeout_ms = (int32_t)big_ms;
+  o.peer_arrival_timeout_ms = (int32_t)big_ms;
 
   ds4tp_identity ident;
   if (!fill_identity(id, &ident, err, errlen)) return 0;

@@ -46,7 +46,7 @@ extern "C" {
   ((DS4TP_VERSION_MAJOR << 16) | (DS4TP_VERSION_MINOR << 8) |              \
    DS4TP_VERSION_PATCH)
 /* Wire protocol version carried in the hello; both ranks must agree. */
-#define DS4TP_PROTOCOL_VERSION 1
+#define DS4TP_PROTOCOL_VERSION 2
 
 /* Returns DS4TP_VERSION_HEX of the linked library. */
 DS4TP_API unsigned ds4tp_version(void);
@@ -164,10 +164,12 @@ typedef struct ds4tp_options {
   /* Deadlines in milliseconds, all > 0. */
   int32_t connect_timeout_ms;  /* whole bring-up (default 60000) */
   int32_t hello_timeout_ms;    /* one connection's hello (default 2000) */
-  int32_t gate_timeout_ms;     /* gate without progress (default 750) */
-  int32_t big_gate_timeout_ms; /* waiting for the peer to reach a big
-                                  gate; prefill skew (default 10000) */
-  int32_t frame_timeout_ms;    /* control replies (default 30000) */
+  int32_t gate_timeout_ms;     /* row/batch gate: no progress once the
+                                  peer's bytes started (default 750) */
+  int32_t big_gate_timeout_ms; /* big gate: no progress once the peer's
+                                  bytes started (default 10000) */
+  int32_t frame_timeout_ms;    /* control frame once its first byte came,
+                                  and the shortest reply wait (30000) */
 
   /* Wait policy: busy-poll this long before blocking in the kernel.
    * 0 = always block; default 200. */
@@ -199,7 +201,20 @@ typedef struct ds4tp_options {
   const void *psk;
   uint32_t psk_bytes;
   const char *psk_file; /* read at ds4tp_new; must not be group/world readable */
+
+  /* Peer liveness (docs/RELIABILITY.md): both ranks' watcher threads
+   * send heartbeats on the control connection. A peer whose heartbeats
+   * stop for peer_silence_ms (stopped, frozen, link cut) fails every wait
+   * with DS4TP_ETIMEDOUT naming the silence (default 1000, 200..600000).
+   * A live peer may reach a gate, or answer a control call, up to
+   * peer_arrival_timeout_ms late (default 300000;
+   * DS4TP_ARRIVAL_UNLIMITED = wait as long as it stays alive). */
+  int32_t peer_silence_ms;
+  int32_t peer_arrival_timeout_ms;
 } ds4tp_options;
+
+/* peer_arrival_timeout_ms: no limit while the peer is alive. */
+#define DS4TP_ARRIVAL_UNLIMITED (-1)
 
 /* Fills `opt` with defaults (role NONE: you must set it). */
 DS4TP_API void ds4tp_options_init(ds4tp_options *opt);
@@ -367,7 +382,7 @@ DS4TP_API int ds4tp_batch_gate_exchange(ds4tp_pair *pair, uint32_t index,
 
 /* Prefill gate of any size: sends `bytes` from `out` and receives the
  * peer's `bytes` into `in` (distinct, non-overlapping buffers; any
- * memory). The peer may arrive up to big_gate_timeout_ms late. */
+ * memory). A live peer may arrive up to peer_arrival_timeout_ms late. */
 DS4TP_API int ds4tp_big_gate_exchange(ds4tp_pair *pair, uint32_t layer,
                                       uint64_t seq, const void *out,
                                       void *in, uint64_t bytes);
@@ -557,11 +572,12 @@ DS4TP_API uint64_t ds4tp_gate_seq(const ds4tp_pair *pair);
 /*                                                                      */
 /* Failures: a worker whose command fails sends the failure to the      */
 /* leader; the leader call that reads next returns DS4TP_EREMOTE and    */
-/* ds4tp_remote_status holds the worker's status. Every reply and       */
-/* agreement waits at most frame_timeout_ms; a dead peer ends a wait at */
-/* once, and a watcher thread latches the pair failed when the peer     */
-/* goes away while nobody is reading (within about 10 s for a peer host */
-/* that vanished without closing its sockets).                          */
+/* ds4tp_remote_status holds the worker's status. A reply or agreement  */
+/* from a live peer may start up to peer_arrival_timeout_ms late (never */
+/* less than frame_timeout_ms); frame_timeout_ms bounds the rest of a   */
+/* frame once it started. A dead peer ends a wait at once, a silent one */
+/* after peer_silence_ms, and a watcher thread latches the pair failed  */
+/* when the peer goes away or silent while nobody is reading.           */
 /*                                                                      */
 /* Threading: control calls use only the control connection, so one    */
 /* thread may make them while another runs gates. The control calls of */
@@ -723,7 +739,7 @@ DS4TP_API int ds4tp_send_draft(ds4tp_pair *pair, uint64_t session_id,
 /* Ends the lockstep; the worker loop returns 0. */
 DS4TP_API int ds4tp_send_stop(ds4tp_pair *pair);
 
-/* ---- leader: replies (each waits at most frame_timeout_ms). */
+/* ---- leader: replies (each waited for as described above). */
 
 /* Reads the COMMAND_ACK of the last command for `session_id` (0 for an
  * EVAL_BATCH). Returns 0 with *status (may be NULL) >= 0; DS4TP_EREMOTE

@@ -44,6 +44,12 @@ void pin_thread(int cpu) {
   pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
+void name_this_thread(const char *name) {
+  char cut[kThreadNameMaxLinux + 1]{};
+  std::memcpy(cut, name, strnlen(name, kThreadNameMaxLinux));  // a longer one is ERANGE
+  pthread_setname_np(pthread_self(), cut);
+}
+
 // Not FUTEX_PRIVATE: the word lives in a mapping two processes share.
 void wait_on_word(uint32_t *word, uint32_t expected, uint64_t timeout_ns) {
   timespec ts{time_t(timeout_ns / 1000000000ull), long(timeout_ns % 1000000000ull)};

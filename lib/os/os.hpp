@@ -48,6 +48,16 @@ bool cpu_allowed(int cpu, int &allowed);
 // Binds the calling thread to CPU `cpu` (best effort).
 void pin_thread(int cpu);
 
+// ---- threads -----------------------------------------------------------
+
+// Names the calling thread for debuggers, top and crash reports (best
+// effort). Darwin can name only the calling thread, so every platform
+// does just that. Linux keeps 15 characters: longer names are cut.
+void name_this_thread(const char *name);
+// Longest name Linux keeps (TASK_COMM_LEN less the NUL); short names such
+// as "ds4tp-svc" fit everywhere.
+constexpr size_t kThreadNameMaxLinux = 15;
+
 // ---- cross-process wait/wake on a shared word -------------------------
 
 // Sleeps while the u32 at `word` (in a MAP_SHARED mapping another process

@@ -237,6 +237,18 @@ bool cpu_allowed(int cpu, int &allowed) {
   return cpu >= 0 && (allowed == 0 || cpu < allowed);
 }
 
+void name_this_thread(const char *name) {
+#if defined(__APPLE__)
+  pthread_setname_np(name);  // self only; Darwin keeps 63 characters
+#elif defined(__linux__)
+  char cut[kThreadNameMaxLinux + 1]{};
+  std::memcpy(cut, name, strnlen(name, kThreadNameMaxLinux));
+  pthread_setname_np(pthread_self(), cut);
+#else
+  (void)name;  // no portable call: threads stay unnamed
+#endif
+}
+
 // ---- sockets -------------------------------------------------------------------
 
 int open_socket(int family, int type, int protocol) {

@@ -106,6 +106,10 @@ void wake_close(int fds[2]);
 // sysconf(_SC_NPROCESSORS_ONLN): any online CPU.
 bool cpu_allowed(int cpu, int &allowed);
 
+// Whichever pthread_setname_np the platform has (Darwin: the calling
+// thread only; Linux: any thread, 15 characters kept); a no-op elsewhere.
+void name_this_thread(const char *name);
+
 // FNV-1a, 64 bits: names derived from longer names.
 uint64_t hash64(const std::string &s);
 

@@ -18,9 +18,11 @@ void wake_close(int fds[2]) { portable::wake_close(fds); }
 bool cpu_allowed(int cpu, int &allowed) { return portable::cpu_allowed(cpu, allowed); }
 void pin_thread(int) {}
 
+void name_this_thread(const char *name) { portable::name_this_thread(name); }
+
 // No sysfs, and Apple reports no GID types anywhere: verbs' own GID query
 // (or "unknown type") has to do; on a Mac the IPv4-mapped GID is picked by
-// its address (verbs_device.cpp).
+// its address (verbs_port.cpp).
 bool rdma_gid_type(const char *, int, int, std::string &) { return false; }
 
 }  // namespace ds4tp::os

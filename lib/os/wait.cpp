@@ -1,6 +1,25 @@
 #include "os/wait.hpp"
 
+#include "wire/gate_header.hpp"
+
 namespace ds4tp::os {
+
+std::string PeerState::where_peer_is() const {
+  uint64_t kl = peer_kind_layer.load(std::memory_order_relaxed);
+  uint64_t seq = peer_seq.load(std::memory_order_relaxed);
+  if (heartbeats.load(std::memory_order_relaxed) == 0)
+    return fmt::format("no heartbeat from the {} arrived yet", peer);
+  if (seq == 0) return fmt::format("the {} is alive and has completed no gate yet", peer);
+  return fmt::format("the {} is alive, its last completed gate is {} layer {} seq {}", peer,
+                     wire::gate_kind_name(uint16_t(kl >> 32)), uint32_t(kl), seq);
+}
+
+std::string PeerState::silence() const {
+  return fmt::format("the {} went silent: no heartbeat for {} ms (peer_silence_ms {}): it is "
+                     "stopped, frozen, or the link is cut",
+                     peer, silent_for_ns.load(std::memory_order_relaxed) / 1000000,
+                     silence_ns / 1000000);
+}
 
 void PeerWatch::watch_socket(int fd, const char *what) {
   if (nfds_ == 2) return;
@@ -26,6 +45,10 @@ void PeerWatch::saw_hangup(int index, Hangup h) {
 
 bool PeerWatch::check(uint64_t now) {
   if (how_ != How::kAlive) return true;
+  if (state_ != nullptr && state_->silent()) {
+    how_ = How::kSilent;
+    return true;
+  }
   if (flag_raised()) {
     how_ = How::kFlag;
     return true;
@@ -74,6 +97,7 @@ std::string PeerWatch::why() const {
     case How::kReset: return std::string("reset the ") + names_[which_];
     case How::kExited: return "process has exited";
     case How::kFlag: return "failed";
+    case How::kSilent: return state_ != nullptr ? state_->silence() : "went silent";
     case How::kAlive: break;
   }
   return "went away";

@@ -10,6 +10,7 @@
 
 #include "common/clock.hpp"
 #include "talk/liveness.hpp"
+#include "wire/gate_header.hpp"
 #include "connect/negotiate.hpp"
 #include "os/os.hpp"
 #include "session/session.hpp"
@@ -269,6 +270,14 @@ int Pair::connect_once(Error &err) {
   c.data_config.gate_timeout_ns = ms_to_ns(opt_.gate_timeout_ms);
   c.data_config.big_gate_timeout_ns = ms_to_ns(opt_.big_gate_timeout_ms);
   c.data_config.spin_ns = uint64_t(opt_.spin_us) * 1000;
+  // Waits judged by liveness: a live peer may arrive this late; a silent
+  // one ends the wait after peer_silence_ms (the watcher's verdict).
+  c.data_config.arrival_ns = opt_.peer_arrival_timeout_ms == DS4TP_ARRIVAL_UNLIMITED
+                                 ? os::kNoDeadline
+                                 : ms_to_ns(opt_.peer_arrival_timeout_ms);
+  c.data_config.peer = &peer_state_;
+  peer_state_.silence_ns = ms_to_ns(opt_.peer_silence_ms);
+  peer_state_.peer = opt_.role == DS4TP_ROLE_LEADER ? "worker" : "leader";
   c.deadline_ns = std::max(started + ms_to_ns(opt_.connect_timeout_ms),
                            now_ns() + ms_to_ns(opt_.hello_timeout_ms));
   c.frame_timeout_ns = ms_to_ns(opt_.frame_timeout_ms);
@@ -364,6 +373,7 @@ int Pair::row_exchange(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) 
     if (h != 0) return hook_failed("before_exchange", h, "row", layer, gate, seq, err);
   }
   int rc = transport_->gate(layer, gate, slot, seq, err);
+  if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Row), layer, seq);
   if (rc == DS4TP_OK && hooks_.after_exchange) {
     int h = hooks_.after_exchange(Stage::Row, layer, gate, seq, slab_ + layout_.in_vec(slot),
                                   layout_.vec_bytes);
@@ -388,6 +398,7 @@ int Pair::batch_exchange(uint32_t index, uint32_t rows, uint64_t seq, Error &err
     if (h != 0) return hook_failed("before_exchange", h, "batch", index, rows, seq, err);
   }
   int rc = transport_->batch_gate(index, rows, seq, err);
+  if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Batch), index, seq);
   if (rc == DS4TP_OK && hooks_.after_exchange) {
     int h = hooks_.after_exchange(Stage::Batch, index, rows, seq,
                                   slab_ + layout_.batch_in_gate(index), bytes);
@@ -428,7 +439,9 @@ int Pair::big_exchange(uint32_t layer, uint64_t seq, const void *out, void *in,
   if (bytes > 0 && o < i + bytes && i < o + bytes)
     return err.set(DS4TP_EINVAL, "big gate out and in buffers overlap");
   if (seq == 0) return err.set(DS4TP_EINVAL, "big gate seq must be nonzero");
-  return transport_->big_gate(layer, seq, out, in, bytes, err);
+  int rc = transport_->big_gate(layer, seq, out, in, bytes, err);
+  if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Big), layer, seq);
+  return rc;
 }
 
 int Pair::start_control_plane(Error &err) {
@@ -439,10 +452,15 @@ int Pair::start_control_plane(Error &err) {
   sc.spin_ns = uint64_t(opt_.spin_us) * 1000;
   sc.n_layer = layout_.slots / 2;
   sc.n_embd = id_.n_embd;
+  sc.peer = &peer_state_;
+  sc.arrival_ms = opt_.peer_arrival_timeout_ms;  // DS4TP_ARRIVAL_UNLIMITED is -1
   session_ = std::make_unique<session::Session>(control_.get(), sc, log_);
   talk::LivenessConfig lc;
   lc.role = opt_.role;
   lc.max_frame_bytes = opt_.max_frame_bytes;
+  lc.channel = &session_->channel();
+  lc.peer = &peer_state_;
+  lc.heartbeat_ns = std::min<uint64_t>(100000000, peer_state_.silence_ns / 4);
   talk::LivenessHooks hooks;
   session::Session *s = session_.get();
   hooks.close_expected = [s] { return s->stopped(); };

@@ -17,6 +17,7 @@
 #include "common/log.hpp"
 #include "connect/bringup.hpp"
 #include "net/socket.hpp"
+#include "os/wait.hpp"
 #include "service/gate_service.hpp"
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
@@ -48,6 +49,8 @@ struct Options {
   int gate_timeout_ms = 750;
   int big_gate_timeout_ms = 10000;
   int frame_timeout_ms = 30000;
+  int peer_silence_ms = 1000;
+  int peer_arrival_timeout_ms = 300000;  // DS4TP_ARRIVAL_UNLIMITED: no limit
   int spin_us = 200;
   ds4tp_log_fn log_fn = nullptr;
   void *log_user_data = nullptr;
@@ -177,6 +180,9 @@ class Pair {
   std::unique_ptr<connect::Bringup> bringup_;
   net::Fd control_;
   net::Fd data_;  // until the transport takes it
+  // The peer's liveness (the watcher writes it) and our last gate (the
+  // gates write it); declared before everything that reads it.
+  os::PeerState peer_state_;
   std::unique_ptr<Transport> transport_;
   int transport_kind_ = DS4TP_TRANSPORT_AUTO;
   // Control plane, started at the end of connect(): framed lockstep

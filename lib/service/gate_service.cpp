@@ -6,6 +6,7 @@
 
 #include "common/clock.hpp"
 #include "common/shared_word.hpp"
+#include "os/os.hpp"
 #include "os/wait.hpp"
 #include "pair/pair.hpp"
 #include "slab/schedule.hpp"
@@ -81,6 +82,7 @@ int GateService::stop(Error &err) {
 }
 
 void GateService::run() {
+  os::name_this_thread("ds4tp-svc");
   if (cfg_.cpu >= 0) os::pin_thread(cfg_.cpu);  // validated in start()
   const slab::Layout &l = pair_.layout();
   const slab::Schedule &sched = pair_.schedule();

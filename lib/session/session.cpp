@@ -18,7 +18,7 @@ uint32_t logits_rows(const Command &c) {
 Session::Session(int fd, const SessionConfig &cfg, const Logger &log)
     : cfg_(cfg),
       log_(log),
-      ch_(fd, talk::ChannelConfig{cfg.role, cfg.max_frame_bytes, cfg.spin_ns}) {}
+      ch_(fd, talk::ChannelConfig{cfg.role, cfg.max_frame_bytes, cfg.spin_ns, cfg.peer}) {}
 
 // ---- shared by both roles (session/leader.cpp, agreements.cpp, worker_side.cpp) ----
 
@@ -91,7 +91,7 @@ int Session::check_head_row(uint32_t row, uint32_t floats, Error &err) {
 
 int Session::read_expect(FrameType want, const char *what, talk::Frame &f, Error &err) {
   for (;;) {
-    if (int rc = ch_.recv(f, cfg_.frame_timeout_ms, what, err)) return rc;
+    if (int rc = ch_.recv(f, cfg_.frame_timeout_ms, what, err, cfg_.arrival_ms)) return rc;
     FrameType got = f.type();
     if (got == want && got != FrameType::HeadRow) return DS4TP_OK;
     if (got == FrameType::WorkerError) {

@@ -40,6 +40,10 @@ struct SessionConfig {
   uint64_t spin_ns = 0;
   uint32_t n_layer = 0;  // bounds a verify block's layers
   uint32_t n_embd = 0;   // an image embedding row must be n_embd floats
+  os::PeerState *peer = nullptr;  // the peer's heartbeats land here
+  // A live peer's reply or agreement may come this late (ms; -1: no
+  // limit; at least frame_timeout_ms): peer_arrival_timeout_ms.
+  int64_t arrival_ms = 0;
 };
 
 // A command as the worker receives it. Arrays keep their capacity across
@@ -136,6 +140,8 @@ class Session {
 
   // ---- any thread ----
   void abandon() { ch_.abandon(); }
+  // The liveness watcher sends and drains heartbeats through it.
+  talk::Channel &channel() { return ch_; }
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
   int32_t remote_status() const { return remote_status_.load(std::memory_order_acquire); }
   void set_remote_status(int32_t s) { remote_status_.store(s, std::memory_order_release); }

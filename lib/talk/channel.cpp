@@ -1,16 +1,19 @@
 #include "talk/channel.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/clock.hpp"
 #include "net/socket.hpp"
 #include "os/os.hpp"
+#include "os/wait.hpp"
 
 namespace ds4tp::talk {
 
@@ -33,6 +36,11 @@ int io_error(int e, const char *what, Error &err) {
                    "its host is down or the network is cut",
                    what, std::strerror(e));
   return err.set(DS4TP_EIO, "{}: {}", what, std::strerror(e));
+}
+
+size_t unread_bytes(int fd) {
+  int avail = 0;
+  return ioctl(fd, FIONREAD, &avail) == 0 && avail > 0 ? size_t(avail) : 0;
 }
 
 const char *role_name(int role) {
@@ -83,6 +91,9 @@ int Channel::io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t t
   while (true) {
     if (int e = net::send_until_blocked(fd_, p, len, done)) return io_error(e, what, err);
     if (done == len) break;
+    if (abandoned() && cfg_.peer != nullptr && cfg_.peer->silent())
+      return err.set(DS4TP_ETIMEDOUT, "{}: {} ({} of {} bytes written)", what,
+                     cfg_.peer->silence(), done, len);
     if (abandoned())
       return err.set(DS4TP_EFAILED, "{}: abandoned after {} of {} bytes: the pair failed", what,
                      done, len);
@@ -106,20 +117,23 @@ int Channel::write_frame(wire::FrameType type, uint8_t *buf, uint32_t bytes, int
   wire::encode_frame_header(h, buf);
   char what[64];
   std::snprintf(what, sizeof what, "sending %s", wire::frame_name(type));
+  std::lock_guard<std::mutex> lock(write_mu_);
   int rc = io_write(buf, wire::kFrameHeaderBytes + bytes, deadline_for(timeout_ms), timeout_ms,
                     what, err);
   if (rc == DS4TP_OK) tx_counter_ = h.counter;
   return rc;
 }
 
-int Channel::io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms,
-                     const char *what, size_t frame_done, size_t frame_len, Error &err) {
+int Channel::io_read(uint8_t *p, size_t len, ReadClock &clock, const char *what,
+                     size_t frame_done, size_t frame_len, Error &err) {
   size_t done = 0;
   uint64_t spin_until = 0;
   while (done < len) {
     ssize_t n = ::recv(fd_, p + done, len - done, MSG_DONTWAIT);
     if (n > 0) {
+      if (frame_done + done == 0) clock.rest = deadline_for(clock.timeout_ms);
       done += size_t(n);
+      rx_bytes_.fetch_add(uint64_t(n), std::memory_order_relaxed);
       spin_until = 0;
       continue;
     }
@@ -133,8 +147,12 @@ int Channel::io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return io_error(errno, what, err);
+    if (abandoned() && cfg_.peer != nullptr && cfg_.peer->silent())
+      return err.set(DS4TP_ETIMEDOUT, "{}: {}", what, cfg_.peer->silence());
     if (abandoned())
       return err.set(DS4TP_EFAILED, "{}: abandoned, the pair failed while waiting", what);
+    const bool started = frame_done + done > 0;
+    const uint64_t deadline = started ? clock.rest : clock.meet;
     if (cfg_.spin_ns > 0) {
       uint64_t t = now_ns();
       if (spin_until == 0) spin_until = t + cfg_.spin_ns;
@@ -147,29 +165,101 @@ int Channel::io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_
       }
     }
     int rc = wait(POLLIN, deadline, err);
-    if (rc == DS4TP_ETIMEDOUT) {
-      if (frame_done + done == 0)
-        return err.set(DS4TP_ETIMEDOUT,
-                       "{}: nothing arrived within {} ms (frame_timeout_ms): the peer is alive "
-                       "but stalled, or the ranks are out of lockstep",
-                       what, timeout_ms);
+    if (rc == DS4TP_ETIMEDOUT && started)
       return err.set(DS4TP_ETIMEDOUT,
                      "{}: only {} of {} frame bytes arrived within {} ms (frame_timeout_ms)", what,
-                     frame_done + done, frame_len, timeout_ms);
-    }
+                     frame_done + done, frame_len, clock.timeout_ms);
+    if (rc == DS4TP_ETIMEDOUT && clock.meet_ms > clock.timeout_ms && cfg_.peer != nullptr)
+      return err.set(DS4TP_ETIMEDOUT,
+                     "{}: {}, but sent nothing for {} ms (peer_arrival_timeout_ms, at least "
+                     "frame_timeout_ms): the ranks are out of lockstep or the {} is stuck",
+                     what, cfg_.peer->where_peer_is(), clock.meet_ms, cfg_.peer->peer);
+    if (rc == DS4TP_ETIMEDOUT)
+      return err.set(DS4TP_ETIMEDOUT,
+                     "{}: nothing arrived within {} ms (frame_timeout_ms): the peer is alive "
+                     "but stalled, or the ranks are out of lockstep",
+                     what, clock.timeout_ms);
     if (rc) return rc;
   }
   return DS4TP_OK;
 }
 
-int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err) {
-  const uint64_t deadline = deadline_for(timeout_ms);
-  const size_t hb = wire::kFrameHeaderBytes;
-  if (int rc = io_read(rhdr_, hb, deadline, timeout_ms, what, 0, hb, err)) return rc;
+void Channel::heard(const uint8_t *payload) {
+  wire::HeartbeatMsg m;
+  Error e;
+  if (cfg_.peer == nullptr || wire::decode(payload, wire::kHeartbeatBytes, m, e) != DS4TP_OK)
+    return;
+  cfg_.peer->peer_kind_layer.store(uint64_t(m.kind) << 32 | m.layer, std::memory_order_relaxed);
+  cfg_.peer->peer_seq.store(m.seq, std::memory_order_relaxed);
+  cfg_.peer->heartbeats.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Channel::send_heartbeat(const wire::HeartbeatMsg &m) {
+  uint8_t buf[wire::kFrameHeaderBytes + wire::kHeartbeatBytes];
   wire::FrameHeader h;
-  if (int rc = wire::decode_frame_header(rhdr_, hb, cfg_.max_frame_bytes, h, err)) {
-    err.message = fmt::format("{}: {}", what, err.message);
-    return rc;
+  h.type = uint16_t(wire::FrameType::Heartbeat);
+  h.bytes = uint32_t(wire::kHeartbeatBytes);
+  h.counter = 0;  // outside the session's frame counter
+  wire::encode_frame_header(h, buf);
+  wire::Writer w(buf + wire::kFrameHeaderBytes, wire::kHeartbeatBytes);
+  wire::encode(w, m);
+  std::unique_lock<std::mutex> lock(write_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  ssize_t n = os::send_nosignal(fd_, buf, sizeof buf);
+  if (n <= 0 || size_t(n) == sizeof buf) return;
+  Error e;  // a failure here shows up as the peer's silence or hang-up
+  io_write(buf + n, sizeof buf - size_t(n), now_ns() + 1000000000ull, 1000, "sending HEARTBEAT",
+           e);
+}
+
+size_t Channel::drain_heartbeats() {
+  std::unique_lock<std::mutex> lock(read_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return unread_bytes(fd_);  // the session reads and skips them
+  constexpr size_t kWhole = wire::kFrameHeaderBytes + wire::kHeartbeatBytes;
+  for (;;) {
+    size_t avail = unread_bytes(fd_);
+    if (avail < kWhole) return avail;
+    uint8_t buf[kWhole];
+    ssize_t n = ::recv(fd_, buf, kWhole, MSG_PEEK | MSG_DONTWAIT);
+    if (n != ssize_t(kWhole)) return avail;
+    wire::FrameHeader h;
+    Error e;
+    if (wire::decode_frame_header(buf, kWhole, cfg_.max_frame_bytes, h, e) != DS4TP_OK ||
+        h.type != uint16_t(wire::FrameType::Heartbeat))
+      return avail;
+    n = ::recv(fd_, buf, kWhole, MSG_DONTWAIT);
+    if (n != ssize_t(kWhole)) return avail;  // cannot happen: peeked whole
+    rx_bytes_.fetch_add(kWhole, std::memory_order_relaxed);
+    heard(buf + wire::kFrameHeaderBytes);
+  }
+}
+
+int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err,
+                  int64_t arrival_ms) {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  // A live peer may start its frame up to arrival_ms late (its silence
+  // ends the wait sooner); without liveness, timeout_ms bounds it.
+  int64_t meet_ms = timeout_ms;
+  if (cfg_.peer != nullptr && timeout_ms >= 0 && arrival_ms != 0)
+    meet_ms = arrival_ms < 0 ? kNoTimeout : std::max(arrival_ms, timeout_ms);
+  ReadClock clock{deadline_for(meet_ms), meet_ms, timeout_ms};
+  const size_t hb = wire::kFrameHeaderBytes;
+  wire::FrameHeader h;
+  for (;;) {
+    if (int rc = io_read(rhdr_, hb, clock, what, 0, hb, err)) return rc;
+    if (int rc = wire::decode_frame_header(rhdr_, hb, cfg_.max_frame_bytes, h, err)) {
+      err.message = fmt::format("{}: {}", what, err.message);
+      return rc;
+    }
+    if (h.type != uint16_t(wire::FrameType::Heartbeat)) break;
+    // The watcher's frame: no counter; the rule fixed its size.
+    uint8_t hbuf[wire::kHeartbeatBytes];
+    if (h.counter != 0)
+      return err.set(DS4TP_EPROTO, "{}: HEARTBEAT frame with counter {} (must be 0)", what,
+                     h.counter);
+    if (int rc = io_read(hbuf, sizeof hbuf, clock, what, hb, hb + sizeof hbuf, err))
+      return rc;
+    heard(hbuf);
   }
   const wire::FrameRule *rule = wire::frame_rule(h.type);
   const bool from_leader = cfg_.role == DS4TP_ROLE_WORKER;
@@ -190,7 +280,7 @@ int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err) 
     rbuf_.reset(new uint8_t[cap]);
     rcap_ = cap;
   }
-  if (int rc = io_read(rbuf_.get(), h.bytes, deadline, timeout_ms, what, hb, hb + h.bytes, err))
+  if (int rc = io_read(rbuf_.get(), h.bytes, clock, what, hb, hb + h.bytes, err))
     return rc;
   rx_counter_ = h.counter;
   out.header = h;

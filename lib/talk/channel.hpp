@@ -4,9 +4,12 @@
 // per-direction frame counter) before it allocates anything, and bounds
 // every wait.
 //
-// Ownership: the fd is borrowed (the pair owns it). Threading: not
-// internally locked; the session serializes all calls. abandon() and the
-// counters may be used from any thread.
+// Ownership: the fd is borrowed (the pair owns it). Threading: the session
+// serializes send and recv; the liveness watcher thread may call
+// send_heartbeat and drain_heartbeats at any time (a write lock and a read
+// lock keep frames whole; the session never waits on them for long: the
+// watcher only try-locks). recv skips HEARTBEAT frames itself. abandon()
+// and the counters may be used from any thread.
 // Allocation: send encodes into a reusable buffer and recv reads into a
 // reusable buffer; neither allocates unless a frame is larger than any
 // before it.
@@ -15,10 +18,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "common/error.hpp"
 #include "wire/codec.hpp"
 #include "wire/frames.hpp"
+
+namespace ds4tp::os { struct PeerState; }
 
 namespace ds4tp::talk {
 
@@ -26,6 +32,7 @@ struct ChannelConfig {
   int role = 0;                          // ds4tp_role of this end
   uint32_t max_frame_bytes = 64u << 20;  // largest payload sent or accepted
   uint64_t spin_ns = 0;                  // busy-poll before blocking in poll()
+  os::PeerState *peer = nullptr;         // HEARTBEAT frames read land here
 };
 
 // A received frame; `payload` stays valid until the next recv.
@@ -70,8 +77,23 @@ class Channel {
   // deadline (death of the peer still ends the wait). Fails with
   // ETIMEDOUT, EPEERCLOSED, EIO, EPROTO (bad header, a frame only this
   // rank may send, counter jump) or EFAILED (abandoned while no bytes came).
-  int recv(Frame &out, int64_t timeout_ms, const char *what, Error &err);
+  // arrival_ms (with a PeerState): a live peer may start the frame this
+  // late (kNoTimeout: no limit; never shorter than timeout_ms); its
+  // silence ends the wait sooner. Once the frame's first byte is in,
+  // timeout_ms bounds the rest of it. 0: timeout_ms bounds it all.
+  int recv(Frame &out, int64_t timeout_ms, const char *what, Error &err, int64_t arrival_ms = 0);
 
+  // Liveness watcher only. Sends one HEARTBEAT unless the session is
+  // writing (its bytes say we are alive) or the socket has no room (the
+  // peer is not reading; it hears us again once it does). Never blocks
+  // before the first byte; a partial frame is finished within 1 s.
+  void send_heartbeat(const wire::HeartbeatMsg &m);
+  // Liveness watcher only. Unless the session is reading, consumes the
+  // HEARTBEAT frames at the head of the stream (stops at any other frame).
+  // Returns the bytes still unread in the socket afterwards.
+  size_t drain_heartbeats();
+  // Bytes read from the control connection so far (any thread).
+  uint64_t bytes_received() const { return rx_bytes_.load(std::memory_order_relaxed); }
   // Latches "give up": every wait that finds nothing to read or no room to
   // write returns EFAILED from now on. Bytes already buffered are still
   // read. Any thread; async-signal-safe apart from the first call's
@@ -90,9 +112,17 @@ class Channel {
                   Error &err);
   int io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms,
                const char *what, Error &err);
-  int io_read(uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms, const char *what,
-              size_t frame_done, size_t frame_len, Error &err);
+  // A read's deadlines: `meet` until the frame's first byte (the peer may
+  // be late), then timeout_ms from that byte for the rest of the frame.
+  struct ReadClock {
+    uint64_t meet;
+    int64_t meet_ms, timeout_ms;
+    uint64_t rest = 0;  // set at the frame's first byte
+  };
+  int io_read(uint8_t *p, size_t len, ReadClock &clock, const char *what, size_t frame_done,
+              size_t frame_len, Error &err);
   int wait(short events, uint64_t deadline, Error &err);
+  void heard(const uint8_t *payload);
 
   int fd_;
   int wake_[2] = {-1, -1};  // os::wake_open: [0] readable once abandoned
@@ -105,6 +135,8 @@ class Channel {
   std::unique_ptr<uint8_t[]> rbuf_;
   size_t rcap_ = 0;
   uint8_t rhdr_[wire::kFrameHeaderBytes] = {};
+  std::mutex write_mu_, read_mu_;
+  std::atomic<uint64_t> rx_bytes_{0};
 };
 
 }  // namespace ds4tp::talk

@@ -13,6 +13,8 @@
 
 #include "common/clock.hpp"
 #include "os/os.hpp"
+#include "os/wait.hpp"
+#include "talk/channel.hpp"
 #include "wire/frames.hpp"
 
 namespace ds4tp::talk {
@@ -40,6 +42,7 @@ void tune_keepalive(int fd, int dead_peer_ms) {
 Pending scan_pending(const uint8_t *buf, size_t len, uint32_t max_frame_bytes, std::string &why,
                      int &status) {
   size_t off = 0;
+  bool replies = false;  // a whole frame other than a HEARTBEAT
   while (len - off >= wire::kFrameHeaderBytes) {
     wire::FrameHeader h;
     Error e;
@@ -59,9 +62,10 @@ Pending scan_pending(const uint8_t *buf, size_t len, uint32_t max_frame_bytes, s
                         m.message.empty() ? "" : ": ", m.message);
       return Pending::WorkerError;
     }
+    if (h.type != uint16_t(wire::FrameType::Heartbeat)) replies = true;
     off = end;
   }
-  return off > 0 && off == len ? Pending::Replies : Pending::Nothing;
+  return replies && off == len ? Pending::Replies : Pending::Nothing;
 }
 
 struct Liveness::Impl {
@@ -73,13 +77,45 @@ struct Liveness::Impl {
   uv_poll_t poll{};
   uv_async_t stop{};
   uv_timer_t recheck{};
+  uv_timer_t beat{};
   std::thread thread;
   bool decided = false;
   uint64_t gone_ns = 0;  // when the hang-up was first seen
+  uint64_t heard_ns = 0;     // when the peer was last heard
+  uint64_t last_tick = 0;    // the previous beat
+  uint64_t last_total = 0;   // control bytes received + unread at the last beat
+
+  // Every heartbeat period: send ours, take the peer's, judge silence.
+  void on_beat() {
+    if (decided || cfg.channel == nullptr || cfg.peer == nullptr) return;
+    if (hooks.close_expected && hooks.close_expected()) return;  // after STOP: nothing to judge
+    const uint64_t now = now_ns();
+    os::PeerState &ps = *cfg.peer;
+    // This thread ran late (the process was stopped, the host starved it):
+    // what it did not see is not the peer's silence.
+    if (now - last_tick > ps.silence_ns / 2) heard_ns = now;
+    last_tick = now;
+    wire::HeartbeatMsg m;
+    uint64_t kl = ps.my_kind_layer.load(std::memory_order_relaxed);
+    m.kind = uint16_t(kl >> 32);
+    m.layer = uint32_t(kl);
+    m.seq = ps.my_seq.load(std::memory_order_relaxed);
+    cfg.channel->send_heartbeat(m);
+    size_t unread = cfg.channel->drain_heartbeats();
+    uint64_t total = cfg.channel->bytes_received() + unread;
+    if (total != last_total || unread > 0) heard_ns = now;
+    last_total = total;
+    if (now - heard_ns < ps.silence_ns) return;
+    ps.silent_for_ns.store(now - heard_ns, std::memory_order_relaxed);
+    ps.verdict.store(os::PeerState::kSilent, std::memory_order_release);
+    report(DS4TP_ETIMEDOUT, ps.silence(), 0);
+  }
+  static void on_beat_timer(uv_timer_t *t) { static_cast<Impl *>(t->data)->on_beat(); }
 
   void report(int code, const std::string &why, int status) {
     decided = true;
     uv_timer_stop(&recheck);
+    uv_timer_stop(&beat);
     if (hooks.dead) hooks.dead(code, why, status);
   }
 
@@ -154,6 +190,7 @@ void on_stop(uv_async_t *a) {
   auto *impl = static_cast<Liveness::Impl *>(a->data);
   uv_close(reinterpret_cast<uv_handle_t *>(&impl->poll), nullptr);
   uv_close(reinterpret_cast<uv_handle_t *>(&impl->recheck), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t *>(&impl->beat), nullptr);
   uv_close(reinterpret_cast<uv_handle_t *>(&impl->stop), nullptr);
 }
 
@@ -177,10 +214,13 @@ int Liveness::start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, cons
     im.poll.data = &im;
     uv_timer_init(&im.loop, &im.recheck);  // cannot fail
     im.recheck.data = &im;
+    uv_timer_init(&im.loop, &im.beat);  // cannot fail
+    im.beat.data = &im;
     rc = uv_async_init(&im.loop, &im.stop, on_stop);
     if (rc != 0) {
       uv_close(reinterpret_cast<uv_handle_t *>(&im.poll), nullptr);
       uv_close(reinterpret_cast<uv_handle_t *>(&im.recheck), nullptr);
+      uv_close(reinterpret_cast<uv_handle_t *>(&im.beat), nullptr);
     }
   }
   if (rc == 0) {
@@ -189,6 +229,7 @@ int Liveness::start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, cons
     if (rc != 0) {
       uv_close(reinterpret_cast<uv_handle_t *>(&im.poll), nullptr);
       uv_close(reinterpret_cast<uv_handle_t *>(&im.recheck), nullptr);
+      uv_close(reinterpret_cast<uv_handle_t *>(&im.beat), nullptr);
       uv_close(reinterpret_cast<uv_handle_t *>(&im.stop), nullptr);
     }
   }
@@ -198,8 +239,16 @@ int Liveness::start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, cons
     return err.set(DS4TP_EIO, "liveness watcher cannot poll the control connection: {}",
                    uv_strerror(rc));
   }
+  if (cfg.channel != nullptr && cfg.peer != nullptr) {
+    im.heard_ns = im.last_tick = now_ns();
+    uint64_t period_ms = std::max<uint64_t>(1, cfg.heartbeat_ns / 1000000);
+    uv_timer_start(&im.beat, Impl::on_beat_timer, period_ms, period_ms);
+  }
   Impl *p = &im;
-  im.thread = std::thread([p] { uv_run(&p->loop, UV_RUN_DEFAULT); });
+  im.thread = std::thread([p] {
+    os::name_this_thread("ds4tp-watch");
+    uv_run(&p->loop, UV_RUN_DEFAULT);
+  });
   out = std::move(l);
   return DS4TP_OK;
 }

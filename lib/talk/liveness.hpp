@@ -4,7 +4,18 @@
 // TCP_USER_TIMEOUT turn into a socket error), so a rank learns that its
 // peer died even while it is not reading, e.g. between tokens.
 //
-// It never reads frame bytes: it only polls for hang-up and, when the peer
+// Heartbeats (docs/PROTOCOL.md, "Heartbeats"): every heartbeat period the
+// thread sends a HEARTBEAT carrying this rank's last completed gate, and
+// consumes the peer's HEARTBEATs at the head of the stream when the session
+// is not reading (the session skips them itself when it is). The peer is
+// heard while bytes of any kind keep arriving, or while unread bytes wait
+// for our own session (then it is us who hold it back). A peer not heard
+// for silence_ns is silent: the thread sets PeerState::verdict (every wait
+// reads it through os::PeerWatch) and reports it through `dead` with
+// ETIMEDOUT. Gaps in the thread's own schedule (this process was stopped
+// or starved) restart the silence count rather than blaming the peer.
+//
+// Apart from heartbeats it never reads frame bytes: it polls for hang-up and, when the peer
 // is gone, peeks (MSG_PEEK) at what is still buffered: a WORKER_ERROR the
 // worker sent before it closed makes the leader's failure name the
 // worker's reason and status; a STOP the worker has not read yet means
@@ -24,14 +35,19 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 
+namespace ds4tp::os { struct PeerState; }
+
 namespace ds4tp::talk {
+
+class Channel;
 
 struct LivenessHooks {
   // True once the lockstep ended normally (STOP sent or received): the
   // peer closing is then expected and not a failure.
   std::function<bool()> close_expected;
   // The peer is gone: `code` is EPEERCLOSED, or EREMOTE when a buffered
-  // WORKER_ERROR frame explains why; `remote_status` is that frame's status.
+  // WORKER_ERROR frame explains why (`remote_status` is that frame's
+  // status), or ETIMEDOUT when it went silent.
   std::function<void(int code, const std::string &why, int remote_status)> dead;
 };
 
@@ -39,6 +55,10 @@ struct LivenessConfig {
   int role = 0;                      // ds4tp_role of this end
   uint32_t max_frame_bytes = 64u << 20;
   int dead_peer_ms = 10000;          // TCP_USER_TIMEOUT: unacknowledged data / keepalive
+  // Heartbeats: both null = off (only hang-ups are watched).
+  Channel *channel = nullptr;        // borrowed; outlives the watcher
+  os::PeerState *peer = nullptr;     // borrowed; outlives the watcher
+  uint64_t heartbeat_ns = 100000000;
 };
 
 class Liveness {

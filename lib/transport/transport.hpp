@@ -18,11 +18,32 @@
 
 namespace ds4tp {
 
+namespace os { struct PeerState; }
+
 // Deadlines and wait policy a transport applies.
+//
+// Waiting for the peer to reach a gate (none of its bytes or words seen
+// yet) is bounded by arrival_ns: a live peer may be that late (a slow
+// prefill), while a silent one ends the wait sooner through `peer`'s
+// verdict (os::PeerWatch). Once the peer is in the gate, a stretch without
+// progress is bounded by gate_timeout_ns (row and batch gates) or
+// big_gate_timeout_ns (big gates), which are also the shortest arrival
+// wait. Without a PeerState (arrival_ns 0) there is no liveness: the
+// arrival wait is then the progress deadline of the gate's kind, as
+// before heartbeats.
 struct DataConfig {
-  uint64_t gate_timeout_ns = 0;      // without progress, inside a gate
-  uint64_t big_gate_timeout_ns = 0;  // waiting for the peer to reach a big gate
+  uint64_t gate_timeout_ns = 0;      // row/batch gate: without progress, once met
+  uint64_t big_gate_timeout_ns = 0;  // big gate: without progress, once met
+  uint64_t arrival_ns = 0;           // 0: as above; os::kNoDeadline: unlimited
+  const os::PeerState *peer = nullptr;  // owned by the pair; outlives the transport
   uint64_t spin_ns = 0;              // busy-poll before blocking
+
+  // The arrival wait of a gate kind: never shorter than its progress
+  // deadline, so the old options stay floors.
+  uint64_t arrival(bool big) const {
+    uint64_t floor = big ? big_gate_timeout_ns : gate_timeout_ns;
+    return arrival_ns > floor ? arrival_ns : floor;
+  }
 };
 
 class Transport {

@@ -106,7 +106,8 @@ enum class Rows : uint8_t {
   F(HeadRow,        28, HEAD_ROW,        Worker, 20,                 4, 16 + 4 * kHeadRowMax)   \
   F(ExecMode,       29, EXEC_MODE,       Both,   8,                  0, 8)                      \
   F(DrafterSplit,   30, DRAFTER_SPLIT,   Both,   72,                 0, 72)                     \
-  F(WorkerError,    31, WORKER_ERROR,    Worker, 24,                 1, 24 + kErrorMessageMax)
+  F(WorkerError,    31, WORKER_ERROR,    Worker, 24,                 1, 24 + kErrorMessageMax)  \
+  F(Heartbeat,      32, HEARTBEAT,       Both,   24,                 0, 24)
 
 // The C API exposes the command subset as ds4tp_command_kind with the
 // same numbers.

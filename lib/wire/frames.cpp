@@ -114,6 +114,7 @@ int validate_payload(uint16_t type, const uint8_t *p, size_t n, Error &err) {
     case FrameType::SmallExchange: { SmallMsg m; return decode(p, n, m, err); }
     case FrameType::HeadRow: { HeadRowHead m; return decode(p, n, m, err); }
     case FrameType::ExecMode: { ExecModeMsg m; return decode(p, n, m, err); }
+    case FrameType::Heartbeat: { HeartbeatMsg m; return decode(p, n, m, err); }
     case FrameType::DrafterSplit: { DrafterSplitMsg m; return decode(p, n, m, err); }
     case FrameType::WorkerError: { WorkerErrorMsg m; return decode(p, n, m, err); }
   }

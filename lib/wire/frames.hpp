@@ -140,6 +140,16 @@ struct ExecModeMsg {  // EXEC_MODE, 8 bytes
   uint32_t flags = 0;
   uint32_t caps = 0;
 };
+// HEARTBEAT, 24 bytes: sent by the liveness watcher, never by the session;
+// outside the frame counter (its header carries counter 0). The sender's
+// last completed gate: kind (wire::GateKind, 0 = none yet), layer (the
+// batch index for a batch gate), seq.
+struct HeartbeatMsg {
+  uint16_t kind = 0;
+  uint32_t layer = 0;
+  uint64_t seq = 0;
+  uint64_t gates = 0;  // gates completed so far (any kind)
+};
 struct DrafterSplitMsg {  // DRAFTER_SPLIT, 72 bytes
   uint32_t on = 0;  // 0 or 1
   std::array<uint8_t, kDrafterMetaBytes> meta{};
@@ -160,6 +170,7 @@ constexpr size_t kBlockBeginBytes = fixed_bytes(FrameType::BlockBegin);
 constexpr size_t kBlockEndBytes = fixed_bytes(FrameType::BlockEnd);
 constexpr size_t kExecModeBytes = fixed_bytes(FrameType::ExecMode);
 constexpr size_t kDrafterSplitBytes = fixed_bytes(FrameType::DrafterSplit);
+constexpr size_t kHeartbeatBytes = fixed_bytes(FrameType::Heartbeat);
 static_assert(fixed_bytes(FrameType::SpecRestore) == kPosBytes);
 static_assert(fixed_bytes(FrameType::SessionDestroy) == kSessionBytes);
 static_assert(kDrafterSplitBytes == 8 + kDrafterMetaBytes);
@@ -264,6 +275,7 @@ void encode(Writer &w, const DraftMsg &m);
 void encode(Writer &w, const BlockBeginMsg &m);
 void encode(Writer &w, const BlockEndMsg &m);
 void encode(Writer &w, const ExecModeMsg &m);
+void encode(Writer &w, const HeartbeatMsg &m);
 void encode(Writer &w, const DrafterSplitMsg &m);
 void encode(Writer &w, const SmallMsg &m);
 void encode_sync(Writer &w, uint64_t session, uint32_t logits_floats, const int32_t *tokens,
@@ -302,6 +314,7 @@ int decode(const uint8_t *p, size_t n, DraftMsg &m, Error &err);
 int decode(const uint8_t *p, size_t n, BlockBeginMsg &m, Error &err);
 int decode(const uint8_t *p, size_t n, BlockEndMsg &m, Error &err);
 int decode(const uint8_t *p, size_t n, ExecModeMsg &m, Error &err);
+int decode(const uint8_t *p, size_t n, HeartbeatMsg &m, Error &err);
 int decode(const uint8_t *p, size_t n, DrafterSplitMsg &m, Error &err);
 int decode_stop(const uint8_t *p, size_t n, Error &err);
 int decode(const uint8_t *p, size_t n, SmallMsg &m, Error &err);

@@ -58,6 +58,10 @@ constexpr auto kLayout<BlockEndMsg> = layout(&BlockEndMsg::block);
 template <>
 constexpr auto kLayout<ExecModeMsg> = layout(&ExecModeMsg::flags, &ExecModeMsg::caps);
 template <>
+constexpr auto kLayout<HeartbeatMsg> = layout(&HeartbeatMsg::kind, Pad<uint16_t>{},
+                                              &HeartbeatMsg::layer, &HeartbeatMsg::seq,
+                                              &HeartbeatMsg::gates);
+template <>
 constexpr auto kLayout<DrafterSplitMsg> = layout(&DrafterSplitMsg::on, Pad<uint32_t>{},
                                                  &DrafterSplitMsg::meta);
 
@@ -75,6 +79,7 @@ static_assert(layout_bytes(kLayout<DraftMsg>) == kDraftBytes);
 static_assert(layout_bytes(kLayout<BlockBeginMsg>) == kBlockBeginBytes);
 static_assert(layout_bytes(kLayout<BlockEndMsg>) == kBlockEndBytes);
 static_assert(layout_bytes(kLayout<ExecModeMsg>) == kExecModeBytes);
+static_assert(layout_bytes(kLayout<HeartbeatMsg>) == kHeartbeatBytes);
 static_assert(layout_bytes(kLayout<DrafterSplitMsg>) == kDrafterSplitBytes);
 
 // ---- encoders ------------------------------------------------------------
@@ -93,6 +98,7 @@ void encode(Writer &w, const DraftMsg &m) { write(w, m, kLayout<DraftMsg>); }
 void encode(Writer &w, const BlockBeginMsg &m) { write(w, m, kLayout<BlockBeginMsg>); }
 void encode(Writer &w, const BlockEndMsg &m) { write(w, m, kLayout<BlockEndMsg>); }
 void encode(Writer &w, const ExecModeMsg &m) { write(w, m, kLayout<ExecModeMsg>); }
+void encode(Writer &w, const HeartbeatMsg &m) { write(w, m, kLayout<HeartbeatMsg>); }
 void encode(Writer &w, const DrafterSplitMsg &m) { write(w, m, kLayout<DrafterSplitMsg>); }
 
 // ---- decoders: the size and fields by the layout, then each message's own
@@ -188,6 +194,11 @@ int check(const Ctx &c, const Reader &, const BlockEndMsg &m, Error &err) {
   return DS4TP_OK;
 }
 
+int check(const Ctx &c, const Reader &r, const HeartbeatMsg &m, Error &err) {
+  if (m.kind > 3) return bad(c, err, "gate kind {} is not a gate kind", m.kind);
+  return reserved_zero(c, r, err);
+}
+
 int check(const Ctx &c, const Reader &r, const DrafterSplitMsg &m, Error &err) {
   if (m.on > 1) return bad(c, err, "opt-in flag {} is not 0 or 1", m.on);
   return reserved_zero(c, r, err);
@@ -225,6 +236,7 @@ int decode(const uint8_t *p, size_t n, DraftMsg &m, Error &err) { return read_fi
 int decode(const uint8_t *p, size_t n, BlockBeginMsg &m, Error &err) { return read_fixed(BlockBegin, p, n, m, err); }
 int decode(const uint8_t *p, size_t n, BlockEndMsg &m, Error &err) { return read_fixed(BlockEnd, p, n, m, err); }
 int decode(const uint8_t *p, size_t n, ExecModeMsg &m, Error &err) { return read_fixed(ExecMode, p, n, m, err); }
+int decode(const uint8_t *p, size_t n, HeartbeatMsg &m, Error &err) { return read_fixed(Heartbeat, p, n, m, err); }
 int decode(const uint8_t *p, size_t n, DrafterSplitMsg &m, Error &err) { return read_fixed(DrafterSplit, p, n, m, err); }
 
 int decode_stop(const uint8_t *, size_t n, Error &err) {

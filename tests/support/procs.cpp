@@ -155,6 +155,9 @@ ds4tp_options rank_options(int role, int port) {
   o.hello_timeout_ms = 1000;
   o.gate_timeout_ms = 1000;
   o.big_gate_timeout_ms = 2000;
+  // These suites time a peer that is not at a gate by the gate timeouts
+  // (the arrival wait's floors); test_liveness uses the long default.
+  o.peer_arrival_timeout_ms = 1;
   o.spin_us = 50;
   o.log_level = DS4TP_LOG_ERROR;
   return o;

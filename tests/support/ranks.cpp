@@ -111,6 +111,7 @@ ds4tp_options base_options(const RankSetup &s, int role) {
   o.gate_timeout_ms = s.gate_timeout_ms;
   o.connect_timeout_ms = s.connect_timeout_ms;
   o.hello_timeout_ms = 2000;
+  o.peer_arrival_timeout_ms = 1;  // arrival waits = the gate timeouts (tweaks may change it)
   o.spin_us = s.spin_us;
   o.log_level = s.log_level;
   return o;

@@ -1,4 +1,5 @@
 //! The README's examples, built by cargo test, run against each other.
+#[path = "../../../bindings/rust/ds4tp/tests/common/mod.rs"]
 mod common;
 
 use std::path::PathBuf;

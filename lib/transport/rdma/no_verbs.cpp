@@ -1,5 +1,5 @@
-// Built without the verbs binding (DS4TP_WITH_RDMA=OFF, or AUTO without
-// the libibverbs headers): RDMA is never offered, and says why.
+// Built without the verbs binding (DS4TP_WITH_RDMA=OFF): RDMA is never
+// offered, and says why.
 #include "transport/rdma/probe.hpp"
 
 #if defined(__APPLE__)
@@ -10,8 +10,8 @@ namespace ds4tp::rdma {
 
 namespace {
 constexpr const char *kWhy =
-    "this libds4tp was built without RDMA support (DS4TP_WITH_RDMA=OFF, or the libibverbs "
-    "headers were missing at build time: install libibverbs-dev and rebuild)";
+    "this libds4tp was built without RDMA support (DS4TP_WITH_RDMA=OFF: rebuild with "
+    "DS4TP_WITH_RDMA=AUTO)";
 }
 
 bool built_with_verbs() { return false; }
@@ -20,7 +20,7 @@ ProbeResult probe(const ProbeRequest &) {
   ProbeResult r;
   r.reason = kWhy;
 #if defined(__APPLE__)
-  // Apple ships no verbs header, so say whether the library is even here.
+  // Say whether the library is even here.
   void *h = dlopen("/usr/lib/librdma.dylib", RTLD_LAZY | RTLD_LOCAL);
   r.reason += h != nullptr ? "; /usr/lib/librdma.dylib is present"
                            : "; /usr/lib/librdma.dylib is missing too (RDMA over Thunderbolt "

@@ -7,7 +7,8 @@
 // first device with an ACTIVE port and prefers a RoCE v2 GID (an
 // IPv4-mapped one first) where the port has a choice.
 //
-// Implemented by verbs_device.cpp (DS4TP_WITH_RDMA) or no_verbs.cpp.
+// Implemented by verbs_device.cpp and verbs_port.cpp (the verbs binding)
+// or no_verbs.cpp (DS4TP_WITH_RDMA=OFF).
 #pragma once
 
 #include <cstdint>

@@ -5,10 +5,17 @@
 #include <cstring>
 #include <vector>
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include "common/clock.hpp"
 #include "wire/gate_header.hpp"
 
 namespace ds4tp::rdma {
+
+namespace {
+constexpr int kBarrierSliceMs = 20;  // poll slice: the liveness verdict is read between
+}  // namespace
 
 uint32_t row_tag(uint64_t seq, uint32_t chunk) {
   return kTagRow << 28 | uint32_t(seq & 0xFFFFFu) << 8 | (chunk & 0xFFu);
@@ -78,11 +85,14 @@ int RdmaTransport::handle(const Completion &c, const Op &op, Error &err) {
 }
 
 int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op, Error &err,
-                            uint64_t idle_ns) {
+                            uint64_t idle_ns, uint64_t meet_ns) {
   if (idle_ns == 0) idle_ns = cfg_.gate_timeout_ns;
+  const os::PeerState *ps = cfg_.peer;
+  bool met = ps == nullptr || meet_ns <= idle_ns;
   Completion wc[kPollBatch];
   os::Waiter w(policy_, &watch_);
-  uint64_t deadline = w.last_progress() + idle_ns;
+  uint64_t deadline = os::deadline_after(w.last_progress(), met ? idle_ns : meet_ns);
+  const uint64_t recv_at_start = recv_done_;
   for (;;) {
     if (recv_done_ >= want_recv && send_done_ >= want_send) return DS4TP_OK;
     int n = qp_->poll(wc, kPollBatch, err);
@@ -95,52 +105,103 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
       for (int i = 0; i < n; i++)
         if (int rc = handle(wc[i], op, err)) return rc;
       w.progress();
-      deadline = w.last_progress() + idle_ns;
+      met = met || recv_done_ > recv_at_start;
+      deadline = met ? w.last_progress() + idle_ns : deadline;
       continue;
+    }
+    // A peer that completed this gate was there: from now on, a lost
+    // message is told by the progress deadline.
+    if (!met && ps->peer_passed(op.kind, op.seq)) {
+      met = true;
+      deadline = w.now() + idle_ns;
     }
     // Past the spin window: nap briefly, waking at once when either
     // socket reports the peer gone.
     int rc = w.idle(deadline, [&](uint64_t left) { watch_.nap(std::min(left, kNapNs)); });
+    const uint64_t recv_left = want_recv > recv_done_ ? want_recv - recv_done_ : 0;
+    const uint64_t send_left = want_send > send_done_ ? want_send - send_done_ : 0;
+    if (rc == DS4TP_EPEERCLOSED && watch_.silent())
+      return err.set(DS4TP_ETIMEDOUT,
+                     "rdma {}: {} (this rank waited for {} more receive(s) and {} send "
+                     "completion(s))",
+                     op.str(), watch_.why(), recv_left, send_left);
     if (rc == DS4TP_EPEERCLOSED)
       return err.set(DS4TP_EPEERCLOSED,
                      "rdma {}: the peer closed the {} connection while this rank waited for "
                      "{} more receive(s) and {} send completion(s); the peer process has "
                      "probably exited",
-                     op.str(), watch_.socket_name() ? watch_.socket_name() : "data",
-                     want_recv > recv_done_ ? want_recv - recv_done_ : 0,
-                     want_send > send_done_ ? want_send - send_done_ : 0);
+                     op.str(), watch_.socket_name() ? watch_.socket_name() : "data", recv_left,
+                     send_left);
+    if (rc == DS4TP_ETIMEDOUT && !met) return not_reached(op, meet_ns, err);
     if (rc == DS4TP_ETIMEDOUT)
       return err.set(DS4TP_ETIMEDOUT,
                      "rdma {} timed out: nothing completed for {} ms while {} receive(s) and "
                      "{} send completion(s) were outstanding; the peer is stalled or not at "
                      "this gate, or a message was lost on the connection",
-                     op.str(), idle_ns / 1000000,
-                     want_recv > recv_done_ ? want_recv - recv_done_ : 0,
-                     want_send > send_done_ ? want_send - send_done_ : 0);
+                     op.str(), idle_ns / 1000000, recv_left, send_left);
   }
+}
+
+int RdmaTransport::not_reached(const Op &op, uint64_t meet_ns, Error &err) {
+  return err.set(DS4TP_ETIMEDOUT,
+                 "rdma {}: {}, but it never reached this gate in {} ms "
+                 "(peer_arrival_timeout_ms, at least the gate's progress deadline)",
+                 op.str(), cfg_.peer->where_peer_is(), meet_ns / 1000000);
 }
 
 // ---------------------------------------------------------------------
 // Shape changes
 
-int RdmaTransport::barrier(const GateHeader &mine, uint64_t meet_ns, const Op &op, Error &err) {
+int RdmaTransport::barrier(const GateHeader &mine, bool big, const Op &op, Error &err) {
   uint8_t sb[wire::kGateHeaderBytes], rb[wire::kGateHeaderBytes];
   wire::encode_gate_header(mine, sb);
-  uint64_t deadline = now_ns() + meet_ns;
-  int rc = net::write_all(data_.get(), sb, sizeof sb, deadline, "rdma barrier", err);
-  if (rc == DS4TP_OK)
-    rc = net::read_exact(data_.get(), rb, sizeof rb, deadline, "rdma barrier", err);
-  if (rc == DS4TP_ETIMEDOUT)
-    return err.set(rc,
-                   "rdma {}: the peer did not reach this gate within {} ms (header barrier on "
-                   "the data connection)",
-                   op.str(), meet_ns / 1000000);
-  if (rc != DS4TP_OK) {
-    std::string why = err.message;
-    return err.set(rc, "rdma {}: {}", op.str(), why);
+  const int fd = data_.get();
+  const uint64_t meet_ns = cfg_.arrival(big);
+  os::Waiter w(policy_, &watch_);
+  const uint64_t deadline = os::deadline_after(w.last_progress(), meet_ns);
+  size_t sent = 0, got = 0;
+  while (sent < sizeof sb || got < sizeof rb) {
+    const size_t before = sent + got;
+    int e = net::send_until_blocked(fd, sb, sizeof sb, sent);
+    if (e == 0 && got < sizeof rb) {
+      ssize_t n = ::recv(fd, rb + got, sizeof rb - got, MSG_DONTWAIT);
+      if (n == 0)
+        return err.set(DS4TP_EPEERCLOSED,
+                       "rdma {}: the peer closed the data connection at the header barrier",
+                       op.str());
+      if (n > 0) got += size_t(n);
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) e = errno;
+    }
+    if (e != 0)
+      return err.set(e == EPIPE || e == ECONNRESET ? DS4TP_EPEERCLOSED : DS4TP_EIO,
+                     "rdma {}: the data connection failed at the header barrier: {}", op.str(),
+                     std::strerror(e));
+    if (sent + got != before) {
+      w.progress();
+      continue;
+    }
+    const short events = short((got < sizeof rb ? POLLIN : 0) | (sent < sizeof sb ? POLLOUT : 0));
+    int rc = w.idle(deadline, [&](uint64_t) {
+      pollfd p{fd, events, 0};
+      // In slices, so the peer's liveness verdict is read while blocked.
+      ::poll(&p, 1, std::min(ms_left(deadline), kBarrierSliceMs));
+    });
+    if (rc == DS4TP_EPEERCLOSED && watch_.silent())
+      return err.set(DS4TP_ETIMEDOUT, "rdma {}: {} (at the header barrier)", op.str(),
+                     watch_.why());
+    if (rc == DS4TP_EPEERCLOSED)
+      return err.set(DS4TP_EPEERCLOSED, "rdma {}: the peer {} at the header barrier", op.str(),
+                     watch_.why());
+    if (rc == DS4TP_ETIMEDOUT && cfg_.peer != nullptr && got == 0)
+      return not_reached(op, meet_ns, err);
+    if (rc == DS4TP_ETIMEDOUT)
+      return err.set(rc,
+                     "rdma {}: the peer did not reach this gate within {} ms (header barrier on "
+                     "the data connection)",
+                     op.str(), meet_ns / 1000000);
   }
   GateHeader peer;
-  if ((rc = wire::decode_gate_header(rb, sizeof rb, peer, err))) return rc;
+  if (int rc = wire::decode_gate_header(rb, sizeof rb, peer, err)) return rc;
   return wire::check_gate_header(mine, peer, err);
 }
 
@@ -172,7 +233,7 @@ int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t s
     }
     GateHeader h{uint16_t(GateKind::Row), layer, gate, seq, L_.vec_bytes};
     uint64_t first_idx = 0;
-    int rc = change_shape(h, cfg_.gate_timeout_ns, op, [&] {
+    int rc = change_shape(h, op, [&] {
       first_idx = recv_posted_;
       for (uint64_t s = seq; s < seq + row_window_; s++)
         if (int r = post_row(s, op, err)) return r;
@@ -195,7 +256,7 @@ int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t s
   while (row_posted_ < seq + row_window_ - 1)
     if (int rc = post_row(++row_posted_, op, err)) return rc;
   uint64_t want = row_first_idx_ + (seq - row_first_seq_ + 1) * row_msgs_;
-  if (int rc = wait_for(want, send_posted_, op, err)) return rc;
+  if (int rc = wait_for(want, send_posted_, op, err, 0, cfg_.arrival(false))) return rc;
   if (staged_rows_)
     std::memcpy(base_ + L_.in_vec(slot), row_dst(seq), L_.vec_bytes);
   row_next_ = seq + 1;
@@ -223,7 +284,7 @@ int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error
   } else {
     GateHeader h{uint16_t(GateKind::Batch), index, rows, seq,
                  uint64_t(rows - 1) * L_.vec_stride + vec};
-    int rc = change_shape(h, cfg_.gate_timeout_ns, op, [&] {
+    int rc = change_shape(h, op, [&] {
       first_idx = recv_posted_;
       return post_gate(index, rows, seq);
     }, err);
@@ -254,7 +315,7 @@ int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error
                                op, err))
       return rc;
   }
-  return wait_for(want, send_posted_, op, err);
+  return wait_for(want, send_posted_, op, err, 0, cfg_.arrival(false));
 }
 
 int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void *inp,
@@ -292,7 +353,7 @@ int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void
   };
 
   GateHeader h{uint16_t(GateKind::Big), layer, 0, seq, bytes};
-  int rc = change_shape(h, cfg_.big_gate_timeout_ns, op, [&] {
+  int rc = change_shape(h, op, [&] {
     return rounds > 0 ? post_round(0) : int(DS4TP_OK);
   }, err);
   if (rc) return rc;

@@ -77,6 +77,7 @@ class RdmaTransport final : public Transport {
     // Either socket closing means the peer process is gone.
     watch_.watch_socket(data_.get(), "data");
     watch_.watch_socket(control_fd_, "control");
+    watch_.watch_peer(cfg_.peer);
     policy_.spin_ns = cfg_.spin_ns;
     policy_.grace_ns = kGoneGraceNs;
   }
@@ -208,21 +209,21 @@ class RdmaTransport final : public Transport {
 
   // ---- shape changes -------------------------------------------------
   // Crosses the header barrier on the data socket: both ranks must present
-  // the same header within `meet_ns`.
-  int barrier(const GateHeader &mine, uint64_t meet_ns, const Op &op, Error &err);
+  // the same header; a live peer may arrive up to cfg_.arrival(big) late.
+  int barrier(const GateHeader &mine, bool big, const Op &op, Error &err);
   // Turns the receives posted before index `upto` into drain receives,
   // sends as many drain messages and waits until both sides consumed them.
   int drain(uint64_t upto, const Op &op, Error &err);
   // Makes this gate's receives (posted by `post`) known to the peer: from
   // Quiet, post then barrier; from an armed window, barrier, post, drain.
   template <typename Post>
-  int change_shape(const GateHeader &h, uint64_t meet_ns, const Op &op, Post post,
-                   Error &err) {
+  int change_shape(const GateHeader &h, const Op &op, Post post, Error &err) {
+    const bool big = h.kind == uint16_t(GateKind::Big);
     if (window_ == Window::Quiet) {
       if (int rc = post()) return rc;
-      return barrier(h, meet_ns, op, err);
+      return barrier(h, big, op, err);
     }
-    if (int rc = barrier(h, meet_ns, op, err)) return rc;
+    if (int rc = barrier(h, big, op, err)) return rc;
     uint64_t old_end = recv_posted_;
     if (int rc = post()) return rc;
     Op d = op;
@@ -231,9 +232,14 @@ class RdmaTransport final : public Transport {
   }
 
   // ---- completions ---------------------------------------------------
-  // Polls until `want_recv` receives and `want_send` sends completed.
+  // Polls until `want_recv` receives and `want_send` sends completed,
+  // failing after `idle_ns` (default gate_timeout_ns) without progress.
+  // `meet_ns` (0: idle_ns) bounds the wait while the peer may not have
+  // reached the gate yet: until a receive completes or its heartbeat says
+  // it completed a gate since the wait began.
   int wait_for(uint64_t want_recv, uint64_t want_send, const Op &op, Error &err,
-               uint64_t idle_ns = 0);
+               uint64_t idle_ns = 0, uint64_t meet_ns = 0);
+  int not_reached(const Op &op, uint64_t meet_ns, Error &err);
   int handle(const Completion &c, const Op &op, Error &err);
 
   // ---- members -------------------------------------------------------

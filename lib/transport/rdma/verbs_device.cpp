@@ -1,13 +1,17 @@
-// The verbs binding: probe, device, queue pair. Built with DS4TP_WITH_RDMA;
-// every verbs call goes through the table load_verbs() resolved (or the
-// header inlines that dispatch through the context's ops), so nothing here
-// links against libibverbs.
+// The verbs binding: probe(), open_device(), the device and its queue
+// pairs (the port walk they share is verbs_port.cpp). Built unless
+// DS4TP_WITH_RDMA=OFF, on Linux and macOS alike: the types are our own
+// verbs ABI declarations (verbs_abi.hpp), every call goes through the
+// table load_verbs() resolved (or the context's ops table), so nothing
+// here links against libibverbs or librdma.
 //
-// Verified here: it compiles warning-free against rdma-core, and the whole
-// binding (probe, PD/MR/CQ/QP, INIT->RTR->RTS, posting and polling) runs
-// between two processes through the test verbs provider
-// (tests/verbs_provider, tests/test_verbs_provider.cpp), which checks every
-// step as a provider would; see README "RDMA" for the two-host check.
+// Verified here: it compiles warning-free for Linux and for macOS
+// (scripts/cross-macos.sh), and the whole binding (probe, PD/MR/CQ/QP,
+// INIT->RTR->RTS, posting and polling) runs between two processes through
+// the test verbs provider (tests/verbs_provider, built from rdma-core's
+// header, so the two meet only through the ABI), which checks every step
+// as a provider would; see README "RDMA" for the two-host check. Not run
+// against Apple's librdma.
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -18,230 +22,15 @@
 #include "common/clock.hpp"
 #include "os/os.hpp"
 #include "transport/rdma/probe.hpp"
-#include "transport/rdma/verbs_loader.hpp"
+#include "transport/rdma/verbs_port.hpp"
 
 namespace ds4tp::rdma {
 
 namespace {
 
-const char *port_state_name(int s) {
-  switch (s) {
-    case IBV_PORT_NOP: return "NOP";
-    case IBV_PORT_DOWN: return "DOWN";
-    case IBV_PORT_INIT: return "INIT";
-    case IBV_PORT_ARMED: return "ARMED";
-    case IBV_PORT_ACTIVE: return "ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
-    default: return "unknown";
-  }
-}
-
-bool gid_zero(const ibv_gid &g) {
-  for (uint8_t b : g.raw)
-    if (b) return false;
-  return true;
-}
-
-bool gid_ipv4_mapped(const ibv_gid &g) {
-  for (int i = 0; i < 10; i++)
-    if (g.raw[i]) return false;
-  return g.raw[10] == 0xff && g.raw[11] == 0xff;
-}
-
-bool gid_link_local(const ibv_gid &g) { return g.raw[0] == 0xfe && (g.raw[1] & 0xc0) == 0x80; }
-
-enum class GidKind { Ib, RoceV1, RoceV2, Unknown };
-
-const char *gid_kind_name(GidKind k) {
-  switch (k) {
-    case GidKind::Ib: return "IB";
-    case GidKind::RoceV1: return "RoCE v1";
-    case GidKind::RoceV2: return "RoCE v2";
-    default: return "unknown type";
-  }
-}
-
-// Reads one GID and its type: the extended query when the library has it,
-// else the plain query plus what the OS says (os::rdma_gid_type). False for an empty or unreadable entry.
-bool read_gid(const Verbs &v, ibv_context *ctx, const char *dev, int port, int index,
-              uint8_t link_layer, ibv_gid &gid, GidKind &kind) {
-  if (v.query_gid_ex != nullptr) {
-    ibv_gid_entry e{};
-    if (v.query_gid_ex(ctx, uint32_t(port), uint32_t(index), &e, 0, sizeof e) != 0) return false;
-    gid = e.gid;
-    kind = e.gid_type == IBV_GID_TYPE_ROCE_V2   ? GidKind::RoceV2
-           : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? GidKind::RoceV1
-                                                : GidKind::Ib;
-  } else {
-    if (v.query_gid(ctx, uint8_t(port), index, &gid) != 0) return false;
-    kind = link_layer == IBV_LINK_LAYER_ETHERNET ? GidKind::Unknown : GidKind::Ib;
-    std::string t;
-    if (os::rdma_gid_type(dev, port, index, t))
-      kind = t.find("v2") != std::string::npos ? GidKind::RoceV2 : GidKind::RoceV1;
-  }
-  if (link_layer == IBV_LINK_LAYER_INFINIBAND) kind = GidKind::Ib;
-  return !gid_zero(gid);
-}
-
 #if defined(__APPLE__)
 constexpr uint64_t kAppleMaxMsg = 16384;
 #endif
-
-// Higher is better; 0 = do not use.
-int gid_score(const ibv_gid &g, GidKind k, uint8_t link_layer) {
-#if defined(__APPLE__)
-  // Apple reports no GID types; only the IPv4-mapped GID routes (it
-  // appears once the Thunderbolt interface has an IPv4 address).
-  (void)k;
-  (void)link_layer;
-  return gid_ipv4_mapped(g) ? 1 : 0;
-#endif
-  if (link_layer != IBV_LINK_LAYER_ETHERNET) return 1;
-  switch (k) {
-    case GidKind::RoceV2: return gid_ipv4_mapped(g) ? 5 : gid_link_local(g) ? 3 : 4;
-    case GidKind::RoceV1: return 2;
-    default: return 1;
-  }
-}
-
-struct Found {
-  std::string device;
-  int port = 0;
-  int gid_index = -1;
-  GidKind kind = GidKind::Unknown;
-  ibv_gid gid{};
-  ibv_port_attr port_attr{};
-  ibv_device_attr dev_attr{};
-};
-
-// Checks one opened device's requested port; true with `f` filled when
-// usable, else appends the reason to `notes`.
-bool check_port(const Verbs &v, ibv_context *ctx, const char *name, const ProbeRequest &req,
-                Found &f, std::vector<std::string> &notes) {
-  // ibv_query_device and ibv_query_port return the error; errno is not set.
-  if (int e = v.query_device(ctx, &f.dev_attr)) {
-    notes.push_back(fmt::format("{}: querying the device failed: {}", name, std::strerror(e)));
-    return false;
-  }
-  if (req.port < 1 || req.port > f.dev_attr.phys_port_cnt) {
-    notes.push_back(fmt::format("{} has ports 1..{}, not port {}", name,
-                                unsigned(f.dev_attr.phys_port_cnt), req.port));
-    return false;
-  }
-  if (int e = v.query_port(ctx, uint8_t(req.port), &f.port_attr)) {
-    notes.push_back(fmt::format("{} port {}: query failed: {}", name, req.port, std::strerror(e)));
-    return false;
-  }
-  if (f.port_attr.state != IBV_PORT_ACTIVE) {
-    notes.push_back(fmt::format("{} port {} is {} (not ACTIVE: check the cable and the link)",
-                                name, req.port, port_state_name(f.port_attr.state)));
-    return false;
-  }
-  const uint8_t ll = f.port_attr.link_layer;
-  if (req.gid_index >= 0) {
-    if (req.gid_index >= f.port_attr.gid_tbl_len) {
-      notes.push_back(fmt::format("{} port {} has GID indices 0..{}, not {}", name, req.port,
-                                  f.port_attr.gid_tbl_len - 1, req.gid_index));
-      return false;
-    }
-    if (!read_gid(v, ctx, name, req.port, req.gid_index, ll, f.gid, f.kind)) {
-      notes.push_back(fmt::format("{} port {} GID index {} is empty (no address on it)", name,
-                                  req.port, req.gid_index));
-      return false;
-    }
-    f.gid_index = req.gid_index;
-  } else {
-    int best = 0;
-    for (int i = 0; i < f.port_attr.gid_tbl_len; i++) {
-      ibv_gid g{};
-      GidKind k;
-      if (!read_gid(v, ctx, name, req.port, i, ll, g, k)) continue;
-      int s = gid_score(g, k, ll);
-      if (s > best) {
-        best = s;
-        f.gid_index = i;
-        f.gid = g;
-        f.kind = k;
-      }
-      if (ll != IBV_LINK_LAYER_ETHERNET) break;  // InfiniBand: the port GID
-    }
-    if (f.gid_index < 0) {
-      notes.push_back(fmt::format(
-#if defined(__APPLE__)
-          "{} port {} has no IPv4-mapped GID ({} entries): give the Thunderbolt bridge's "
-          "member interface its own IPv4 address",
-          name, req.port, f.port_attr.gid_tbl_len));
-#else
-          "{} port {} has no usable GID ({} entries, all empty{})", name, req.port,
-          f.port_attr.gid_tbl_len,
-          ll == IBV_LINK_LAYER_ETHERNET ? ": give the interface an IP address" : ""));
-#endif
-      return false;
-    }
-  }
-  f.device = name;
-  f.port = req.port;
-  return true;
-}
-
-std::string describe_found(const Found &f) {
-  return fmt::format("{} port {} GID {} ({})", f.device, f.port, f.gid_index,
-                     gid_kind_name(f.kind));
-}
-
-// Walks the device list: the first usable port (or the named device's).
-// On success `ctx_out` (when non-null) keeps that device open.
-bool find_port(const Verbs &v, const ProbeRequest &req, Found &f, std::string &why,
-               ibv_context **ctx_out) {
-  int n = 0;
-  errno = 0;
-  ibv_device **list = v.get_device_list(&n);
-  if (list == nullptr) {
-    int e = errno;
-    why = e == ENOSYS ? "libibverbs found no RDMA devices (the kernel has no RDMA support: "
-                        "ibv_get_device_list: Function not implemented)"
-                      : fmt::format("libibverbs found no RDMA devices (ibv_get_device_list: {})",
-                                    std::strerror(e));
-    return false;
-  }
-  std::vector<std::string> notes, names;
-  bool ok = false;
-  for (int i = 0; i < n && !ok; i++) {
-    const char *name = v.get_device_name(list[i]);
-    if (name == nullptr) name = "?";
-    names.push_back(name);
-    if (!req.device.empty() && req.device != name) continue;
-    ibv_context *ctx = v.open_device(list[i]);
-    if (ctx == nullptr) {
-      notes.push_back(fmt::format("{}: cannot open: {}", name, std::strerror(errno)));
-      continue;
-    }
-    ok = check_port(v, ctx, name, req, f, notes);
-    if (ok && ctx_out != nullptr)
-      *ctx_out = ctx;
-    else
-      v.close_device(ctx);
-  }
-  v.free_device_list(list);
-  if (ok) return true;
-  if (n == 0) {
-#if defined(__APPLE__)
-    why = "librdma found no rdma_en* device (is a Thunderbolt 5 cable connected and RDMA "
-          "enabled with `rdma_ctl enable`?)";
-#else
-    why = "libibverbs found no RDMA devices";
-#endif
-  } else if (!req.device.empty() && notes.empty()) {
-    std::string all;
-    for (auto &s : names) all += (all.empty() ? "" : ", ") + s;
-    why = fmt::format("RDMA device '{}' not found (devices here: {})", req.device, all);
-  } else {
-    std::string all;
-    for (auto &s : notes) all += (all.empty() ? "" : "; ") + s;
-    why = "no usable RDMA port: " + all;
-  }
-  return false;
-}
 
 uint32_t random_psn() {
   uint32_t v = 0;
@@ -259,7 +48,7 @@ int post_chunked(const Work *w, size_t n, uint32_t lkey, Fill fill, Post post, c
                  Error &err) {
   constexpr size_t kChunk = 32;
   Wr wr[kChunk];
-  ibv_sge sge[kChunk];
+  abi::Sge sge[kChunk];
   for (size_t done = 0; done < n;) {
     size_t m = std::min(kChunk, n - done);
     for (size_t i = 0; i < m; i++) {
@@ -281,8 +70,8 @@ int post_chunked(const Work *w, size_t n, uint32_t lkey, Fill fill, Post post, c
 
 class VerbsQp final : public QueuePair {
  public:
-  VerbsQp(const Verbs &v, ibv_qp *qp, ibv_cq *cq, uint32_t lkey, const Found &f,
-          const ibv_qp_cap &cap, uint8_t type, uint32_t max_msg)
+  VerbsQp(const Verbs &v, abi::Qp *qp, abi::Cq *cq, uint32_t lkey, const Found &f,
+          const abi::QpCap &cap, uint8_t type, uint32_t max_msg)
       : v_(v), qp_(qp), cq_(cq), lkey_(lkey), f_(f), type_(type) {
     info_.qp_num = qp->qp_num;
     info_.psn = random_psn();
@@ -312,19 +101,18 @@ class VerbsQp final : public QueuePair {
 
   int connect(const wire::RdmaInfo &peer, Error &err) override {
     const bool rc = type_ == wire::kQpRc;
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
+    abi::QpAttr a{};
+    a.qp_state = abi::kQpsInit;
     a.pkey_index = 0;
     a.port_num = uint8_t(f_.port);
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                        (rc ? IBV_ACCESS_REMOTE_READ : 0);
-    if (int e = v_.modify_qp(qp_, &a,
-                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return step_failed("INIT", e, err);
+    a.qp_access_flags = abi::kAccessLocalWrite | abi::kAccessRemoteWrite |
+                        (rc ? abi::kAccessRemoteRead : 0);
+    int mask = abi::kQpState | abi::kQpPkeyIndex | abi::kQpPort | abi::kQpAccessFlags;
+    if (int e = v_.modify_qp(qp_, &a, mask)) return step_failed("INIT", e, err);
 
-    a = ibv_qp_attr{};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = ibv_mtu(std::min<int>(f_.port_attr.active_mtu, peer.mtu));
+    a = abi::QpAttr{};
+    a.qp_state = abi::kQpsRtr;
+    a.path_mtu = std::min<int>(f_.port_attr.active_mtu, peer.mtu);
     a.dest_qp_num = peer.qp_num;
     a.rq_psn = peer.psn;
     a.ah_attr.dlid = peer.lid;
@@ -333,7 +121,7 @@ class VerbsQp final : public QueuePair {
     a.ah_attr.port_num = uint8_t(f_.port);
     // Ethernet (RoCE) always routes by GID; InfiniBand by LID unless the
     // peer has none.
-    if (f_.port_attr.link_layer == IBV_LINK_LAYER_ETHERNET || peer.lid == 0) {
+    if (f_.port_attr.link_layer == abi::kLinkLayerEthernet || peer.lid == 0) {
       a.ah_attr.is_global = 1;
       std::memcpy(a.ah_attr.grh.dgid.raw, peer.gid.data(), 16);
       a.ah_attr.grh.sgid_index = uint8_t(f_.gid_index);
@@ -341,51 +129,51 @@ class VerbsQp final : public QueuePair {
       a.ah_attr.grh.traffic_class = 0;
       a.ah_attr.grh.flow_label = 0;
     }
-    int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    mask = abi::kQpState | abi::kQpAv | abi::kQpPathMtu | abi::kQpDestQpn | abi::kQpRqPsn;
     if (rc) {
       a.max_dest_rd_atomic = 1;
       a.min_rnr_timer = 12;
-      mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+      mask |= abi::kQpMaxDestRdAtomic | abi::kQpMinRnrTimer;
     }
     if (int e = v_.modify_qp(qp_, &a, mask)) return step_failed("RTR", e, err);
 
-    a = ibv_qp_attr{};
-    a.qp_state = IBV_QPS_RTS;
+    a = abi::QpAttr{};
+    a.qp_state = abi::kQpsRts;
     a.sq_psn = info_.psn;
-    mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+    mask = abi::kQpState | abi::kQpSqPsn;
     if (rc) {
       a.timeout = 14;
       a.retry_cnt = 7;
       a.rnr_retry = 7;  // receives are posted ahead; an RNR wait beats an error
       a.max_rd_atomic = 1;
-      mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+      mask |= abi::kQpTimeout | abi::kQpRetryCnt | abi::kQpRnrRetry | abi::kQpMaxQpRdAtomic;
     }
     if (int e = v_.modify_qp(qp_, &a, mask)) return step_failed("RTS", e, err);
     return DS4TP_OK;
   }
 
   int post_recv(const RecvWork *w, size_t n, Error &err) override {
-    return post_chunked<ibv_recv_wr>(
-        w, n, lkey_, [](ibv_recv_wr &, const RecvWork &) {},
-        [&](ibv_recv_wr *wr, ibv_recv_wr **bad) { return v_.do_post_recv(qp_, wr, bad); },
+    return post_chunked<abi::RecvWr>(
+        w, n, lkey_, [](abi::RecvWr &, const RecvWork &) {},
+        [&](abi::RecvWr *wr, abi::RecvWr **bad) { return v_.do_post_recv(qp_, wr, bad); },
         "ibv_post_recv", err);
   }
 
   int post_send(const SendWork *w, size_t n, Error &err) override {
-    return post_chunked<ibv_send_wr>(
+    return post_chunked<abi::SendWr>(
         w, n, lkey_,
-        [](ibv_send_wr &wr, const SendWork &s) {
-          wr.opcode = IBV_WR_SEND_WITH_IMM;
-          wr.send_flags = IBV_SEND_SIGNALED;
+        [](abi::SendWr &wr, const SendWork &s) {
+          wr.opcode = abi::kWrSendWithImm;
+          wr.send_flags = abi::kSendSignaled;
           wr.imm_data = htonl(s.imm);
         },
-        [&](ibv_send_wr *wr, ibv_send_wr **bad) { return v_.do_post_send(qp_, wr, bad); },
+        [&](abi::SendWr *wr, abi::SendWr **bad) { return v_.do_post_send(qp_, wr, bad); },
         "ibv_post_send", err);
   }
 
   int poll(Completion *out, int max, Error &err) override {
     constexpr int kChunk = 32;
-    ibv_wc wc[kChunk];
+    abi::Wc wc[kChunk];
     int n = v_.do_poll_cq(cq_, std::min(max, kChunk), wc);
     if (n < 0) return err.set(DS4TP_EIO, "ibv_poll_cq failed ({})", n);
     for (int i = 0; i < n; i++) {
@@ -394,14 +182,14 @@ class VerbsQp final : public QueuePair {
       c.status = int(wc[i].status);
       c.vendor_err = wc[i].vendor_err;
       c.bytes = wc[i].byte_len;
-      c.has_imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;
+      c.has_imm = (wc[i].wc_flags & abi::kWcWithImm) != 0;
       c.imm = c.has_imm ? ntohl(wc[i].imm_data) : 0;
     }
     return n;
   }
 
   std::string status_text(int status) const override {
-    const char *s = v_.wc_status_str(ibv_wc_status(status));
+    const char *s = v_.wc_status_str(status);
     return s ? s : "unknown status";
   }
 
@@ -412,8 +200,8 @@ class VerbsQp final : public QueuePair {
   }
 
   const Verbs &v_;
-  ibv_qp *qp_;
-  ibv_cq *cq_;
+  abi::Qp *qp_;
+  abi::Cq *cq_;
   uint32_t lkey_;
   Found f_;
   uint8_t type_;
@@ -422,7 +210,7 @@ class VerbsQp final : public QueuePair {
 
 class VerbsDevice final : public Device {
  public:
-  VerbsDevice(const Verbs &v, ibv_context *ctx, ibv_pd *pd, const Found &f)
+  VerbsDevice(const Verbs &v, abi::Context *ctx, abi::Pd *pd, const Found &f)
       : v_(v), ctx_(ctx), pd_(pd), f_(f) {}
   ~VerbsDevice() override {
     deregister_memory();
@@ -435,7 +223,7 @@ class VerbsDevice final : public Device {
   int register_memory(void *base, uint64_t bytes, uint32_t &rkey, Error &err) override {
     if (mr_ != nullptr) return err.set(DS4TP_EIO, "rdma: memory is already registered");
     mr_ = v_.reg_mr(pd_, base, bytes,
-                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+                    abi::kAccessLocalWrite | abi::kAccessRemoteWrite | abi::kAccessRemoteRead);
     if (mr_ == nullptr) {
       int e = errno;
       return err.set(DS4TP_EIO, "ibv_reg_mr of {} bytes failed: {}{}", bytes, std::strerror(e),
@@ -463,14 +251,14 @@ class VerbsDevice final : public Device {
     // the depths until creation works (the transport checks what it got).
     for (; send >= 8 && recv >= 8; send /= 2, recv /= 2) {
       uint32_t cqe = std::min(send + recv, max_cqe);
-      ibv_cq *cq = v_.create_cq(ctx_, int(cqe), nullptr, nullptr, 0);
+      abi::Cq *cq = v_.create_cq(ctx_, int(cqe), nullptr, nullptr, 0);
       if (cq == nullptr) {
         last_errno = errno;
         continue;
       }
-      const ibv_qp_type types[2] = {IBV_QPT_RC, IBV_QPT_UC};
+      const int types[2] = {abi::kQptRc, abi::kQptUc};
       for (int t = req.uc_only ? 1 : 0; t < 2; t++) {
-        ibv_qp_init_attr init{};
+        abi::QpInitAttr init{};
         init.send_cq = cq;
         init.recv_cq = cq;
         init.cap.max_send_wr = send;
@@ -480,12 +268,12 @@ class VerbsDevice final : public Device {
         init.cap.max_inline_data = 0;
         init.qp_type = types[t];
         init.sq_sig_all = 0;
-        ibv_qp *qp = v_.create_qp(pd_, &init);
+        abi::Qp *qp = v_.create_qp(pd_, &init);
         if (qp == nullptr) {
           last_errno = errno;
           continue;
         }
-        ibv_qp_cap cap = init.cap;
+        abi::QpCap cap = init.cap;
         cap.max_send_wr = std::min(cap.max_send_wr, send);
         cap.max_recv_wr = std::min(cap.max_recv_wr, recv);
         out = std::make_unique<VerbsQp>(v_, qp, cq, mr_->lkey, f_, cap,
@@ -500,10 +288,10 @@ class VerbsDevice final : public Device {
 
  private:
   const Verbs &v_;
-  ibv_context *ctx_;
-  ibv_pd *pd_;
+  abi::Context *ctx_;
+  abi::Pd *pd_;
   Found f_;
-  ibv_mr *mr_ = nullptr;
+  abi::Mr *mr_ = nullptr;
 };
 
 }  // namespace
@@ -547,10 +335,10 @@ int open_device(const ProbeRequest &req, const ProbeResult &found, std::unique_p
   exact.port = found.port;
   exact.gid_index = found.gid_index;
   Found f;
-  ibv_context *ctx = nullptr;
+  abi::Context *ctx = nullptr;
   if (!find_port(*v, exact, f, why, &ctx))
     return err.set(DS4TP_EUNSUPPORTED, "rdma: the port found at bring-up is gone: {}", why);
-  ibv_pd *pd = v->alloc_pd(ctx);
+  abi::Pd *pd = v->alloc_pd(ctx);
   if (pd == nullptr) {
     int e = errno;
     v->close_device(ctx);

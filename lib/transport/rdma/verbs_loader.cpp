@@ -14,16 +14,14 @@
 
 namespace ds4tp::rdma {
 
-int Verbs::query_port(ibv_context *context, uint8_t port, ibv_port_attr *attr) const {
-  // Same logic as ___ibv_query_port in verbs.h: the extended op fills the
-  // whole struct; the exported compat call fills its older prefix.
-  verbs_context *vctx = verbs_get_ctx(context);
-  if (vctx != nullptr &&
-      vctx->sz >= sizeof(*vctx) - offsetof(verbs_context, query_port) &&
-      vctx->query_port != nullptr)
-    return vctx->query_port(context, port, attr, sizeof(*attr));
+int Verbs::query_port(abi::Context *context, uint8_t port, abi::PortAttr *attr) const {
+  // As ___ibv_query_port in rdma-core's verbs.h: the extended op fills the
+  // struct (told the size a rdma-core 44 build passes); the exported compat
+  // call fills its older prefix.
   std::memset(attr, 0, sizeof(*attr));
-  return query_port_compat(context, port, reinterpret_cast<_compat_ibv_port_attr *>(attr));
+  if (abi::ExtendedContextTail *x = abi::extended_query_port(context))
+    return x->query_port(context, port, attr, abi::kPortAttrBytes);
+  return query_port_compat(context, port, attr);
 }
 
 namespace {

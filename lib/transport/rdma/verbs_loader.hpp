@@ -1,26 +1,27 @@
-// libibverbs loaded at run time (dlopen), so libds4tp has no link-time
-// dependency on rdma-core: a machine without it runs over TCP/shm, and the
-// probe says "libibverbs is not installed" instead of the loader refusing
-// to start the program.
+// The verbs library (libibverbs, Apple's librdma) loaded at run time
+// (dlopen), so libds4tp has no link-time dependency on it: a machine
+// without it runs over TCP/shm, and the probe says why instead of the
+// loader refusing to start the program.
 //
 // Which calls need a symbol: the set-up calls below are exported functions
 // and are resolved with dlsym. The data-path calls (ibv_post_send,
-// ibv_post_recv, ibv_poll_cq) are inline functions in <infiniband/verbs.h>
-// that jump through the context's ops table, so they need no symbol and
-// are called directly. Apple's librdma ships no header and may export
-// them as functions instead: where the library exports ibv_post_send,
-// ibv_post_recv or ibv_poll_cq, the table holds them and the data path
-// calls those (Verbs::post_send() and friends), else the inlines. ibv_query_port is a header macro whose inline
-// prefers the extended context op and falls back to the exported (compat)
-// function; query_port() below does the same with the resolved pointer.
+// ibv_post_recv, ibv_poll_cq) are header inlines in rdma-core that jump
+// through the context's ops table, so they need no symbol: do_post_send()
+// and friends do the same jump. Where the library exports them as
+// functions instead, the table holds those and the data path calls them.
+// ibv_query_port is a header inline too: it prefers the extended context
+// op and falls back to the exported (compat) function; query_port() below
+// does the same with the resolved pointer.
 //
-// Only verbs_*.cpp include this header (it pulls in verbs.h).
+// The types are our own declarations of the verbs ABI (verbs_abi.hpp),
+// not rdma-core's header, so this builds where no verbs header exists
+// (macOS). Only verbs_*.cpp and tests include this header.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include <infiniband/verbs.h>
+#include "transport/rdma/verbs_abi.hpp"
 
 namespace ds4tp::rdma {
 
@@ -28,54 +29,55 @@ struct Verbs {
   std::string path;  // what was loaded
   // Resolved exported functions (never null once loaded, except where
   // noted).
-  ibv_device **(*get_device_list)(int *num_devices) = nullptr;
-  void (*free_device_list)(ibv_device **list) = nullptr;
-  const char *(*get_device_name)(ibv_device *device) = nullptr;
-  ibv_context *(*open_device)(ibv_device *device) = nullptr;
-  int (*close_device)(ibv_context *context) = nullptr;
-  int (*query_device)(ibv_context *context, ibv_device_attr *attr) = nullptr;
-  int (*query_port_compat)(ibv_context *context, uint8_t port, _compat_ibv_port_attr *attr) =
-      nullptr;
-  int (*query_gid)(ibv_context *context, uint8_t port, int index, ibv_gid *gid) = nullptr;
+  abi::Device **(*get_device_list)(int *num_devices) = nullptr;
+  void (*free_device_list)(abi::Device **list) = nullptr;
+  const char *(*get_device_name)(abi::Device *device) = nullptr;
+  abi::Context *(*open_device)(abi::Device *device) = nullptr;
+  int (*close_device)(abi::Context *context) = nullptr;
+  int (*query_device)(abi::Context *context, abi::DeviceAttr *attr) = nullptr;
+  // Fills the older prefix of PortAttr (rdma-core's _compat_ibv_port_attr).
+  int (*query_port_compat)(abi::Context *context, uint8_t port, abi::PortAttr *attr) = nullptr;
+  int (*query_gid)(abi::Context *context, uint8_t port, int index, abi::Gid *gid) = nullptr;
   // rdma-core >= 32; null on older libraries (then sysfs names the type).
-  int (*query_gid_ex)(ibv_context *context, uint32_t port, uint32_t index, ibv_gid_entry *entry,
-                      uint32_t flags, size_t entry_size) = nullptr;
-  ibv_pd *(*alloc_pd)(ibv_context *context) = nullptr;
-  int (*dealloc_pd)(ibv_pd *pd) = nullptr;
-  ibv_mr *(*reg_mr)(ibv_pd *pd, void *addr, size_t length, int access) = nullptr;
-  int (*dereg_mr)(ibv_mr *mr) = nullptr;
-  ibv_cq *(*create_cq)(ibv_context *context, int cqe, void *cq_context,
-                       ibv_comp_channel *channel, int comp_vector) = nullptr;
-  int (*destroy_cq)(ibv_cq *cq) = nullptr;
-  ibv_qp *(*create_qp)(ibv_pd *pd, ibv_qp_init_attr *attr) = nullptr;
-  int (*modify_qp)(ibv_qp *qp, ibv_qp_attr *attr, int mask) = nullptr;
-  int (*destroy_qp)(ibv_qp *qp) = nullptr;
-  const char *(*wc_status_str)(ibv_wc_status status) = nullptr;
+  int (*query_gid_ex)(abi::Context *context, uint32_t port, uint32_t index,
+                      abi::GidEntry *entry, uint32_t flags, size_t entry_size) = nullptr;
+  abi::Pd *(*alloc_pd)(abi::Context *context) = nullptr;
+  int (*dealloc_pd)(abi::Pd *pd) = nullptr;
+  abi::Mr *(*reg_mr)(abi::Pd *pd, void *addr, size_t length, int access) = nullptr;
+  int (*dereg_mr)(abi::Mr *mr) = nullptr;
+  abi::Cq *(*create_cq)(abi::Context *context, int cqe, void *cq_context,
+                        abi::CompChannel *channel, int comp_vector) = nullptr;
+  int (*destroy_cq)(abi::Cq *cq) = nullptr;
+  abi::Qp *(*create_qp)(abi::Pd *pd, abi::QpInitAttr *attr) = nullptr;
+  int (*modify_qp)(abi::Qp *qp, abi::QpAttr *attr, int mask) = nullptr;
+  int (*destroy_qp)(abi::Qp *qp) = nullptr;
+  const char *(*wc_status_str)(int status) = nullptr;
 
   // Exported data-path functions, null where the library has none (then
-  // the header inlines dispatch through the context's ops table).
-  int (*post_send)(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) = nullptr;
-  int (*post_recv)(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) = nullptr;
-  int (*poll_cq)(ibv_cq *cq, int num_entries, ibv_wc *wc) = nullptr;
+  // the calls dispatch through the context's ops table).
+  int (*post_send)(abi::Qp *qp, abi::SendWr *wr, abi::SendWr **bad) = nullptr;
+  int (*post_recv)(abi::Qp *qp, abi::RecvWr *wr, abi::RecvWr **bad) = nullptr;
+  int (*poll_cq)(abi::Cq *cq, int num_entries, abi::Wc *wc) = nullptr;
 
-  int do_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) const {
-    return post_send != nullptr ? post_send(qp, wr, bad) : ibv_post_send(qp, wr, bad);
+  int do_post_send(abi::Qp *qp, abi::SendWr *wr, abi::SendWr **bad) const {
+    return post_send != nullptr ? post_send(qp, wr, bad) : qp->context->ops.post_send(qp, wr, bad);
   }
-  int do_post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) const {
-    return post_recv != nullptr ? post_recv(qp, wr, bad) : ibv_post_recv(qp, wr, bad);
+  int do_post_recv(abi::Qp *qp, abi::RecvWr *wr, abi::RecvWr **bad) const {
+    return post_recv != nullptr ? post_recv(qp, wr, bad) : qp->context->ops.post_recv(qp, wr, bad);
   }
-  int do_poll_cq(ibv_cq *cq, int n, ibv_wc *wc) const {
-    return poll_cq != nullptr ? poll_cq(cq, n, wc) : ibv_poll_cq(cq, n, wc);
+  int do_poll_cq(abi::Cq *cq, int n, abi::Wc *wc) const {
+    return poll_cq != nullptr ? poll_cq(cq, n, wc) : cq->context->ops.poll_cq(cq, n, wc);
   }
 
   // ibv_query_port as the header inline does it, without a link-time symbol.
-  int query_port(ibv_context *context, uint8_t port, ibv_port_attr *attr) const;
+  int query_port(abi::Context *context, uint8_t port, abi::PortAttr *attr) const;
 };
 
 // Loads `path` (nullptr: $DS4TP_VERBS_LIB if set, else the first of
-// os::verbs_library_names() that loads) once per process and path; later calls return the same table. Libraries
-// are never unloaded (providers may keep state). nullptr with `why` set
-// (dlerror text, or the missing symbol) when it cannot be used. Thread-safe.
+// os::verbs_library_names() that loads) once per process and path; later
+// calls return the same table. Libraries are never unloaded (providers
+// may keep state). nullptr with `why` set (dlerror text, or the missing
+// symbol) when it cannot be used. Thread-safe.
 const Verbs *load_verbs(const char *path, std::string &why);
 // The same for an explicit search list: the first of `names` that loads.
 // `why` names every library tried, with its error.

@@ -99,6 +99,7 @@ class ShmTransport final : public Transport {
     // the pid is checked too when it names the peer here (start != 0).
     watch_.watch_socket(fd_.get(), "data connection");
     watch_.watch_process(peer_pid_, peer_start_);
+    watch_.watch_peer(cfg_.peer);
     policy_.spin_ns = cfg_.spin_ns;
     policy_.clock_every = 64;  // acquire loads and pause only; the clock (vDSO) every 64 rounds
   }
@@ -199,6 +200,17 @@ class ShmTransport final : public Transport {
   int wait(Ready &&ready, const uint64_t &deadline);
 
   int fail(const GateHeader &h, int code, bool peer_met, uint64_t limit_ns, Error &err) {
+    if (code == DS4TP_EPEERCLOSED && watch_.silent())
+      return err.set(DS4TP_ETIMEDOUT, "{} during {} (layer {}, {} {}, seq {}) over shm",
+                     watch_.why(), wire::gate_kind_name(h.kind), h.layer, aux_name(h.kind),
+                     h.aux, h.seq);
+    if (code == DS4TP_ETIMEDOUT && !peer_met && cfg_.peer != nullptr)
+      return err.set(DS4TP_ETIMEDOUT,
+                     "{} (layer {}, {} {}, seq {}) over shm: {}, but it never reached this "
+                     "gate in {} ms (peer_arrival_timeout_ms, at least the gate's progress "
+                     "deadline)",
+                     wire::gate_kind_name(h.kind), h.layer, aux_name(h.kind), h.aux, h.seq,
+                     cfg_.peer->where_peer_is(), limit_ns / 1000000);
     if (code == DS4TP_EPEERCLOSED)
       return err.set(DS4TP_EPEERCLOSED,
                      "peer {} (pid {}) during {} (layer {}, {} {}, seq {}) over shm",
@@ -270,7 +282,8 @@ int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t 
   prev_region_ = region;
   uint8_t *const peer = peer_.base();
   uint8_t *const line = gate_line(peer_ctl_, t);
-  uint64_t deadline = now_ns() + cfg_.gate_timeout_ns;
+  const uint64_t arrival = cfg_.arrival(false);
+  uint64_t deadline = os::deadline_after(now_ns(), arrival);
   bool peer_met = false;
   // Our payload lands and is published before we look for the peer, so a
   // peer that arrives later finds everything in place and never waits for
@@ -294,7 +307,8 @@ int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t 
         return done(t) ? 1 : 0;
       },
       deadline);
-  if (rc != DS4TP_OK) return fail(h, rc, peer_met, cfg_.gate_timeout_ns, err);
+  if (rc != DS4TP_OK)
+    return fail(h, rc, peer_met, peer_met ? cfg_.gate_timeout_ns : arrival, err);
   if (staged_) {
     std::memcpy(slab_ + in_off, mine_.base() + in_off, bytes);
     if (flag_off != kNoFlag) word(slab_ + flag_off).store(h.seq, std::memory_order_release);
@@ -315,9 +329,10 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
   };
   // Meet: the peer may be a prefill step behind.
   announce(h, t, true);
-  uint64_t deadline = now_ns() + cfg_.big_gate_timeout_ns;
+  const uint64_t arrival = cfg_.arrival(true);
+  uint64_t deadline = os::deadline_after(now_ns(), arrival);
   int rc = wait(meet, deadline);
-  if (rc != DS4TP_OK) return fail(h, rc, peer_met, cfg_.big_gate_timeout_ns, err);
+  if (rc != DS4TP_OK) return fail(h, rc, peer_met, arrival, err);
   publish(gate_line(peer_ctl_, t) + kDone, t);
 
   // Stream: chunk i of the pair's life goes to staging slot i % kBigChunks
@@ -339,7 +354,7 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
     return big_got_ < recv_end &&
            word(my_big + kFilled).load(std::memory_order_acquire) > big_got_;
   };
-  deadline = now_ns() + cfg_.gate_timeout_ns;
+  deadline = now_ns() + cfg_.big_gate_timeout_ns;
   while (big_sent_ < send_end || big_got_ < recv_end) {
     bool progress = false;
     if (can_send()) {
@@ -357,15 +372,15 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
       progress = true;
     }
     if (progress) {
-      deadline = now_ns() + cfg_.gate_timeout_ns;
+      deadline = now_ns() + cfg_.big_gate_timeout_ns;
       continue;
     }
     rc = wait([&]() -> int { return can_send() || can_recv() ? 1 : 0; }, deadline);
-    if (rc != DS4TP_OK) return fail(h, rc, true, cfg_.gate_timeout_ns, err);
+    if (rc != DS4TP_OK) return fail(h, rc, true, cfg_.big_gate_timeout_ns, err);
   }
   // Zero chunks: the peer's done still says it read our header.
   rc = wait([&]() -> int { return done(t) ? 1 : 0; }, deadline);
-  if (rc != DS4TP_OK) return fail(h, rc, true, cfg_.gate_timeout_ns, err);
+  if (rc != DS4TP_OK) return fail(h, rc, true, cfg_.big_gate_timeout_ns, err);
   return DS4TP_OK;
 }
 

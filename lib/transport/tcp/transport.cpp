@@ -1,5 +1,6 @@
 #include "transport/tcp/transport.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -19,6 +20,8 @@ using wire::GateKind;
 
 // After a hang-up, bytes the peer sent before it still drain this long.
 constexpr uint64_t kGoneGraceNs = 2000000;
+// A blocked gate wakes this often to read the peer's liveness verdict.
+constexpr int kBlockSliceMs = 20;
 
 class TcpTransport final : public Transport {
  public:
@@ -40,7 +43,7 @@ class TcpTransport final : public Transport {
            Error &err) override {
     GateHeader h{uint16_t(GateKind::Row), layer, gate, seq, layout_.vec_bytes};
     return exchange(h, base_ + layout_.out_vec(slot), base_ + layout_.in_vec(slot),
-                    layout_.vec_bytes, cfg_.gate_timeout_ns, err);
+                    layout_.vec_bytes, cfg_.arrival(false), cfg_.gate_timeout_ns, err);
   }
 
   int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) override {
@@ -49,23 +52,23 @@ class TcpTransport final : public Transport {
     uint64_t bytes = uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes;
     GateHeader h{uint16_t(GateKind::Batch), index, rows, seq, bytes};
     return exchange(h, base_ + layout_.batch_out_gate(index),
-                    base_ + layout_.batch_in_gate(index), bytes, cfg_.gate_timeout_ns,
-                    err);
+                    base_ + layout_.batch_in_gate(index), bytes, cfg_.arrival(false),
+                    cfg_.gate_timeout_ns, err);
   }
 
   int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in,
                uint64_t bytes, Error &err) override {
     GateHeader h{uint16_t(GateKind::Big), layer, 0, seq, bytes};
     return exchange(h, static_cast<const uint8_t *>(out), static_cast<uint8_t *>(in),
-                    bytes, cfg_.big_gate_timeout_ns, err);
+                    bytes, cfg_.arrival(true), cfg_.big_gate_timeout_ns, err);
   }
 
  private:
   // Full-duplex exchange of header+payload. `meet_ns` bounds the wait for
-  // the peer's first bytes; after that the gate timeout applies to every
+  // the peer's first bytes; after that `progress_ns` applies to every
   // stretch without progress.
   int exchange(const GateHeader &mine, const uint8_t *out, uint8_t *in, uint64_t bytes,
-               uint64_t meet_ns, Error &err) {
+               uint64_t meet_ns, uint64_t progress_ns, Error &err) {
     uint8_t shdr[wire::kGateHeaderBytes];
     uint8_t rhdr[wire::kGateHeaderBytes];
     wire::encode_gate_header(mine, shdr);
@@ -79,8 +82,10 @@ class TcpTransport final : public Transport {
     // neither direction can move.
     os::PeerWatch watch;
     watch.watch_socket(fd, "data connection");
+    watch.watch_peer(cfg_.peer);
     os::Waiter w(policy_, &watch);
-    uint64_t deadline = w.last_progress() + meet_ns;
+    const uint64_t started = w.last_progress();
+    uint64_t deadline = os::deadline_after(started, meet_ns);
 
     while (sent < total || got < total) {
       bool progress = false;
@@ -135,20 +140,43 @@ class TcpTransport final : public Transport {
       if (progress) {
         w.progress();
         // Once the peer has shown up, the in-gate timeout applies.
-        deadline = w.last_progress() + (got > 0 ? cfg_.gate_timeout_ns : meet_ns);
+        deadline = got > 0 ? w.last_progress() + progress_ns : os::deadline_after(started, meet_ns);
         continue;
       }
       int perr = 0;
       int rc = w.idle(deadline, [&](uint64_t) {
         pollfd p{fd, short((got < total ? POLLIN : 0) | (sent < total ? POLLOUT : 0)), 0};
-        if (::poll(&p, 1, ms_left(deadline)) < 0 && errno != EINTR) perr = errno;
+        // In slices, so the peer's liveness verdict is read while blocked.
+        if (::poll(&p, 1, std::min(ms_left(deadline), kBlockSliceMs)) < 0 && errno != EINTR)
+          perr = errno;
       });
       if (perr != 0) return io_fail(mine, perr, sent, got, total, err);
+      if (rc == DS4TP_ETIMEDOUT && got == 0 && cfg_.peer != nullptr)
+        return never_reached(mine, meet_ns, err);
       if (rc == DS4TP_ETIMEDOUT)
-        return timeout(mine, got == 0 ? meet_ns : cfg_.gate_timeout_ns, sent, got, total, err);
+        return timeout(mine, got == 0 ? meet_ns : progress_ns, sent, got, total, err);
+      if (rc == DS4TP_EPEERCLOSED && watch.silent()) return silent(mine, watch, got, total, err);
       if (rc == DS4TP_EPEERCLOSED) return closed(mine, got, total, err);
     }
     return DS4TP_OK;
+  }
+
+  int never_reached(const GateHeader &m, uint64_t limit_ns, Error &err) {
+    return err.set(DS4TP_ETIMEDOUT,
+                   "{} (layer {}, {} {}, seq {}): {}, but it never reached this gate in {} ms "
+                   "(peer_arrival_timeout_ms, at least the gate's progress deadline)",
+                   wire::gate_kind_name(m.kind), m.layer,
+                   m.kind == uint16_t(GateKind::Batch) ? "rows" : "gate", m.aux, m.seq,
+                   cfg_.peer->where_peer_is(), limit_ns / 1000000);
+  }
+
+  int silent(const GateHeader &m, const os::PeerWatch &watch, uint64_t got, uint64_t total,
+             Error &err) {
+    return err.set(DS4TP_ETIMEDOUT, "{} during {} (layer {}, {} {}, seq {}; received {} of {} "
+                   "bytes)",
+                   watch.why(), wire::gate_kind_name(m.kind), m.layer,
+                   m.kind == uint16_t(GateKind::Batch) ? "rows" : "gate", m.aux, m.seq, got,
+                   total);
   }
 
   int closed(const GateHeader &m, uint64_t got, uint64_t total, Error &err) {

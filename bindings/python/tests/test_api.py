@@ -27,8 +27,8 @@ def c_layout(peer_exe):
                                    (ds4tp.GateServiceOptions, "ds4tp_gate_service_options"),
                                    (ds4tp.BatchItem, "ds4tp_batch_item"),
                                    (ds4tp.ImageSpan, "ds4tp_image_span"),
-                                   (ds4tp._CommandStruct, "ds4tp_command"),
-                                   (ds4tp._ReplyStruct, "ds4tp_reply"),
+                                   (ds4tp._structs._CommandStruct, "ds4tp_command"),
+                                   (ds4tp._structs._ReplyStruct, "ds4tp_reply"),
                                    (ds4tp.WorkerOps, "ds4tp_worker_ops")])
 def test_struct_layout_matches_c(peer_exe, py, c):
     want = c_layout(peer_exe)[c]

@@ -1,12 +1,9 @@
 //! Rust ranks against C ranks over loopback, payloads checked bit for bit:
 //! the crate against ds4tp_peer (row, batch and big gates, driven by call,
-//! callback, staging hooks or the gate service) and the demo_worker
-//! example's toy model against the C demo (ds4tp_demo).
+//! callback, staging hooks or the gate service).
 mod common;
-#[path = "../examples/demo_worker/toy.rs"]
-mod toy;
 
-use common::{args, demo_exe, peer_exe, start_demo_leader, Peer};
+use common::{args, peer_exe, Peer};
 use ds4tp::{GateServiceOptions, Identity, LogLevel, Options, Pair, ServiceState, Stage, StagingHooks, Status, Transport};
 use std::time::{Duration, Instant};
 
@@ -257,36 +254,4 @@ fn identity_mismatch_is_an_error_naming_the_field() {
     assert!(tp.failed());
     let done = child.finish();
     assert!(!done.ok && done.err.contains("EIDENTITY"), "{}", done.err);
-}
-
-const DEMO: toy::Dims = toy::Dims { layers: 3, embd: 256, ffn: 32, tokens: 6 };
-
-fn demo_dims() -> Vec<String> {
-    args(&[&"--layers", &DEMO.layers, &"--embd", &DEMO.embd, &"--ffn", &DEMO.ffn, &"--tokens", &DEMO.tokens])
-}
-
-#[test]
-fn rust_demo_worker_against_c_demo_leader() {
-    let (child, port) = start_demo_leader(&demo_dims());
-    let mut tp = Pair::new(&quiet(Options::worker("127.0.0.1", port)), &toy::identity(&DEMO)).unwrap();
-    let outcome = toy::run(&mut tp, &DEMO);
-    let done = child.finish();
-    assert!(done.ok, "demo leader failed:\n{}{}", done.out, done.err);
-    assert!(done.out.contains("reference: bit-identical (0 of 6 tokens differ)"), "{}", done.out);
-    assert!(done.out.contains("hidden state vs the worker's: bit-identical"), "{}", done.out);
-    assert!(done.out.contains("demo OK"), "{}", done.out);
-    assert_eq!(outcome.unwrap(), toy::Outcome { mismatches: 0, same_as_peer: true });
-}
-
-#[test]
-fn rust_leader_against_c_demo_worker() {
-    let mut tp = Pair::new(&quiet(Options::leader(0)), &toy::identity(&DEMO)).unwrap();
-    let mut a = args(&[&"--role", &"worker", &"--connect", &format!("127.0.0.1:{}", tp.listen_port())]);
-    a.extend(demo_dims());
-    let child = Peer::spawn(&demo_exe(), &a);
-    let outcome = toy::run(&mut tp, &DEMO);
-    let done = child.finish();
-    // The C worker exits 1 unless it matched its reference and our state.
-    assert!(done.ok, "demo worker failed:\n{}{}", done.out, done.err);
-    assert_eq!(outcome.unwrap(), toy::Outcome { mismatches: 0, same_as_peer: true });
 }

@@ -1,7 +1,10 @@
-"""Shared fixtures: the binding module and the C programs the tests pair with.
+"""Shared fixtures: the binding package and the C programs the tests pair with.
 
-ctest sets DS4TP_LIBRARY (libds4tp.so), DS4TP_PEER (tests/bindings/ds4tp_peer)
-and DS4TP_DEMO (examples/demo/ds4tp_demo)."""
+The suite tests the installed package: ctest installs bindings/python with
+pip into the build tree and puts it first on PYTHONPATH (DS4TP_PYTHON_TARGET
+names that directory, and the import must come from it). ctest also sets
+DS4TP_LIBRARY (libds4tp.so), DS4TP_PEER (tests/bindings/ds4tp_peer) and
+DS4TP_DEMO (examples/demo/ds4tp_demo)."""
 
 import os
 import subprocess
@@ -10,9 +13,18 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import ds4tp
 
-import ds4tp  # noqa: E402
+# The example scripts (examples/python: demo_rank.py, leader.py, worker.py)
+# use the package; the tests run them too.
+EXAMPLES = Path(os.environ.get("DS4TP_PY_EXAMPLES")
+                or Path(__file__).resolve().parents[3] / "examples" / "python")
+sys.path.append(str(EXAMPLES))
+
+_target = os.environ.get("DS4TP_PYTHON_TARGET")
+if _target and Path(ds4tp.__file__).resolve().parent.parent != Path(_target).resolve():
+    raise RuntimeError(f"ds4tp was imported from {ds4tp.__file__}, not from the installed "
+                       f"package in {_target}")
 
 # Every child process and every pair call here ends within these bounds.
 PROCESS_TIMEOUT_S = 90

@@ -1,98 +1,12 @@
-//! The control plane (ds4tp.h "Control plane"): leader commands and
-//! replies, the symmetric calls of both ranks, and the worker side, by hand
-//! ([`Handle::recv_command`] and the explicit replies) or with
-//! [`Handle::worker_run`] and a [`Worker`] implementation.
+//! The worker side of the control plane: received commands, replies, and
+//! serving them by hand ([`Handle::recv_command`] and the explicit replies)
+//! or with [`Handle::worker_run`] and a [`Worker`] implementation.
 
-use crate::{check, static_str, sys, Error, Handle, Result, Status};
+use crate::control::len32;
+use crate::{check, command_name, sys, BatchItem, CommandKind, Error, Handle, Image, Result, Status};
 use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::ptr;
-
-pub use sys::ds4tp_batch_item as BatchItem;
-pub use sys::{
-    DS4TP_ACK_CANCELLED as ACK_CANCELLED, DS4TP_ACK_DONE as ACK_DONE, DS4TP_ACK_UNAVAILABLE as ACK_UNAVAILABLE,
-    DS4TP_DRAFTER_META_BYTES as DRAFTER_META_BYTES, DS4TP_HEAD_ROW_MAX as HEAD_ROW_MAX,
-    DS4TP_IMAGE_FINGERPRINT_BYTES as IMAGE_FINGERPRINT_BYTES, DS4TP_MTP_LIMIT_MAX as MTP_LIMIT_MAX,
-    DS4TP_SMALL_EXCHANGE_MAX as SMALL_EXCHANGE_MAX, DS4TP_VERIFY_DRAFT_SEED as VERIFY_DRAFT_SEED,
-    DS4TP_VERIFY_DRAFT_SHARED as VERIFY_DRAFT_SHARED, DS4TP_VERIFY_HEAD_SPLIT as VERIFY_HEAD_SPLIT,
-    DS4TP_WAIT_FOREVER as WAIT_FOREVER,
-};
-
-impl BatchItem {
-    /// One decode step of a batch.
-    pub fn new(session_id: u64, token: i32) -> BatchItem {
-        BatchItem { session_id, token, flags: 0 }
-    }
-}
-
-macro_rules! kinds {
-    ($($name:ident = $value:expr),* $(,)?) => {
-        /// ds4tp_command_kind: the commands a leader sends.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        #[repr(i32)]
-        pub enum CommandKind { $($name = $value),* }
-
-        impl CommandKind {
-            /// Every kind.
-            pub const ALL: &'static [CommandKind] = &[$(CommandKind::$name),*];
-            /// The kind with this number, if it is one.
-            pub fn from_code(code: i32) -> Option<CommandKind> {
-                match code { $($value => Some(CommandKind::$name),)* _ => None }
-            }
-        }
-    };
-}
-
-kinds! {
-    Sync = 1, Eval = 2, Rewind = 3, Invalidate = 4, Stop = 5, Hash = 6, Verify = 11,
-    VerifyCommit = 12, SessionCreate = 13, SessionDestroy = 14, EvalBatch = 15, MixedBatch = 16,
-    SyncImages = 18, Mtp = 21, Draft = 23, SpecRestore = 24,
-}
-
-impl CommandKind {
-    /// Upper-case name ("EVAL").
-    pub fn name(self) -> &'static str {
-        command_name(self as i32)
-    }
-}
-
-/// Upper-case name of a command kind or any control frame type; "?" when unknown.
-pub fn command_name(kind: i32) -> &'static str {
-    static_str(unsafe { sys::ds4tp_command_name(kind) })
-}
-
-/// ds4tp_commit_mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(i32)]
-pub enum CommitMode {
-    Rollback = 0,
-    Full = 1,
-    Prefix = 2,
-}
-
-/// ds4tp_draft_mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub enum DraftMode {
-    Maintain = 1,
-    Propose = 2,
-}
-
-/// An image inside a prompt (send_sync_images): token_count rows of
-/// data_width floats in `embd`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Image<'a> {
-    pub token_start: u32,
-    pub token_count: u32,
-    pub data_width: u32,
-    pub width: u32,
-    pub height: u32,
-    pub content_width: u32,
-    pub content_height: u32,
-    pub fingerprint: [u8; IMAGE_FINGERPRINT_BYTES],
-    pub embd: &'a [f32],
-}
 
 /// A received command. From [`Handle::recv_command`] it owns its arrays
 /// (freed on drop); inside [`Worker`] callbacks it borrows the loop's.
@@ -131,6 +45,7 @@ impl Command {
     pub fn kind_code(&self) -> i32 {
         self.raw.kind
     }
+    /// The session the command is for.
     pub fn session_id(&self) -> u64 {
         self.raw.session_id
     }
@@ -226,9 +141,11 @@ impl<'a> Reply<'a> {
         }
         unsafe { std::slice::from_raw_parts_mut(self.raw.logits, n) }
     }
+    /// Rows of logits the leader reads.
     pub fn logits_rows(&self) -> u32 {
         self.raw.logits_rows
     }
+    /// Floats per logits row (the leader's half).
     pub fn logits_floats(&self) -> u32 {
         self.raw.logits_floats
     }
@@ -236,6 +153,7 @@ impl<'a> Reply<'a> {
     pub fn position(&self) -> u32 {
         self.raw.position
     }
+    /// SYNC*: sets the tokens the session holds after the command.
     pub fn set_position(&mut self, position: u32) {
         self.raw.position = position;
     }
@@ -270,48 +188,63 @@ impl<'a> Reply<'a> {
 /// calls and gates. A kind left at its default is reported unsupported.
 #[allow(unused_variables)]
 pub trait Worker {
+    /// The `SESSION_CREATE` command (CommandKind::SessionCreate); default: unsupported.
     fn session_create(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `SESSION_DESTROY` command (CommandKind::SessionDestroy); default: unsupported.
     fn session_destroy(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `SYNC` command (CommandKind::Sync); default: unsupported.
     fn sync(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `SYNC_IMAGES` command (CommandKind::SyncImages); default: unsupported.
     fn sync_images(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `EVAL` command (CommandKind::Eval); default: unsupported.
     fn eval(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `MTP` command (CommandKind::Mtp); default: unsupported.
     fn mtp(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `REWIND` command (CommandKind::Rewind); default: unsupported.
     fn rewind(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `INVALIDATE` command (CommandKind::Invalidate); default: unsupported.
     fn invalidate(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `SPEC_RESTORE` command (CommandKind::SpecRestore); default: unsupported.
     fn spec_restore(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `EVAL_BATCH` command (CommandKind::EvalBatch); default: unsupported.
     fn eval_batch(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `MIXED_BATCH` command (CommandKind::MixedBatch); default: unsupported.
     fn mixed_batch(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `VERIFY` command (CommandKind::Verify); default: unsupported.
     fn verify(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `VERIFY_COMMIT` command (CommandKind::VerifyCommit); default: unsupported.
     fn verify_commit(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `DRAFT` command (CommandKind::Draft); default: unsupported.
     fn draft(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
+    /// The `HASH` command (CommandKind::Hash); default: unsupported.
     fn hash(&mut self, pair: &mut Handle, cmd: &Command, reply: &mut Reply) -> i32 {
         unsupported(cmd, reply)
     }
@@ -374,204 +307,7 @@ unsafe extern "C" fn command_trampoline(
     }
 }
 
-fn ptr_or_null<T>(s: &[T]) -> *const T {
-    if s.is_empty() {
-        ptr::null()
-    } else {
-        s.as_ptr()
-    }
-}
-
 impl Handle {
-    // ---- leader: commands (each returns once the frame is written) ----
-
-    /// SESSION_CREATE; then wait_ack.
-    pub fn send_session_create(&mut self, session_id: u64, ctx_size: u32) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_session_create(self.p, session_id, ctx_size) })
-    }
-    /// SESSION_DESTROY; then wait_ack.
-    pub fn send_session_destroy(&mut self, session_id: u64) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_session_destroy(self.p, session_id) })
-    }
-    /// SYNC: the session's tokens become exactly `tokens`; then wait_sync.
-    pub fn send_sync(&mut self, session_id: u64, tokens: &[i32], logits_floats: u32) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_sync(self.p, session_id, ptr_or_null(tokens), len32(tokens.len())?, logits_floats) })
-    }
-    /// SYNC_IMAGES: a sync with image embeddings; then wait_sync.
-    pub fn send_sync_images(&mut self, session_id: u64, tokens: &[i32], images: &[Image], logits_floats: u32) -> Result<()> {
-        let spans: Vec<sys::ds4tp_image_span> = images
-            .iter()
-            .map(|im| sys::ds4tp_image_span {
-                token_start: im.token_start,
-                token_count: im.token_count,
-                data_width: im.data_width,
-                width: im.width,
-                height: im.height,
-                content_width: im.content_width,
-                content_height: im.content_height,
-                fingerprint: im.fingerprint,
-                embd: ptr_or_null(im.embd),
-            })
-            .collect();
-        for (im, span) in images.iter().zip(&spans) {
-            let need = span.token_count as usize * span.data_width as usize;
-            if im.embd.len() < need {
-                return Err(Error::new(
-                    Status::EINVAL as i32,
-                    format!("image at token {} has {} floats, {} needed", im.token_start, im.embd.len(), need),
-                ));
-            }
-        }
-        check(unsafe {
-            sys::ds4tp_send_sync_images(
-                self.p,
-                session_id,
-                ptr_or_null(tokens),
-                len32(tokens.len())?,
-                ptr_or_null(&spans),
-                len32(spans.len())?,
-                logits_floats,
-            )
-        })
-    }
-    /// EVAL: one decode step; `seq` rises with every EVAL and MTP.
-    pub fn send_eval(&mut self, session_id: u64, seq: u64, token: i32, logits_floats: u32) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_eval(self.p, session_id, seq, token, logits_floats) })
-    }
-    /// MTP: a multi-token-prediction cycle of up to `limit` drafts; then wait_ack.
-    pub fn send_mtp(&mut self, session_id: u64, seq: u64, token: i32, limit: u32) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_mtp(self.p, session_id, seq, token, limit) })
-    }
-    /// REWIND (no reply).
-    pub fn send_rewind(&mut self, session_id: u64, pos: i32) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_rewind(self.p, session_id, pos) })
-    }
-    /// INVALIDATE (no reply).
-    pub fn send_invalidate(&mut self, session_id: u64) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_invalidate(self.p, session_id) })
-    }
-    /// SPEC_RESTORE; then wait_ack (ACK_UNAVAILABLE: invalidate and sync in full).
-    pub fn send_spec_restore(&mut self, session_id: u64, pos: i32) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_spec_restore(self.p, session_id, pos) })
-    }
-    /// EVAL_BATCH; then wait_ack(0).
-    pub fn send_eval_batch(&mut self, items: &[BatchItem], logits_floats: u32) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_eval_batch(self.p, ptr_or_null(items), len32(items.len())?, logits_floats) })
-    }
-    /// MIXED_BATCH: a prefill chunk plus one decode step per item; then wait_ack.
-    pub fn send_mixed_batch(&mut self, prefill_session_id: u64, prompt: &[i32], items: &[BatchItem], logits_floats: u32) -> Result<()> {
-        check(unsafe {
-            sys::ds4tp_send_mixed_batch(
-                self.p,
-                prefill_session_id,
-                ptr_or_null(prompt),
-                len32(prompt.len())?,
-                ptr_or_null(items),
-                len32(items.len())?,
-                logits_floats,
-            )
-        })
-    }
-    /// VERIFY: announces a verify block of `drafts` (VERIFY_* flags).
-    pub fn send_verify(&mut self, session_id: u64, drafts: &[i32], flags: u32) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_verify(self.p, session_id, ptr_or_null(drafts), len32(drafts.len())?, flags) })
-    }
-    /// VERIFY_COMMIT: the decision on the open verify block.
-    pub fn send_verify_commit(&mut self, mode: CommitMode, count: i32, logits_floats: u32) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_verify_commit(self.p, mode as i32, count, logits_floats) })
-    }
-    /// DRAFT: a lockstep drafter step.
-    pub fn send_draft(&mut self, session_id: u64, token: i32, pos: i32, mode: DraftMode) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_draft(self.p, session_id, token, pos, mode as u32) })
-    }
-    /// STOP: ends the lockstep (the worker loop returns).
-    pub fn send_stop(&mut self) -> Result<()> {
-        check(unsafe { sys::ds4tp_send_stop(self.p) })
-    }
-
-    // ---- leader: replies ----
-
-    /// The COMMAND_ACK status (>= 0) of the last command for `session_id`
-    /// (0 for EVAL_BATCH). A worker failure is Err(EREMOTE); see remote_status().
-    pub fn wait_ack(&mut self, session_id: u64) -> Result<i32> {
-        let mut status = 0;
-        check(unsafe { sys::ds4tp_wait_ack(self.p, session_id, &mut status) })?;
-        Ok(status)
-    }
-    /// The SYNC_ACK of the last SYNC*: (status, position).
-    pub fn wait_sync(&mut self, session_id: u64) -> Result<(i32, u32)> {
-        let (mut status, mut position) = (0, 0);
-        check(unsafe { sys::ds4tp_wait_sync(self.p, session_id, &mut status, &mut position) })?;
-        Ok((status, position))
-    }
-    /// The next logits half of the last command into `half` (its length is
-    /// the command's logits_floats).
-    pub fn recv_logits(&mut self, half: &mut [f32]) -> Result<()> {
-        check(unsafe { sys::ds4tp_recv_logits(self.p, half.as_mut_ptr(), len32(half.len())?) })
-    }
-    /// The status the worker reported with its failure (0 if none).
-    pub fn remote_status(&self) -> i32 {
-        unsafe { sys::ds4tp_remote_status(self.p) }
-    }
-
-    // ---- both ranks ----
-
-    /// Lockstep state hash check; Err(EDIVERGED) when the hashes differ
-    /// (the pair stays usable).
-    pub fn hash_check(&mut self, session_id: u64, seq: u64, hash: u64) -> Result<()> {
-        check(unsafe { sys::ds4tp_hash_check(self.p, session_id, seq, hash) })
-    }
-    /// Agreed cancellation at a prefill boundary: true when either rank requested it.
-    pub fn sync_checkpoint(&mut self, point: u32, current: i32, total: i32, requested: bool) -> Result<bool> {
-        let mut cancelled = 0;
-        check(unsafe { sys::ds4tp_sync_checkpoint(self.p, point, current, total, requested as c_int, &mut cancelled) })?;
-        Ok(cancelled != 0)
-    }
-    /// Start-up agreement: `flags` must match the peer's; returns the
-    /// intersection of both ranks' `caps`.
-    pub fn agree_execution_mode(&mut self, flags: u32, caps: u32) -> Result<u32> {
-        let mut c = caps;
-        check(unsafe { sys::ds4tp_agree_execution_mode(self.p, flags, &mut c) })?;
-        Ok(c)
-    }
-    /// Start-up agreement of the split drafter: (agreed, peer_on).
-    pub fn agree_drafter_split(&mut self, mine_on: bool, meta: Option<&[u8; DRAFTER_META_BYTES]>) -> Result<(bool, bool)> {
-        let (mut agreed, mut peer_on) = (0, 0);
-        let meta = meta.map_or(ptr::null(), |m| m.as_ptr() as *const c_void);
-        check(unsafe { sys::ds4tp_agree_drafter_split(self.p, mine_on as c_int, meta, &mut agreed, &mut peer_on) })?;
-        Ok((agreed != 0, peer_on != 0))
-    }
-    /// Verify block begin (both ranks); returns the agreed gates per layer.
-    pub fn block_begin(&mut self, rows: u32, n_layers: u32, gates_per_layer: u32) -> Result<u32> {
-        let mut gpl = gates_per_layer;
-        check(unsafe { sys::ds4tp_block_begin(self.p, rows, n_layers, &mut gpl) })?;
-        Ok(gpl)
-    }
-    /// Verify block end (both ranks).
-    pub fn block_end(&mut self) -> Result<()> {
-        check(unsafe { sys::ds4tp_block_end(self.p) })
-    }
-    /// Swaps `mine` with the peer's bytes of the same count (1..SMALL_EXCHANGE_MAX).
-    pub fn small_exchange(&mut self, mine: &[u8], peer: &mut [u8]) -> Result<()> {
-        if mine.len() != peer.len() {
-            return Err(Error::new(
-                Status::EINVAL as i32,
-                format!("small exchange: mine has {} bytes, peer buffer {}", mine.len(), peer.len()),
-            ));
-        }
-        check(unsafe {
-            sys::ds4tp_small_exchange(self.p, mine.as_ptr() as *const c_void, peer.as_mut_ptr() as *mut c_void, len32(mine.len())?)
-        })
-    }
-    /// Worker -> leader output-head row of the current verify block.
-    pub fn head_row_send(&mut self, row: u32, src: &[f32]) -> Result<()> {
-        check(unsafe { sys::ds4tp_head_row_send(self.p, row, src.as_ptr(), len32(src.len())?) })
-    }
-    /// Leader: receives head row `row` into `dst` (same float count as sent).
-    pub fn head_row_recv(&mut self, row: u32, dst: &mut [f32]) -> Result<()> {
-        check(unsafe { sys::ds4tp_head_row_recv(self.p, row, dst.as_mut_ptr(), len32(dst.len())?) })
-    }
-
     // ---- worker ----
 
     /// Waits up to `timeout_ms` (WAIT_FOREVER: as long as the leader lives)
@@ -635,8 +371,3 @@ impl Handle {
         result
     }
 }
-
-fn len32(n: usize) -> Result<u32> {
-    u32::try_from(n).map_err(|_| Error::new(Status::EINVAL as i32, format!("{} elements exceed u32", n)))
-}
-

@@ -13,7 +13,9 @@ pub fn program(var: &str, rel: &str) -> PathBuf {
     if let Some(p) = std::env::var_os(var) {
         return PathBuf::from(p);
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // The repository root: the first ancestor holding include/ds4tp.
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest.ancestors().find(|d| d.join("include/ds4tp/ds4tp.h").exists()).unwrap_or(&manifest);
     for build in ["build", "build-bind"] {
         let p = root.join(build).join(rel);
         if p.exists() {

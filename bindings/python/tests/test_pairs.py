@@ -233,11 +233,10 @@ def test_python_worker_c_demo_leader(demo_exe, child, quiet):
 def test_minimal_examples_run(child):
     """leader.py and worker.py (the README's examples) against each other."""
     import sys
-    from pathlib import Path
-    here = Path(__file__).resolve().parent.parent
-    leader = child([sys.executable, here / "leader.py", 0])
+    from conftest import EXAMPLES
+    leader = child([sys.executable, EXAMPLES / "leader.py", 0])
     port = leader.read_port()
-    worker = child([sys.executable, here / "worker.py", "127.0.0.1", port])
+    worker = child([sys.executable, EXAMPLES / "worker.py", "127.0.0.1", port])
     assert worker.finish() == 0, worker.err
     assert leader.finish() == 0, leader.err
     assert "leader sent 1.0" in worker.out and "session 1 with ctx 4096" in worker.out

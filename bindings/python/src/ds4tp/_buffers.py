@@ -1,0 +1,74 @@
+"""Raw memory and Python buffers (bytes, bytearray, array, memoryview,
+numpy arrays, mmap: anything with the buffer protocol) as C pointers."""
+
+import array
+import ctypes
+import sys
+from ctypes import c_char_p, c_int, c_int32, c_void_p
+
+_NO_OFFSET = (1 << 64) - 1
+
+
+def _memory_view(address, nbytes):
+    """A writable 'B' memoryview over raw memory the library owns."""
+    fn = ctypes.pythonapi.PyMemoryView_FromMemory
+    fn.restype = ctypes.py_object
+    fn.argtypes = [c_void_p, ctypes.c_ssize_t, c_int]
+    return fn(address, nbytes, 0x200)  # PyBUF_WRITE
+
+
+def _buffer_address(obj, writable):
+    """(address, nbytes, keepalive) of a contiguous bytes-like object."""
+    if isinstance(obj, bytes) and not writable:
+        return ctypes.cast(c_char_p(obj), c_void_p).value or 0, len(obj), obj
+    view = memoryview(obj)
+    if not view.c_contiguous:
+        if writable:
+            raise ValueError("buffer must be C-contiguous to be written into (e.g. "
+                             "numpy.ascontiguousarray)")
+        data = view.tobytes()  # a strided view, copied in C order
+        copy = (ctypes.c_char * len(data)).from_buffer_copy(data)
+        return ctypes.addressof(copy), len(data), copy
+    if view.readonly:
+        if writable:
+            raise TypeError("buffer must be writable (bytearray, array, mmap, memoryview of one)")
+        copy = (ctypes.c_char * view.nbytes).from_buffer_copy(view)
+        return ctypes.addressof(copy), view.nbytes, copy
+    holder = (ctypes.c_char * view.nbytes).from_buffer(view.cast("B"))
+    return ctypes.addressof(holder), view.nbytes, holder
+
+
+def _int32s(values):
+    """A ctypes int32 array of ``values`` (and its length)."""
+    values = list(values)
+    return (c_int32 * max(len(values), 1))(*values), len(values)
+
+
+def _native(fmt):
+    """The struct format of one element without a native byte-order prefix
+    (numpy writes '<f' for a little-endian float32), or None."""
+    if fmt[:1] in "@=" or (fmt[:1] == "<" and sys.byteorder == "little") or \
+            (fmt[:1] in ">!" and sys.byteorder == "big"):
+        fmt = fmt[1:]
+    return fmt if len(fmt) == 1 and fmt in "bBhHiIlLqQnNefd" else None
+
+
+def _floats(values):
+    """(address, count, keepalive) of float32 data: a C-contiguous float32
+    buffer (array('f'), numpy float32, a slab view) as is; any other numeric
+    buffer (numpy float64, strided, n-dimensional) or iterable converted,
+    flattened in C order."""
+    try:
+        view = memoryview(values)
+    except TypeError:
+        view = None
+    if view is not None:
+        fmt = _native(view.format)
+        if fmt == "f" and view.c_contiguous:
+            address, _, keep = _buffer_address(values, writable=False)
+            return address, view.nbytes // 4, keep
+        if fmt is not None:
+            flat = memoryview(view.tobytes() if not view.c_contiguous else view.cast("B"))
+            values = flat.cast(fmt).tolist()
+    arr = array.array("f", values)
+    return arr.buffer_info()[0], len(arr), arr

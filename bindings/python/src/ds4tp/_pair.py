@@ -1,0 +1,383 @@
+"""The pair: lifetime, bring-up and state, the slab, the data plane and
+engine integration (the control plane is the :class:`ControlPlane` mixin)."""
+
+import ctypes
+import weakref
+from ctypes import c_uint64, c_void_p
+
+from ._buffers import _NO_OFFSET, _buffer_address, _memory_view
+from ._constants import ServiceState, Status, Transport
+from ._control import ControlPlane
+from ._loader import Error, _check, _lib, _text, last_error, transport_name
+from ._structs import STAGE_AFTER_FN, STAGE_BEFORE_FN, SlabLayout, StagingHooks
+
+# ---------------------------------------------------------------------------
+# The pair.
+
+class Pair(ControlPlane):
+    """One ds4tp_pair (rank 0 = leader, rank 1 = worker).
+
+    ``Pair(options, identity)`` validates both and, for a leader, binds the
+    listener (``listen_port`` is valid at once). Use it as a context manager
+    or call :meth:`close`. Views returned by :attr:`slab`, :meth:`out_vector`
+    and friends point into the slab and are released by :meth:`detach_slab`
+    and :meth:`close`; do not keep slices of them beyond that.
+    """
+
+    def __init__(self, options, identity):
+        self._h = None
+        self._views = []
+        self._slab_keep = None
+        self._hooks = None
+        self._hook_error = None
+        self._options = options  # keeps the log callback alive
+        handle = c_void_p()
+        _check(_lib().ds4tp_new(ctypes.byref(handle), ctypes.byref(options),
+                                ctypes.byref(identity)))
+        self._h = handle.value
+
+    # -- lifetime --------------------------------------------------------
+
+    def close(self):
+        """ds4tp_free: stops everything and releases the handle (idempotent)."""
+        if self._h is not None:
+            self._release_views()
+            _lib().ds4tp_free(self._h)
+            self._h = None
+            self._slab_keep = None
+            self._hooks = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def handle(self):
+        """The raw ds4tp_pair * (an int), e.g. as user data for the
+        gate callbacks an engine's C code calls."""
+        return self._live()
+
+    def _live(self):
+        if self._h is None:
+            raise Error(Status.EINVAL, "the pair is closed")
+        return self._h
+
+    # -- bring-up and state ---------------------------------------------
+
+    def connect(self):
+        """Blocking bring-up (hello, identity check, transport negotiation)."""
+        _check(_lib().ds4tp_connect(self._live()))
+
+    @property
+    def listen_port(self):
+        """Leader: the bound port (after construction); worker: the dialed one."""
+        return _lib().ds4tp_listen_port(self._live())
+
+    @property
+    def rank(self):
+        """0 for the leader, 1 for the worker."""
+        return _lib().ds4tp_rank(self._live())
+
+    @property
+    def transport(self):
+        """Negotiated :class:`Transport` after connect (AUTO before)."""
+        return Transport(_lib().ds4tp_transport_active(self._live()))
+
+    @property
+    def peer_ctx_size(self):
+        """The peer's ctx_size from its hello (0 before connect)."""
+        return _lib().ds4tp_peer_ctx_size(self._live())
+
+    @property
+    def failed(self):
+        """True once a failure latched; every later call raises EFAILED."""
+        return bool(_lib().ds4tp_failed(self._live()))
+
+    def mark_failed(self, reason):
+        """Latches failure from the engine side (e.g. a GPU error)."""
+        _lib().ds4tp_mark_failed(self._live(), reason.encode())
+
+    @property
+    def errmsg(self):
+        """Message of the handle's last failed call ("" if none)."""
+        return _text(_lib().ds4tp_errmsg(self._live()))
+
+    # -- slab -------------------------------------------------------------
+
+    def layout(self):
+        """This pair's :class:`SlabLayout`."""
+        layout = SlabLayout()
+        _check(_lib().ds4tp_slab_layout_get(self._live(), ctypes.byref(layout)))
+        return layout
+
+    @property
+    def slab_bytes(self):
+        """Total slab bytes."""
+        return _lib().ds4tp_slab_bytes(self._live())
+
+    def out_offset(self, layer, gate):
+        """Slab offset of out[layer][gate] (raises for out of range)."""
+        return self._offset(_lib().ds4tp_slab_out_offset(self._live(), layer, gate),
+                            f"out vector (layer {layer}, gate {gate})")
+
+    def in_offset(self, layer, gate):
+        """Slab offset of in[layer][gate]."""
+        return self._offset(_lib().ds4tp_slab_in_offset(self._live(), layer, gate),
+                            f"in vector (layer {layer}, gate {gate})")
+
+    def batch_out_offset(self, index):
+        """Slab offset of row 0 of batch gate ``index``'s out rows."""
+        return self._offset(_lib().ds4tp_slab_batch_out_offset(self._live(), index),
+                            f"batch gate {index}")
+
+    def batch_in_offset(self, index):
+        """Slab offset of row 0 of batch gate ``index``'s in rows."""
+        return self._offset(_lib().ds4tp_slab_batch_in_offset(self._live(), index),
+                            f"batch gate {index}")
+
+    def gpu_flags_offset(self):
+        """Slab offset of the engine's per-slot "gate reached" words."""
+        return self._offset(_lib().ds4tp_slab_gpu_flags_offset(self._live()), "gpu flags")
+
+    def _offset(self, off, what):
+        if off == _NO_OFFSET:
+            layout = self.layout()
+            raise Error(Status.EINVAL, f"{what} is outside this pair's slab "
+                        f"({layout.slots // 2} layers, {layout.batch_gates} batch gates)")
+        return off
+
+    def attach_slab(self, buffer=None):
+        """Hands the slab to the transport.
+
+        ``buffer=None``: the library allocates a zeroed, page-aligned slab.
+        Else a writable, 64-byte aligned buffer of at least ``slab_bytes``
+        (e.g. ``mmap.mmap(-1, pair.slab_bytes)``), kept alive until
+        detach/close.
+        """
+        if buffer is None:
+            _check(_lib().ds4tp_attach_slab(self._live(), None, 0))
+            return
+        address, nbytes, keep = _buffer_address(buffer, writable=True)
+        _check(_lib().ds4tp_attach_slab(self._live(), address, nbytes))
+        self._slab_keep = keep
+
+    def detach_slab(self):
+        """Stops the data plane and forgets the slab (releases our views)."""
+        self._release_views()
+        _lib().ds4tp_detach_slab(self._live())
+        self._slab_keep = None
+
+    @property
+    def slab_base(self):
+        """Address of the attached slab, or None."""
+        return _lib().ds4tp_slab_base(self._live())
+
+    @property
+    def slab(self):
+        """The whole attached slab as a writable memoryview of bytes."""
+        return self._view(0, self.slab_bytes, "B")
+
+    def out_vector(self, layer, gate):
+        """This rank's partial for (layer, gate): memoryview of n_embd float32."""
+        return self._view(self.out_offset(layer, gate), self.layout().vec_bytes, "f")
+
+    def in_vector(self, layer, gate):
+        """The peer's partial for (layer, gate), valid after the exchange."""
+        return self._view(self.in_offset(layer, gate), self.layout().vec_bytes, "f")
+
+    def batch_out_row(self, index, row):
+        """Row ``row`` of batch gate ``index``'s out rows (float32)."""
+        return self._row(self.batch_out_offset(index), index, row)
+
+    def batch_in_row(self, index, row):
+        """Row ``row`` of batch gate ``index``'s in rows (float32)."""
+        return self._row(self.batch_in_offset(index), index, row)
+
+    def view(self, offset, nbytes, fmt="B"):
+        """A memoryview of ``nbytes`` at slab ``offset`` cast to ``fmt``
+        (struct format, e.g. "Q" for the u64 flag words)."""
+        if offset + nbytes > self.slab_bytes:
+            raise Error(Status.EINVAL, f"bytes {offset}..{offset + nbytes} are outside the "
+                        f"{self.slab_bytes}-byte slab")
+        return self._view(offset, nbytes, fmt)
+
+    def _row(self, base, index, row):
+        layout = self.layout()
+        if not 0 <= row < layout.batch_rows:
+            raise Error(Status.EINVAL, f"batch gate {index} row {row} outside 0..{layout.batch_rows - 1}")
+        return self._view(base + row * layout.vec_stride, layout.vec_bytes, "f")
+
+    def _view(self, offset, nbytes, fmt):
+        base = self.slab_base
+        if not base:
+            raise Error(Status.ESTATE, "no slab attached: call attach_slab first")
+        raw = _memory_view(base + offset, nbytes)
+        view = raw.cast(fmt) if fmt != "B" else raw
+        if view is not raw:
+            raw.release()
+        self._views = [r for r in self._views if r() is not None]
+        self._views.append(weakref.ref(view))
+        return view
+
+    def _release_views(self):
+        for ref in self._views:
+            view = ref()
+            if view is not None:
+                try:
+                    view.release()
+                except BufferError:
+                    pass
+        self._views = []
+
+    # -- data plane -------------------------------------------------------
+
+    def gate_exchange(self, layer, gate, seq):
+        """Sends out[layer][gate], waits for the peer's into in[layer][gate].
+        Row gate seqs start at 1 and rise by one."""
+        self._gate(_lib().ds4tp_gate_exchange(self._live(), layer, gate, seq))
+
+    def batch_gate_exchange(self, index, rows, seq):
+        """Swaps ``rows`` (1..BATCH_MAX_ROWS) rows of batch gate ``index``."""
+        self._gate(_lib().ds4tp_batch_gate_exchange(self._live(), index, rows, seq))
+
+    def big_gate_exchange(self, layer, seq, out, into):
+        """Sends bytes-like ``out`` and receives the peer's payload of the same
+        size into the writable buffer ``into``."""
+        out_addr, out_n, keep_out = _buffer_address(out, writable=False)
+        in_addr, in_n, keep_in = _buffer_address(into, writable=True)
+        if out_n != in_n:
+            raise Error(Status.EINVAL, f"big gate: out has {out_n} bytes but into has {in_n}; "
+                        "both ranks swap equal sizes")
+        rc = _lib().ds4tp_big_gate_exchange(self._live(), layer, seq, out_addr or None,
+                                            in_addr or None, out_n)
+        del keep_out, keep_in
+        self._gate(rc)
+
+    def _gate(self, rc):
+        if rc != Status.OK:
+            err = Error(rc, last_error())
+            cause, self._hook_error = self._hook_error, None
+            raise err from cause
+
+    # -- engine integration ---------------------------------------------
+
+    def gate_callback(self, layer, gate, seq):
+        """ds4tp_gate_callback: the gate in callback shape; True on success,
+        False on failure (which latches the pair failed; see errmsg)."""
+        return bool(_lib().ds4tp_gate_callback(self._live(), layer, gate, seq))
+
+    def batch_gate_callback(self, index, rows, seq):
+        """ds4tp_batch_gate_callback; True on success."""
+        return bool(_lib().ds4tp_batch_gate_callback(self._live(), index, rows, seq))
+
+    def big_gate_callback(self, layer, seq, out, into):
+        """ds4tp_big_gate_callback; True on success."""
+        out_addr, out_n, keep_out = _buffer_address(out, writable=False)
+        in_addr, in_n, keep_in = _buffer_address(into, writable=True)
+        if out_n != in_n:
+            raise Error(Status.EINVAL, f"big gate: out has {out_n} bytes but into has {in_n}")
+        ok = _lib().ds4tp_big_gate_callback(self._live(), layer, seq, out_addr or None,
+                                            in_addr or None, out_n)
+        del keep_out, keep_in
+        return bool(ok)
+
+    @staticmethod
+    def callback_pointers():
+        """C addresses of ds4tp_gate_callback, ds4tp_batch_gate_callback and
+        ds4tp_big_gate_callback, for engine code that takes a ds4tp_*_fn plus
+        ``pair.handle`` as its user data."""
+        lib = _lib()
+        return {name: ctypes.cast(getattr(lib, "ds4tp_" + name), c_void_p).value
+                for name in ("gate_callback", "batch_gate_callback", "big_gate_callback")}
+
+    def set_staging_hooks(self, before=None, after=None):
+        """Installs staging hooks (both None removes them).
+
+        ``before(kind, a, b, seq, slab_out)`` fills the memoryview slab_out
+        (this rank's partial) before the exchange; ``after(kind, a, b, seq,
+        slab_in)`` reads the peer's partial after it. kind is STAGE_ROW
+        (a=layer, b=gate) or STAGE_BATCH (a=index, b=rows). Return None or 0
+        for success; another int or an exception fails the gate with EIO (the
+        exception becomes the Error's __cause__). They run on the gate
+        thread and must not call into the library.
+        """
+        if before is None and after is None:
+            _check(_lib().ds4tp_set_staging_hooks(self._live(), None))
+            self._hooks = None
+            return
+
+        def wrap(fn, fn_type):
+            if fn is None:
+                return fn_type()
+
+            def trampoline(_user_data, kind, a, b, seq, ptr, nbytes):
+                view = _memory_view(ptr, nbytes)
+                try:
+                    rc = fn(kind, a, b, seq, view)
+                    return 0 if rc is None else int(rc)
+                except BaseException as e:  # reported through the gate's Error
+                    self._hook_error = e
+                    return -1
+                finally:
+                    view.release()
+
+            return fn_type(trampoline)
+
+        hooks = StagingHooks(before_exchange=wrap(before, STAGE_BEFORE_FN),
+                             after_exchange=wrap(after, STAGE_AFTER_FN))
+        _check(_lib().ds4tp_set_staging_hooks(self._live(), ctypes.byref(hooks)))
+        self._hooks = hooks  # the C side keeps the function pointers
+
+    def gate_service_start(self, options=None):
+        """Starts the library's gate service thread (defaults when None)."""
+        ref = ctypes.byref(options) if options is not None else None
+        _check(_lib().ds4tp_gate_service_start(self._live(), ref))
+
+    def gate_service_stop(self):
+        """Stops the gate service and joins its thread (ETIMEDOUT: call again)."""
+        _check(_lib().ds4tp_gate_service_stop(self._live()))
+
+    @property
+    def gate_service_state(self):
+        """:class:`ServiceState` of the gate service."""
+        return ServiceState(_lib().ds4tp_gate_service_state(self._live()))
+
+    @property
+    def gate_seq(self):
+        """The last row gate seq the pair completed (or the service released)."""
+        return _lib().ds4tp_gate_seq(self._live())
+
+    def gate_ready(self, slot, seq):
+        """Stores ``seq`` into ready[slot] (the engine's word for the gate
+        service): one aligned 8-byte store. Python has no release store: the
+        slab writes before it are ordered by the CPU on x86-64 (TSO), not on
+        weakly ordered CPUs (arm64), where Python should drive gates with
+        gate_exchange instead."""
+        c_uint64.from_address(self._flag_address("gpu_flags_offset", slot)).value = seq
+
+    def gate_released(self, slot):
+        """Reads release[slot] (the service's word): the last seq whose peer
+        partial landed in in[slot], GATE_POISON after a failure."""
+        return c_uint64.from_address(self._flag_address("gpu_release_offset", slot)).value
+
+    def _flag_address(self, region, slot):
+        layout = self.layout()
+        if not 0 <= slot < layout.slots:
+            raise Error(Status.EINVAL, f"slot {slot} outside 0..{layout.slots - 1}")
+        base = self.slab_base
+        if not base:
+            raise Error(Status.ESTATE, "no slab attached: call attach_slab first")
+        return base + getattr(layout, region) + slot * layout.flag_stride
+
+    def __repr__(self):
+        if self._h is None:
+            return "<ds4tp.Pair closed>"
+        return f"<ds4tp.Pair rank {self.rank} transport {transport_name(self.transport)}>"

@@ -1,0 +1,8 @@
+# Read by cpack once per generator (CPACK_PROJECT_CONFIG_FILE): the .deb
+# installs under /usr, the tarball unpacks to bin/, lib/, include/ at its
+# top (relocatable: the tool's RPATH and the .pc are relative).
+if(CPACK_GENERATOR STREQUAL "DEB")
+  set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
+else()
+  set(CPACK_PACKAGING_INSTALL_PREFIX "/")
+endif()
