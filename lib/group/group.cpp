@@ -51,6 +51,11 @@ void Group::mark_failed() {
   if (medium_) medium_->abort(opt_.rank);
 }
 
+void Group::abort_with(int code, const std::string &msg) {
+  fail(code, msg);
+  if (medium_) medium_->abort(opt_.rank);
+}
+
 int Group::begin(Error &err) const {
   if (int f = failed(); f != 0)
     return err.set(DS4TP_EFAILED, "group failed earlier: {}", message());

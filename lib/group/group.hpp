@@ -80,12 +80,15 @@ class Group {
   int port() const { return opt_.port; }
   void *buffer() { return buffer_; }
   size_t buffer_bytes() const { return opt_.chunk_bytes; }
+  uint64_t op_timeout_ns() const { return opt_.op_timeout_ns; }
 
   // Failure latch: the first failure is kept; later calls return EFAILED.
   int failed() const { return failed_.load(std::memory_order_acquire); }
   std::string message() const;
   void fail(int code, const std::string &msg);
   void mark_failed();
+  // Fails the group here and on every rank with this reason (any thread).
+  void abort_with(int code, const std::string &msg);
 
  private:
   int begin(Error &err) const;

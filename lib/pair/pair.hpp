@@ -113,6 +113,10 @@ class Pair {
   // timeout plus a second. stop_service() works on a failed pair too.
   int start_service(ServiceConfig cfg, Error &err);
   int stop_service(Error &err);
+  // Stream mode: creates the words on first use (layout.slots slots) and
+  // keeps the block; other bits or mode reconfigure it; then start_service.
+  int start_stream(ServiceConfig cfg, uint32_t bits, int mode, Error &err);
+  StreamWords *stream_words() const { return stream_words_.get(); }
   int service_state() const { return service_->state(); }
 
   // Runs one lockstep call `call(Session &, Error &)` under the failure
@@ -193,6 +197,8 @@ class Pair {
   std::atomic<uint64_t> last_row_seq_{0};
   StagingHooks hooks_;
   bool gates_started_ = false;  // a row or batch gate reached the transport
+  // Stream words: kept for the pair's life (the engine registers them).
+  std::unique_ptr<StreamWords> stream_words_;
   // Destroyed first (~Pair resets it): its thread uses everything above.
   std::unique_ptr<GateService> service_;
 
