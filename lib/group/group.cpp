@@ -29,7 +29,7 @@ int Group::make_local(int n, const Options &o, std::vector<std::unique_ptr<Group
     ro.rank = r;
     ro.size = n;
     auto g = std::make_unique<Group>(std::move(ro));
-    g->medium_ = shm_medium(area, r, false, o.op_timeout_ns);
+    g->medium_ = shm_medium(area, r, false, o.op_timeout_ns, o.spin_ns);
     out.push_back(std::move(g));
   }
   return DS4TP_OK;

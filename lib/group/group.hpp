@@ -36,6 +36,7 @@ struct Options {
   uint64_t connect_timeout_ns = 60'000'000'000ull;
   uint64_t op_timeout_ns = 10'000'000'000ull;
   size_t chunk_bytes = 1u << 20;
+  int64_t spin_ns = -1;  // shm busy-poll before blocking; -1 = by core count
   auth::Key key;
   wire::Identity id;
 };
@@ -96,12 +97,18 @@ class Group {
   uint64_t step_ = 0;
   void *buffer_ = nullptr;
   net::Fd listen_fd_;
+  // Rendezvous sockets, kept for the group's life: their hang-up tells a
+  // peer's death where nothing else does (an shm group, a zombie rank).
+  // Rank 0 holds one per rank (index = rank); the others hold [0].
+  std::vector<net::Fd> ctl_;
   std::atomic<int> failed_{0};
   mutable std::mutex mu_;
   std::string msg_;
 };
 
-// Media (shm.cpp, tcp.cpp). `watch` checks peer processes are alive.
+// Media (shm.cpp, tcp.cpp). `watch` checks peer processes are alive;
+// `ctl[r]` (fd or -1) is a rendezvous socket that hangs up when rank r
+// exits; the fds stay owned by the Group and outlive the medium.
 struct ShmArea;
 std::shared_ptr<ShmArea> shm_area_heap(int n, size_t chunk, Error &err);
 int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmArea> &out,
@@ -110,7 +117,8 @@ int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<
                   Error &err);
 void shm_area_unlink(const std::string &name);
 std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
-                                   uint64_t op_timeout_ns);
+                                   uint64_t op_timeout_ns, int64_t spin_ns,
+                                   std::vector<int> ctl = {});
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
                                    uint64_t op_timeout_ns);
 
