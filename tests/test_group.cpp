@@ -251,3 +251,48 @@ TEST_CASE("group: a rank SIGKILLed mid-call releases the others", "[group][fault
     CHECK(secs < 4.0);
   }
 }
+
+// Two-shot (reduce-scatter + all-gather) runs from 256 KiB on shm and
+// 64 KiB on tcp (group.hpp); these counts sit on either side of both
+// thresholds for 4- and 2-byte elements, some not divisible by N, and the
+// 64 KiB chunks of local_options split them into several steps.
+const std::vector<uint64_t> kAroundTwoShot = {16383, 16384, 16385, 32767, 32768, 32769,
+                                              65535, 65536, 65537, 131071, 131072, 131073};
+
+TEST_CASE("group: two-shot sizes around each threshold, threads N=2,3,4", "[group]") {
+  for (int n : {2, 3, 4}) {
+    INFO("n=" << n);
+    std::vector<ds4tp_group *> gs(static_cast<size_t>(n));
+    ds4tp_group_options o = local_options();
+    REQUIRE(ds4tp_group_new_local(gs.data(), n, &o, nullptr) == 0);
+    std::vector<int> rcs(static_cast<size_t>(n), -1);
+    std::vector<std::string> why(static_cast<size_t>(n));
+    std::vector<uint64_t> dig(static_cast<size_t>(n));
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; r++)
+      ts.emplace_back([&, r] {
+        rcs[size_t(r)] = group_checks(gs[size_t(r)], kAroundTwoShot, why[size_t(r)], dig[size_t(r)]);
+      });
+    for (auto &t : ts) t.join();
+    for (int r = 0; r < n; r++) {
+      INFO("rank " << r << ": " << why[size_t(r)]);
+      CHECK(rcs[size_t(r)] == 0);
+      CHECK(dig[size_t(r)] == dig[0]);
+    }
+    for (auto *g : gs) ds4tp_group_free(g);
+  }
+}
+
+TEST_CASE("group: two-shot sizes around each threshold, processes N=2,3,4", "[group]") {
+  for (int transport : {DS4TP_TRANSPORT_SHM, DS4TP_TRANSPORT_TCP})
+    for (int n : {2, 3, 4}) {
+      INFO("transport " << ds4tp_transport_name(transport) << " n=" << n);
+      GroupRun run = run_group_procs(n, transport,
+                                     [](ds4tp_group *g, int, uint64_t &d, std::string &why) {
+                                       return group_checks(g, kAroundTwoShot, why, d);
+                                     });
+      INFO(run.why);
+      REQUIRE(run.rc == 0);
+      for (int r = 1; r < n; r++) CHECK(run.digests[size_t(r)] == run.digests[0]);
+    }
+}

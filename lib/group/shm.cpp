@@ -206,7 +206,18 @@ class ShmMedium final : public Medium {
     return DS4TP_OK;
   }
 
+  // The whole vector goes into this rank's slot (one copy), and each rank
+  // reads only its segment of every slot.
+  int exchange_segments(uint64_t step, const void *mine, size_t seg, const void **views,
+                        Error &err) override {
+    int rc = exchange(step, mine, seg * size_t(a_->n), -1, views, err);
+    if (rc != DS4TP_OK) return rc;
+    for (int r = 0; r < a_->n; r++) views[r] = static_cast<const uint8_t *>(views[r]) + size_t(rank_) * seg;
+    return DS4TP_OK;
+  }
+
   void done(uint64_t step) override { publish(a_->line(rank_)->done, step); }
+  uint64_t two_shot_bytes() const override { return two_shot_bytes_; }
 
   void abort(int rank) override {
     uint32_t expect = 0;
@@ -315,6 +326,7 @@ class ShmMedium final : public Medium {
   bool watch_;
   uint64_t timeout_;
   int64_t spin_;  // from the options; -1 = by core count
+  uint64_t two_shot_bytes_ = two_shot_threshold(DS4TP_TRANSPORT_SHM);
   std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets and their ranks
 };
 
