@@ -252,10 +252,11 @@ TEST_CASE("group: a rank SIGKILLed mid-call releases the others", "[group][fault
   }
 }
 
-// Two-shot (reduce-scatter + all-gather) runs from 256 KiB on shm and
-// 64 KiB on tcp (group.hpp); these counts sit on either side of both
-// thresholds for 4- and 2-byte elements, some not divisible by N, and the
-// 64 KiB chunks of local_options split them into several steps.
+// Two-shot (reduce-scatter + all-gather) runs from 64 KiB on shm and tcp
+// (group.hpp kTwoShot*Bytes); these counts sit on either side of the
+// threshold for 4- and 2-byte elements (and of 4x it), some not divisible
+// by N, and the 64 KiB chunks of local_options split the larger ones
+// into several steps.
 const std::vector<uint64_t> kAroundTwoShot = {16383, 16384, 16385, 32767, 32768, 32769,
                                               65535, 65536, 65537, 131071, 131072, 131073};
 

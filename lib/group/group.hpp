@@ -120,7 +120,7 @@ class Group {
 // measured defaults (README "Groups"), or DS4TP_GROUP_TWO_SHOT_BYTES,
 // which must then be the same on every rank.
 uint64_t two_shot_threshold(int transport);
-constexpr uint64_t kTwoShotShmBytes = 256 * 1024;
+constexpr uint64_t kTwoShotShmBytes = 64 * 1024;
 constexpr uint64_t kTwoShotTcpBytes = 64 * 1024;
 
 // Media (shm.cpp, tcp.cpp). `watch` checks peer processes are alive;
