@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "group/reduce.hpp"
@@ -296,4 +298,46 @@ TEST_CASE("group: two-shot sizes around each threshold, processes N=2,3,4", "[gr
       REQUIRE(run.rc == 0);
       for (int r = 1; r < n; r++) CHECK(run.digests[size_t(r)] == run.digests[0]);
     }
+}
+
+// A stopped rank is alive, and groups send no heartbeats: op_timeout_ms
+// (1 s here) is what releases the others, each with a named error.
+TEST_CASE("group: a SIGSTOPped rank releases the others at op_timeout_ms", "[group][fault]") {
+  for (int transport : {DS4TP_TRANSPORT_SHM, DS4TP_TRANSPORT_TCP}) {
+    INFO("transport " << ds4tp_transport_name(transport));
+    GroupRun run = run_group_procs(
+        4, transport,
+        [](ds4tp_group *g, int rank, uint64_t &ms, std::string &why) {
+          std::vector<float> v(2560, 1.0f);
+          for (int i = 0;; i++) {
+            if (rank == 3 && i == 200) {
+              const pid_t me = getpid();
+              if (fork() == 0) {  // ends the stopped rank later, so it can be reaped at once
+                usleep(2'500'000);
+                kill(me, SIGKILL);
+                _exit(0);
+              }
+              raise(SIGSTOP);
+            }
+            uint64_t t0 = mono_ns();
+            int rc = ds4tp_group_all_reduce(g, v.data(), v.size(), DS4TP_DTYPE_F32, DS4TP_OP_SUM);
+            if (rc != 0) {
+              ms = (mono_ns() - t0) / 1'000'000;  // how long the failing call waited
+              why = ds4tp_group_errmsg(g);
+              return rc;
+            }
+          }
+        },
+        [](int, ds4tp_group_options &o, ds4tp_identity &) { o.op_timeout_ms = 1000; }, 4000);
+    bool named = false;
+    for (int r = 0; r < 3; r++) {
+      INFO("rank " << r << ": " << run.msgs[size_t(r)] << " after " << run.digests[size_t(r)]
+                   << " ms");
+      CHECK((run.rcs[size_t(r)] == DS4TP_ETIMEDOUT || run.rcs[size_t(r)] == DS4TP_EFAILED ||
+             run.rcs[size_t(r)] == DS4TP_EPEERCLOSED));
+      CHECK(run.digests[size_t(r)] < 2500);
+      named = named || run.msgs[size_t(r)].find("rank 3") != std::string::npos;
+    }
+    CHECK(named);
+  }
 }
