@@ -23,7 +23,8 @@ from ctypes import c_void_p
 
 from ._buffers import _buffer_address, _native
 from ._constants import Status
-from ._loader import Error, _lib, _text
+from ._loader import Error, _lib, _text, last_error
+from ._structs import GroupOptions
 
 
 class Dtype(enum.IntEnum):
@@ -57,13 +58,11 @@ class Group:
         self._h = _handle
         if _handle is not None:
             return
-        from ._structs import GroupOptions
         self._options = options if options is not None else GroupOptions()
         handle = c_void_p()
         rc = _lib().ds4tp_group_new(ctypes.byref(handle), ctypes.byref(self._options),
                                     ctypes.byref(identity) if identity is not None else None)
         if rc != Status.OK:
-            from ._loader import last_error
             raise Error(rc, last_error())
         self._h = handle.value
 
@@ -76,7 +75,6 @@ class Group:
                                           ctypes.byref(options) if options is not None else None,
                                           ctypes.byref(identity) if identity is not None else None)
         if rc != Status.OK:
-            from ._loader import last_error
             raise Error(rc, last_error())
         return [cls(_handle=h) for h in handles]
 
