@@ -29,6 +29,10 @@ namespace ds4tp::group {
 namespace {
 
 constexpr uint32_t kAreaMagic = 0x47345444u;  // "DT4G"
+// A rank seen stopped this long fails the wait (the pairs' default
+// peer_silence_ms); its run state is read every kStopCheckNs.
+constexpr uint64_t kStoppedNs = 1'000'000'000;
+constexpr uint64_t kStopCheckNs = 20'000'000;
 
 struct alignas(64) Header {
   uint32_t magic;
@@ -272,7 +276,8 @@ class ShmMedium final : public Medium {
       os::cpu_relax();
       if ((i & 63) == 63 && now_ns() - start > spin) break;
     }
-    uint64_t next_watch = start + 1'000'000;
+    uint64_t next_watch = start + 1'000'000, next_stop_check = start + kStopCheckNs;
+    uint64_t stopped_since = 0;
     for (;;) {
       if (cond()) return DS4TP_OK;
       uint32_t ab = a_->header()->abort_word.load(std::memory_order_acquire);
@@ -296,6 +301,24 @@ class ShmMedium final : public Medium {
         if (pid != 0 && !os::process_alive(pid_t(pid), l->start_time.load()))
           return err.set(DS4TP_EPEERCLOSED, "rank {} exited (pid {}) before it could {} {}", r,
                          pid, what, step);
+        // A stopped rank is alive but cannot arrive: judged like a pair's
+        // silent peer, after kStoppedNs of being seen stopped.
+        if (pid != 0 && now >= next_stop_check) {
+          next_stop_check = now + kStopCheckNs;
+          if (!os::process_stopped(pid_t(pid))) {
+            stopped_since = 0;
+          } else if (stopped_since == 0) {
+            stopped_since = now;
+          } else if (now - stopped_since >= kStoppedNs) {
+            uint32_t expect = 0;  // the others then name the stopped rank too
+            a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(r + 1));
+            abort(rank_);
+            return err.set(DS4TP_ETIMEDOUT,
+                           "rank {} (pid {}) has been stopped (SIGSTOP or a debugger) for {} ms "
+                           "while rank {} waited for it to {} {}",
+                           r, pid, (now - stopped_since) / 1'000'000, rank_, what, step);
+          }
+        }
       }
       if (now - start > timeout_)
         return err.set(DS4TP_ETIMEDOUT, "rank {} did not {} {} within {} ms", r, what, step,
