@@ -103,6 +103,9 @@ int options_from_c(const ds4tp_group_options *copt, const ds4tp_identity *cid, b
   o.chunk_bytes = c.chunk_bytes;
   if ((c.psk == nullptr) != (c.psk_bytes == 0))
     return err.set(DS4TP_EINVAL, "group psk and psk_bytes must be set together");
+  if (c.spin_us < -1 || c.spin_us > 1'000'000)
+    return err.set(DS4TP_EINVAL, "spin_us {}: 0 (default), -1 (never) or 1..1000000", c.spin_us);
+  o.spin_ns = c.spin_us == 0 ? -1 : c.spin_us < 0 ? 0 : int64_t(c.spin_us) * 1000;
   std::string source;
   if (int rc = ds4tp::auth::load_key(c.psk, c.psk_bytes, nullptr, o.key, source, err)) return rc;
   if (cid != nullptr)

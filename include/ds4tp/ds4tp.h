@@ -958,6 +958,12 @@ typedef struct ds4tp_group_options {
    * HMAC-SHA256 over a fresh nonce. NULL/0 = DS4TP_PSK, else none. */
   const void *psk;
   uint32_t psk_bytes;
+  /* shm: busy-poll this many microseconds before sleeping in the kernel
+   * while waiting for a peer. 0 = default (20 us when the host has more
+   * cores than ranks, else no spin), -1 = never spin, else 1..1000000.
+   * DS4TP_GROUP_SPIN_US, when set, overrides it (-1 there too). 0 is also
+   * what an older caller's struct holds here (init zeroes the padding). */
+  int32_t spin_us;
 } ds4tp_group_options;
 
 /* Fills `opt` with defaults (rank and size from the environment). */

@@ -20,7 +20,8 @@
 // instead of exceptions.
 //
 // Sections follow the header: errors and names, options and identity,
-// slab, data plane, engine integration, control plane.
+// slab, data plane, engine integration, control plane; groups
+// (ds4tp::Group) are in ds4tp_group.hpp, included at the end.
 #ifndef DS4TP_HPP
 #define DS4TP_HPP
 
@@ -710,5 +711,7 @@ inline void PairRef::worker_run(Worker &worker) {
 
 }  // namespace cxx
 }  // namespace ds4tp
+
+#include "ds4tp_group.hpp"  // ds4tp::Group (N ranks, all-reduce)
 
 #endif  // DS4TP_HPP
