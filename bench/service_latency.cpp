@@ -209,14 +209,7 @@ int main(int argc, char **argv) {
   id.n_vocab = 1000;
   id.quant_bits = 32;
   ds4tp_pair *tp = nullptr;
-  if (new_role_pair(&tp, c.transport, c.worker_port, &id, "bench") != DS4TP_OK) return 1;
-  const pid_t child = c.worker_port ? 0 : spawn_worker(tp, argc, argv, "bench");
-  if (child < 0) {
-    ds4tp_free(tp);
-    return 1;
-  }
-  int result = run_rank(c, tp);
-  ds4tp_free(tp);
-  if (child > 0 && wait_worker(child) != 0) result = 1;
-  return result;
+  pid_t child = 0;
+  if (start_role(&tp, &child, c.transport, c.worker_port, &id, argc, argv, "bench")) return 1;
+  return end_role(tp, child, run_rank(c, tp));
 }

@@ -213,17 +213,9 @@ int main(int argc, char **argv) {
   if (!have_device()) return 77;
   const ds4tp_identity id = identity(c);
   ds4tp_pair *tp = nullptr;
-  if (new_role_pair(&tp, c.transport, c.worker_port, &id, "cuda demo") != DS4TP_OK) return 1;
-  const pid_t child = c.worker_port ? 0 : spawn_worker(tp, argc, argv, "cuda demo");
-  if (child < 0) {
-    ds4tp_free(tp);
-    return 1;
-  }
-  int result = run_rank(c, tp);
-  ds4tp_free(tp);
-  if (child > 0) {
-    if (wait_worker(child) != 0) result = 1;
-    std::printf("%s\n", result == 0 ? "cuda demo OK" : "cuda demo FAILED");
-  }
+  pid_t child = 0;
+  if (start_role(&tp, &child, c.transport, c.worker_port, &id, argc, argv, "cuda demo")) return 1;
+  const int result = end_role(tp, child, run_rank(c, tp));
+  if (child > 0) std::printf("%s\n", result == 0 ? "cuda demo OK" : "cuda demo FAILED");
   return result;
 }

@@ -341,19 +341,12 @@ int run_group(const Config &c) {
 int run_pair(const Config &c, int argc, char **argv) {
   const ds4tp_identity id = identity(c);
   ds4tp_pair *tp = nullptr;
-  if (new_role_pair(&tp, c.transport, c.worker_port, &id, "cuda stream") != DS4TP_OK) return 1;
-  const pid_t child = c.worker_port ? 0 : spawn_worker(tp, argc, argv, "cuda stream");
-  if (child < 0) {
-    ds4tp_free(tp);
-    return 1;
-  }
+  pid_t child = 0;
+  if (start_role(&tp, &child, c.transport, c.worker_port, &id, argc, argv, "cuda stream")) return 1;
   Rank r;
   r.rank = ds4tp_rank(tp);
   r.tp = tp;
-  int result = run_ways(r, c);
-  ds4tp_free(tp);
-  if (child > 0 && wait_worker(child) != 0) result = 1;
-  return result;
+  return end_role(tp, child, run_ways(r, c));
 }
 
 }  // namespace
