@@ -30,10 +30,8 @@
 
 #include <sched.h>
 #include <time.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "ds4tp/ds4tp.h"
+#include "../examples/common/spawn_worker.h"
 
 namespace {
 
@@ -210,37 +208,8 @@ int main(int argc, char **argv) {
   id.n_embd = uint32_t(c.embd);
   id.n_vocab = 1000;
   id.quant_bits = 32;
-  ds4tp_options opt;
-  ds4tp_options_init(&opt);
-  opt.transport = c.transport;
-  opt.log_level = DS4TP_LOG_WARN;
-  opt.role = c.worker_port ? DS4TP_ROLE_WORKER : DS4TP_ROLE_LEADER;
-  opt.leader_port = c.worker_port;
   ds4tp_pair *tp = nullptr;
-  if (ds4tp_new(&tp, &opt, &id) != DS4TP_OK) {
-    std::fprintf(stderr, "bench: %s\n", ds4tp_last_error());
-    return 1;
-  }
-  pid_t child = -1;
-  if (!c.worker_port) {
-    std::fflush(stdout);
-    child = fork();
-    if (child == 0) {
-      char port[16];
-      std::snprintf(port, sizeof port, "%d", ds4tp_listen_port(tp));
-      std::vector<char *> args(argv, argv + argc);
-      args.push_back(const_cast<char *>("--role-worker"));
-      args.push_back(port);
-      args.push_back(nullptr);
-      execv("/proc/self/exe", args.data());
-      _exit(127);
-    }
-  }
-  int result = run_rank(c, tp);
-  ds4tp_free(tp);
-  if (child > 0) {
-    int st = 0;
-    if (waitpid(child, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) result = 1;
-  }
-  return result;
+  pid_t child = 0;
+  if (start_role(&tp, &child, c.transport, c.worker_port, &id, argc, argv, "bench")) return 1;
+  return end_role(tp, child, run_rank(c, tp));
 }

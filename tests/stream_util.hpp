@@ -60,14 +60,4 @@ struct CpuStream {
   bool poisoned(uint32_t s, uint64_t v) const { return load(release(s)) != (v & mask()); }
 };
 
-// Service options for a small shared CI box: short spin, then yield.
-inline ds4tp_gate_service_options stream_service_options() {
-  ds4tp_gate_service_options o;
-  ds4tp_gate_service_options_init(&o);
-  o.spin_us = 20;
-  o.yield_us = 200000;
-  o.sleep_us = 50;
-  return o;
-}
-
 }  // namespace ds4tp::test

@@ -44,13 +44,6 @@ bool has_thread_named(const std::string &name) {
 #endif
 }
 
-ds4tp_slab_layout layout_of(ds4tp_pair *tp) {
-  ds4tp_slab_layout l{};
-  l.size = sizeof l;
-  ds4tp_slab_layout_get(tp, &l);
-  return l;
-}
-
 uint8_t *slab(ds4tp_pair *tp) { return static_cast<uint8_t *>(ds4tp_slab_base(tp)); }
 
 // The words a kernel touches, accessed as a kernel would: plain u64 in
@@ -86,16 +79,6 @@ uint64_t kernel_gate(const Words &w, uint32_t slot, uint64_t seq, int limit_ms =
     if (spins > 1000) sched_yield();
     if ((spins & 0xfff) == 0 && ms_since(t0) > limit_ms) return 0;
   }
-}
-
-// Service options for a small shared CI box: short spin, then yield.
-ds4tp_gate_service_options test_service_options() {
-  ds4tp_gate_service_options o;
-  ds4tp_gate_service_options_init(&o);
-  o.spin_us = 20;
-  o.yield_us = 200000;
-  o.sleep_us = 50;
-  return o;
 }
 
 // Runs `tokens` tokens of every row gate through the service from a
@@ -134,31 +117,6 @@ int kernel_tokens(ds4tp_pair *tp, int tokens, uint64_t &seq) {
   kernel.join();
   return code;
 }
-
-// Both ranks stay until both have made their checks (after a rank exits,
-// its peer's liveness watcher fails the peer's pair).
-int final_barrier(ds4tp_pair *tp) {
-  char a = 1, b = 0;
-  CHILD_EXPECT_OK(ds4tp_big_gate_exchange(tp, 0, 0xBA11, &a, &b, 1), tp, "final barrier");
-  return 0;
-}
-
-// A one-shot signal across the fork: the rank that must outlive its
-// peer's checks waits for it.
-struct Hold {
-  int fds[2] = {-1, -1};
-  Hold() { REQUIRE(pipe(fds) == 0); }
-  ~Hold() {
-    close(fds[0]);
-    close(fds[1]);
-  }
-  void done() const { (void)!write(fds[1], "x", 1); }
-  bool wait(int ms) const {
-    pollfd p{fds[0], POLLIN, 0};
-    char c;
-    return poll(&p, 1, ms) == 1 && read(fds[0], &c, 1) == 1;
-  }
-};
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include "ds4tp/ds4tp.hpp"
 #include "group_util.hpp"
 #include "stream_util.hpp"
+#include "support/ranks.hpp"
 
 using namespace ds4tp::test;
 
@@ -46,7 +47,7 @@ struct Why {
   } while (0)
 
 int start(ds4tp_group *g, CpuStream &st, uint32_t bits, int mode, uint32_t slots, Why &why) {
-  ds4tp_gate_service_options svc = stream_service_options();
+  ds4tp_gate_service_options svc = test_service_options();
   ds4tp_stream_options o;
   ds4tp_stream_options_init(&o);
   o.word_bits = bits;

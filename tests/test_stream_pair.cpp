@@ -21,13 +21,6 @@ using namespace ds4tp::test;
 
 namespace {
 
-ds4tp_slab_layout layout_of(ds4tp_pair *tp) {
-  ds4tp_slab_layout l{};
-  l.size = sizeof l;
-  ds4tp_slab_layout_get(tp, &l);
-  return l;
-}
-
 float *vec(ds4tp_pair *tp, uint64_t region, uint32_t slot) {
   const ds4tp_slab_layout l = layout_of(tp);
   return reinterpret_cast<float *>(static_cast<uint8_t *>(ds4tp_slab_base(tp)) + region +
@@ -35,7 +28,7 @@ float *vec(ds4tp_pair *tp, uint64_t region, uint32_t slot) {
 }
 
 int start_stream(ds4tp_pair *tp, CpuStream &st, uint32_t bits, int mode) {
-  ds4tp_gate_service_options svc = stream_service_options();
+  ds4tp_gate_service_options svc = test_service_options();
   ds4tp_stream_options o;
   ds4tp_stream_options_init(&o);
   o.word_bits = bits;
@@ -93,12 +86,6 @@ int stream_tokens(ds4tp_pair *tp, const CpuStream &st, int tokens, uint64_t &seq
   return code;
 }
 
-int final_barrier(ds4tp_pair *tp) {
-  char a = 1, b = 0;
-  CHILD_EXPECT_OK(ds4tp_big_gate_exchange(tp, 0, 0xBA11, &a, &b, 1), tp, "final barrier");
-  return 0;
-}
-
 // Every release word is poisoned: a wait for the next value passes at
 // once and the device-side check sees poison.
 int expect_poisoned(ds4tp_pair *tp, const CpuStream &st, uint64_t seq) {
@@ -111,21 +98,6 @@ int expect_poisoned(ds4tp_pair *tp, const CpuStream &st, uint64_t seq) {
   }
   return 0;
 }
-
-struct Hold {
-  int fds[2] = {-1, -1};
-  Hold() { REQUIRE(pipe(fds) == 0); }
-  ~Hold() {
-    close(fds[0]);
-    close(fds[1]);
-  }
-  void done() const { (void)!write(fds[1], "x", 1); }
-  bool wait(int ms) const {
-    pollfd p{fds[0], POLLIN, 0};
-    char c;
-    return poll(&p, 1, ms) == 1 && read(fds[0], &c, 1) == 1;
-  }
-};
 
 }  // namespace
 

@@ -24,14 +24,14 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "ds4tp/ds4tp.h"
+#define DS4TP_CUDA_EXAMPLE "cuda demo"
+#include "cuda_common.cuh"
+
+using namespace demo;
 
 namespace {
 
@@ -51,25 +51,6 @@ struct Status {
   unsigned long long gates;        // gates completed
   int poisoned;                    // 1 when the release word said the pair failed
 };
-
-// Toy partial: exact float arithmetic (no contraction) so the CPU can
-// reproduce it bit for bit.
-__host__ __device__ inline float weight(int rank, uint64_t seq, int e) {
-  uint64_t x = (uint64_t(rank) << 56) ^ (seq * 0x9e3779b97f4a7c15ull) ^ (uint64_t(e) * 0x100000001b3ull);
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 29;
-  return float(int32_t(x >> 40) - (1 << 23)) * (1.0f / 8388608.0f);  // exact, in [-1, 1)
-}
-
-__device__ inline float partial_dev(int rank, uint64_t seq, int e, float h) {
-  return __fadd_rn(weight(rank, seq, e), __fmul_rn(h, -0.25f));
-}
-
-inline float partial_host(int rank, uint64_t seq, int e, float h) {
-  volatile float scaled = h * -0.25f;  // keep the host from fusing either
-  return weight(rank, seq, e) + scaled;
-}
 
 __device__ inline uint64_t globaltimer_ns() {
   uint64_t t;
@@ -129,19 +110,7 @@ __global__ void decode_kernel(SlabView s, int rank, int slots, int embd, int tok
   }
 }
 
-#define CUDA_OK(call)                                                                 \
-  do {                                                                                \
-    cudaError_t e_ = (call);                                                          \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "cuda demo: %s: %s\n", #call, cudaGetErrorString(e_));     \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
-
-struct Config {
-  int layers = 4, embd = 4096, tokens = 8, transport = DS4TP_TRANSPORT_AUTO;
-  int worker_port = 0;  // set in the spawned worker
-};
+struct Config : Args {};
 
 int run_rank(const Config &c, ds4tp_pair *tp) {
   const int rank = ds4tp_rank(tp), slots = c.layers * 2, embd = c.embd;
@@ -227,21 +196,9 @@ int run_rank(const Config &c, ds4tp_pair *tp) {
 
 int parse(int argc, char **argv, Config &c) {
   if (argc % 2 == 0) return -1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const char *a = argv[i], *v = argv[i + 1];
-    if (!std::strcmp(a, "--layers")) c.layers = std::atoi(v);
-    else if (!std::strcmp(a, "--embd")) c.embd = std::atoi(v);
-    else if (!std::strcmp(a, "--tokens")) c.tokens = std::atoi(v);
-    else if (!std::strcmp(a, "--transport")) {
-      if (!std::strcmp(v, "auto")) c.transport = DS4TP_TRANSPORT_AUTO;
-      else if (!std::strcmp(v, "tcp")) c.transport = DS4TP_TRANSPORT_TCP;
-      else if (!std::strcmp(v, "shm")) c.transport = DS4TP_TRANSPORT_SHM;
-      else return -1;
-    } else if (!std::strcmp(a, "--role-worker")) c.worker_port = std::atoi(v);
-    else return -1;
-  }
-  return c.layers >= 1 && c.layers <= 128 && c.embd >= 1 && c.embd <= (1 << 20) && c.tokens >= 1
-             ? 0 : -1;
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (parse_arg(c, argv[i], argv[i + 1]) != 1) return -1;
+  return args_ok(c) ? 0 : -1;
 }
 
 }  // namespace
@@ -253,55 +210,12 @@ int main(int argc, char **argv) {
                          "[--transport auto|tcp|shm]\n");
     return 2;
   }
-  int ndev = 0;
-  cudaError_t ce = cudaGetDeviceCount(&ndev);
-  if (ce != cudaSuccess || ndev == 0) {
-    std::printf("ds4tp cuda demo: skipped: no CUDA device (%s)\n",
-                ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
-    return 77;
-  }
-  ds4tp_identity id;
-  ds4tp_identity_init(&id);
-  id.model_bytes = 1;
-  id.model_id = 0xC0DA;
-  id.n_layer = uint32_t(c.layers);
-  id.n_embd = uint32_t(c.embd);
-  id.n_vocab = 32000;
-  id.quant_bits = 32;
-  id.ctx_size = 4096;
-  ds4tp_options opt;
-  ds4tp_options_init(&opt);
-  opt.transport = c.transport;
-  opt.log_level = DS4TP_LOG_WARN;
-  opt.role = c.worker_port ? DS4TP_ROLE_WORKER : DS4TP_ROLE_LEADER;
-  opt.leader_port = c.worker_port;
+  if (!have_device()) return 77;
+  const ds4tp_identity id = identity(c);
   ds4tp_pair *tp = nullptr;
-  if (ds4tp_new(&tp, &opt, &id) != DS4TP_OK) {
-    std::fprintf(stderr, "cuda demo: %s\n", ds4tp_last_error());
-    return 1;
-  }
-  pid_t child = -1;
-  if (!c.worker_port) {
-    std::fflush(stdout);
-    child = fork();  // the child execs at once and never touches this CUDA state
-    if (child == 0) {
-      char port[16];
-      std::snprintf(port, sizeof port, "%d", ds4tp_listen_port(tp));
-      std::vector<char *> args(argv, argv + argc);
-      args.push_back(const_cast<char *>("--role-worker"));
-      args.push_back(port);
-      args.push_back(nullptr);
-      execv("/proc/self/exe", args.data());
-      std::perror("cuda demo: exec worker");
-      _exit(127);
-    }
-  }
-  int result = run_rank(c, tp);
-  ds4tp_free(tp);
-  if (child > 0) {
-    int st = 0;
-    if (waitpid(child, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) result = 1;
-    std::printf("%s\n", result == 0 ? "cuda demo OK" : "cuda demo FAILED");
-  }
+  pid_t child = 0;
+  if (start_role(&tp, &child, c.transport, c.worker_port, &id, argc, argv, "cuda demo")) return 1;
+  const int result = end_role(tp, child, run_rank(c, tp));
+  if (child > 0) std::printf("%s\n", result == 0 ? "cuda demo OK" : "cuda demo FAILED");
   return result;
 }

@@ -31,21 +31,22 @@
 #include <thread>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "ds4tp/ds4tp.h"
+#define DS4TP_CUDA_EXAMPLE "cuda stream"
 #include "stream_engine.cuh"
 
 using namespace demo;
 
 namespace {
 
-struct Config {
-  int layers = 43, embd = 4096, tokens = 32, transport = DS4TP_TRANSPORT_SHM;
+struct Config : Args {
+  Config() {
+    layers = 43;
+    tokens = 32;
+    transport = DS4TP_TRANSPORT_SHM;
+  }
   bool group = false;
   const char *ops = "auto";
-  int worker_port = 0;  // set in the spawned worker
 };
 
 // One rank's engine state.
@@ -304,36 +305,13 @@ int parse(int argc, char **argv, Config &c) {
     if (!std::strcmp(a, "--group")) { c.group = true; continue; }
     if (v == nullptr) return -1;
     i++;
-    if (!std::strcmp(a, "--layers")) c.layers = std::atoi(v);
-    else if (!std::strcmp(a, "--embd")) c.embd = std::atoi(v);
-    else if (!std::strcmp(a, "--tokens")) c.tokens = std::atoi(v);
-    else if (!std::strcmp(a, "--ops")) c.ops = v;
-    else if (!std::strcmp(a, "--role-worker")) c.worker_port = std::atoi(v);
-    else if (!std::strcmp(a, "--transport")) {
-      if (!std::strcmp(v, "auto")) c.transport = DS4TP_TRANSPORT_AUTO;
-      else if (!std::strcmp(v, "tcp")) c.transport = DS4TP_TRANSPORT_TCP;
-      else if (!std::strcmp(v, "shm")) c.transport = DS4TP_TRANSPORT_SHM;
-      else return -1;
-    } else return -1;
+    if (!std::strcmp(a, "--ops")) c.ops = v;
+    else if (parse_arg(c, a, v) != 1) return -1;
   }
   if (std::strcmp(c.ops, "auto") && std::strcmp(c.ops, "64") && std::strcmp(c.ops, "32") &&
       std::strcmp(c.ops, "spin"))
     return -1;
-  return c.layers >= 1 && c.layers <= 128 && c.embd >= 1 && c.embd <= (1 << 20) && c.tokens >= 1
-             ? 0 : -1;
-}
-
-ds4tp_identity identity(const Config &c) {
-  ds4tp_identity id;
-  ds4tp_identity_init(&id);
-  id.model_bytes = 1;
-  id.model_id = 0xC0DA;
-  id.n_layer = uint32_t(c.layers);
-  id.n_embd = uint32_t(c.embd);
-  id.n_vocab = 32000;
-  id.quant_bits = 32;
-  id.ctx_size = 4096;
-  return id;
+  return args_ok(c) ? 0 : -1;
 }
 
 // Group of 2: two threads of this process, one stream each, one GPU.
@@ -361,44 +339,14 @@ int run_group(const Config &c) {
 }
 
 int run_pair(const Config &c, int argc, char **argv) {
-  ds4tp_identity id = identity(c);
-  ds4tp_options opt;
-  ds4tp_options_init(&opt);
-  opt.transport = c.transport;
-  opt.log_level = DS4TP_LOG_WARN;
-  opt.role = c.worker_port ? DS4TP_ROLE_WORKER : DS4TP_ROLE_LEADER;
-  opt.leader_port = c.worker_port;
+  const ds4tp_identity id = identity(c);
   ds4tp_pair *tp = nullptr;
-  if (ds4tp_new(&tp, &opt, &id) != DS4TP_OK) {
-    std::fprintf(stderr, "cuda stream: %s\n", ds4tp_last_error());
-    return 1;
-  }
-  pid_t child = -1;
-  if (!c.worker_port) {
-    std::fflush(stdout);
-    child = fork();  // the child execs at once and never touches CUDA state
-    if (child == 0) {
-      char port[16];
-      std::snprintf(port, sizeof port, "%d", ds4tp_listen_port(tp));
-      std::vector<char *> args(argv, argv + argc);
-      args.push_back(const_cast<char *>("--role-worker"));
-      args.push_back(port);
-      args.push_back(nullptr);
-      execv("/proc/self/exe", args.data());
-      std::perror("cuda stream: exec worker");
-      _exit(127);
-    }
-  }
+  pid_t child = 0;
+  if (start_role(&tp, &child, c.transport, c.worker_port, &id, argc, argv, "cuda stream")) return 1;
   Rank r;
   r.rank = ds4tp_rank(tp);
   r.tp = tp;
-  int result = run_ways(r, c);
-  ds4tp_free(tp);
-  if (child > 0) {
-    int st = 0;
-    if (waitpid(child, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) result = 1;
-  }
-  return result;
+  return end_role(tp, child, run_ways(r, c));
 }
 
 }  // namespace
@@ -410,13 +358,7 @@ int main(int argc, char **argv) {
                          "[--tokens N] [--transport auto|tcp|shm] [--ops auto|64|32|spin]\n");
     return 2;
   }
-  int ndev = 0;
-  cudaError_t ce = cudaGetDeviceCount(&ndev);
-  if (ce != cudaSuccess || ndev == 0) {
-    std::printf("ds4tp cuda stream: skipped: no CUDA device (%s)\n",
-                ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
-    return 77;
-  }
+  if (!have_device()) return 77;
   const int result = c.group ? run_group(c) : run_pair(c, argc, argv);
   if (c.worker_port == 0)
     std::printf("cuda stream %s %s\n", c.group ? "group" : "pair", result == 0 ? "OK" : "FAILED");

@@ -11,14 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 
-#define CUDA_OK(call)                                                             \
-  do {                                                                            \
-    cudaError_t e_ = (call);                                                      \
-    if (e_ != cudaSuccess) {                                                      \
-      std::fprintf(stderr, "cuda stream: %s: %s\n", #call, cudaGetErrorString(e_)); \
-      return 1;                                                                   \
-    }                                                                             \
-  } while (0)
+#include "cuda_common.cuh"  // CUDA_OK, the toy partial
 
 #define CU_OK(call)                                                               \
   do {                                                                            \
@@ -26,7 +19,7 @@
     if (r_ != CUDA_SUCCESS) {                                                     \
       const char *s_ = nullptr;                                                   \
       cuGetErrorName(r_, &s_);                                                    \
-      std::fprintf(stderr, "cuda stream: %s: %s\n", #call, s_ ? s_ : "?");        \
+      std::fprintf(stderr, DS4TP_CUDA_EXAMPLE ": %s: %s\n", #call, s_ ? s_ : "?");  \
       return 1;                                                                   \
     }                                                                             \
   } while (0)
@@ -35,22 +28,6 @@ namespace demo {
 
 constexpr int kThreads = 256;
 constexpr uint64_t kSpinGiveUpNs = 60ull * 1000000000ull;  // a spin kernel never waits forever
-
-// Toy partial: exact float arithmetic so the CPU reproduces it bit for bit.
-__host__ __device__ inline float weight(int rank, uint64_t seq, int e) {
-  uint64_t x = (uint64_t(rank) << 56) ^ (seq * 0x9e3779b97f4a7c15ull) ^ (uint64_t(e) * 0x100000001b3ull);
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 29;
-  return float(int32_t(x >> 40) - (1 << 23)) * (1.0f / 8388608.0f);  // exact, in [-1, 1)
-}
-__device__ inline float partial_dev(int rank, uint64_t seq, int e, float h) {
-  return __fadd_rn(weight(rank, seq, e), __fmul_rn(h, -0.25f));
-}
-inline float partial_host(int rank, uint64_t seq, int e, float h) {
-  volatile float scaled = h * -0.25f;  // keep the host from fusing
-  return weight(rank, seq, e) + scaled;
-}
 
 // Kernel-to-host report in mapped memory: the device-side poison check
 // lands here, and the host reads it after synchronising.

@@ -1,8 +1,5 @@
 #include "group/stream.hpp"
 
-#include <chrono>
-#include <system_error>
-
 #include "common/clock.hpp"
 #include "os/wait.hpp"
 
@@ -18,7 +15,7 @@ bool same_layout(const StreamSpec &a, const StreamSpec &b) {
 
 int GroupStream::start(const ServiceConfig &cfg, const StreamSpec &spec, Error &err) {
   if (running()) return err.set(DS4TP_ESTATE, "the group stream service is already running");
-  if (thread_.joinable()) thread_.join();  // ended after a failure
+  thread_.join_ended();  // ended after a failure
   if (g_.failed() != 0)
     return err.set(DS4TP_EFAILED, "group failed earlier: {}", g_.message());
   if (g_.transport() == DS4TP_TRANSPORT_AUTO)
@@ -46,43 +43,20 @@ int GroupStream::start(const ServiceConfig &cfg, const StreamSpec &spec, Error &
   cfg_ = cfg;
   if (cfg_.stop_timeout_ns == 0) cfg_.stop_timeout_ns = g_.op_timeout_ns() + 1000000000ull;
   words_->rearm();
-  stop_.store(false, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(end_mu_);
-    ended_ = false;
-  }
-  state_.store(DS4TP_SERVICE_RUNNING, std::memory_order_release);
-  try {
-    thread_ = std::thread(&GroupStream::run, this);
-  } catch (const std::system_error &e) {
-    state_.store(DS4TP_SERVICE_STOPPED, std::memory_order_release);
-    return err.set(DS4TP_EIO, "cannot start the group stream thread: {}", e.what());
-  }
-  return DS4TP_OK;
+  return thread_.start([this] { run(); }, "group stream", err);
 }
 
 int GroupStream::stop(Error &err) {
-  if (!thread_.joinable()) return DS4TP_OK;
-  stop_.store(true, std::memory_order_release);
-  {
-    std::unique_lock<std::mutex> lock(end_mu_);
-    if (!end_cv_.wait_for(lock, std::chrono::nanoseconds(cfg_.stop_timeout_ns),
-                          [this] { return ended_; }))
-      return err.set(DS4TP_ETIMEDOUT,
-                     "the group stream thread is still inside the all-reduce after seq {} "
-                     "after {} ms; it ends within the op timeout: call "
-                     "ds4tp_group_stream_stop again",
-                     seq(), cfg_.stop_timeout_ns / 1000000);
-  }
-  thread_.join();
+  if (!thread_.stop(cfg_.stop_timeout_ns))
+    return err.set(DS4TP_ETIMEDOUT,
+                   "the group stream thread is still inside the all-reduce after seq {} "
+                   "after {} ms; it ends within the op timeout: call "
+                   "ds4tp_group_stream_stop again",
+                   seq(), cfg_.stop_timeout_ns / 1000000);
   return DS4TP_OK;
 }
 
-void GroupStream::halt() {
-  if (!thread_.joinable()) return;
-  stop_.store(true, std::memory_order_release);
-  thread_.join();
-}
+void GroupStream::halt() { thread_.halt(); }
 
 void GroupStream::run() {
   if (cfg_.cpu >= 0) os::pin_thread(cfg_.cpu);
@@ -107,7 +81,7 @@ void GroupStream::run() {
   if (failed && err.code != DS4TP_OK) g_.abort_with(err.code, err.message);
   // Failed or stopped: no stream may wait on a word nobody will write.
   words_->poison();
-  finish(failed ? DS4TP_SERVICE_FAILED : DS4TP_SERVICE_STOPPED);
+  thread_.mark_ended(failed ? DS4TP_SERVICE_FAILED : DS4TP_SERVICE_STOPPED);
 }
 
 bool GroupStream::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, bool &failed,
@@ -132,7 +106,7 @@ bool GroupStream::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, b
       failed = true;
       return false;
     }
-    if (stop_.load(std::memory_order_acquire)) return false;  // after serving a ready
+    if (thread_.stopping()) return false;  // after serving a ready
     if (!w.spinning() && w.now() - last_scan >= kScanEveryNs) {
       last_scan = w.now();
       if (words_->misplaced(slot, seq, err)) {
@@ -146,13 +120,6 @@ bool GroupStream::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, b
       return false;
     }
   }
-}
-
-void GroupStream::finish(int state) {
-  state_.store(state, std::memory_order_release);
-  std::lock_guard<std::mutex> lock(end_mu_);
-  ended_ = true;
-  end_cv_.notify_all();
 }
 
 }  // namespace ds4tp::group

@@ -15,15 +15,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "common/error.hpp"
 #include "group/group.hpp"
 #include "service/gate_service.hpp"
+#include "service/service_thread.hpp"
 #include "service/stream_words.hpp"
 
 namespace ds4tp::group {
@@ -52,8 +50,8 @@ class GroupStream {
   int stop(Error &err);
   // Stop without a deadline (bounded by the op timeout).
   void halt();
-  int state() const { return state_.load(std::memory_order_acquire); }
-  bool running() const { return state() == DS4TP_SERVICE_RUNNING; }
+  int state() const { return thread_.state(); }
+  bool running() const { return thread_.running(); }
   uint64_t seq() const { return seq_.load(std::memory_order_acquire); }
   StreamWords *words() const { return words_.get(); }
 
@@ -62,19 +60,13 @@ class GroupStream {
   // True when ready[slot] holds seq's value; false on stop or failure
   // (`failed` set, err holding the reason when it is ours).
   bool wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, bool &failed, Error &err);
-  void finish(int state);
 
   Group &g_;
   ServiceConfig cfg_;
   StreamSpec spec_;
   std::unique_ptr<StreamWords> words_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> state_{DS4TP_SERVICE_STOPPED};
   std::atomic<uint64_t> seq_{0};  // last released
-  std::mutex end_mu_;
-  std::condition_variable end_cv_;
-  bool ended_ = false;
+  ServiceThread thread_;
 };
 
 }  // namespace ds4tp::group

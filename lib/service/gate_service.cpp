@@ -1,8 +1,6 @@
 #include "service/gate_service.hpp"
 
 #include <atomic>
-#include <chrono>
-#include <system_error>
 
 #include "common/clock.hpp"
 #include "common/shared_word.hpp"
@@ -27,9 +25,7 @@ constexpr uint64_t kScanEveryNs = 1000000;  // misplaced-ready scan, slow path o
 GateService::~GateService() { halt(); }
 
 void GateService::halt() {
-  if (!thread_.joinable()) return;
-  stop_.store(true, std::memory_order_release);
-  thread_.join();
+  if (!thread_.halt()) return;
   // The pair or its slab is going away: a kernel still waiting (or about
   // to) must give up rather than spin on a word nobody will write.
   if (pair_.slab_base() != nullptr) poison();
@@ -38,7 +34,7 @@ void GateService::halt() {
 int GateService::start(const ServiceConfig &cfg, Error &err) {
   if (state() == DS4TP_SERVICE_RUNNING)
     return err.set(DS4TP_ESTATE, "the gate service is already running");
-  if (thread_.joinable()) thread_.join();  // ended after a failure, not yet joined
+  thread_.join_ended();  // ended after a failure, not yet joined
   if (pair_.failed()) return pair_.refuse(err);
   if (pair_.slab_base() == nullptr)
     return err.set(DS4TP_ESTATE, "start the gate service after ds4tp_attach_slab");
@@ -49,35 +45,16 @@ int GateService::start(const ServiceConfig &cfg, Error &err) {
                    cfg.cpu, allowed);
   cfg_ = cfg;
   if (cfg_.words != nullptr) cfg_.words->rearm();
-  stop_.store(false, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(end_mu_);
-    ended_ = false;
-  }
-  state_.store(DS4TP_SERVICE_RUNNING, std::memory_order_release);
-  try {
-    thread_ = std::thread(&GateService::run, this);
-  } catch (const std::system_error &e) {
-    state_.store(DS4TP_SERVICE_STOPPED, std::memory_order_release);
-    return err.set(DS4TP_EIO, "cannot start the gate service thread: {}", e.what());
-  }
-  return DS4TP_OK;
+  return thread_.start([this] { run(); }, "gate service", err);
 }
 
 int GateService::stop(Error &err) {
-  if (!thread_.joinable()) return DS4TP_OK;
-  stop_.store(true, std::memory_order_release);
-  {
-    std::unique_lock<std::mutex> lock(end_mu_);
-    auto limit = std::chrono::nanoseconds(cfg_.stop_timeout_ns);
-    if (!end_cv_.wait_for(lock, limit, [this] { return ended_; }))
-      return err.set(DS4TP_ETIMEDOUT,
-                     "the gate service thread is still inside row gate seq {} after {} ms; "
-                     "it ends by itself within the gate timeout: call "
-                     "ds4tp_gate_service_stop again",
-                     pair_.last_row_seq(), cfg_.stop_timeout_ns / 1000000);
-  }
-  thread_.join();
+  if (!thread_.stop(cfg_.stop_timeout_ns))
+    return err.set(DS4TP_ETIMEDOUT,
+                   "the gate service thread is still inside row gate seq {} after {} ms; "
+                   "it ends by itself within the gate timeout: call "
+                   "ds4tp_gate_service_stop again",
+                   pair_.last_row_seq(), cfg_.stop_timeout_ns / 1000000);
   return DS4TP_OK;
 }
 
@@ -109,10 +86,10 @@ void GateService::run() {
   if (why == Exit::Failed) {
     if (err.code != DS4TP_OK) pair_.record(err, true);
     poison();
-    finish(DS4TP_SERVICE_FAILED);
+    thread_.mark_ended(DS4TP_SERVICE_FAILED);
   } else {
     if (cfg_.words != nullptr) cfg_.words->poison();
-    finish(DS4TP_SERVICE_STOPPED);
+    thread_.mark_ended(DS4TP_SERVICE_STOPPED);
   }
 }
 
@@ -154,7 +131,7 @@ bool GateService::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, E
       return false;
     }
     // A gate already signalled is served before a stop takes effect.
-    if (stop_.load(std::memory_order_acquire)) {
+    if (thread_.stopping()) {
       why = Exit::Stopped;
       return false;
     }
@@ -203,13 +180,6 @@ void GateService::poison() {
   auto *base = static_cast<uint8_t *>(pair_.slab_base());
   for (uint32_t s = 0; s < l.slots; s++)
     word(base, l.gpu_release_flag(s)).store(DS4TP_GATE_POISON, std::memory_order_release);
-}
-
-void GateService::finish(int state) {
-  state_.store(state, std::memory_order_release);
-  std::lock_guard<std::mutex> lock(end_mu_);
-  ended_ = true;
-  end_cv_.notify_all();
 }
 
 }  // namespace ds4tp

@@ -19,13 +19,10 @@
 // caller. The service never allocates, logs or locks on success.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
-#include <thread>
 
 #include "common/error.hpp"
+#include "service/service_thread.hpp"
 #include "service/stream_words.hpp"
 
 namespace ds4tp {
@@ -58,9 +55,9 @@ class GateService {
   // Stops and joins without a deadline (bounded by one gate timeout), then
   // poisons the release words; for detach and destruction.
   void halt();
-  int state() const { return state_.load(std::memory_order_acquire); }
+  int state() const { return thread_.state(); }
   // Any thread: true from start() until the thread has ended.
-  bool running() const { return state() == DS4TP_SERVICE_RUNNING; }
+  bool running() const { return thread_.running(); }
 
  private:
   enum class Exit { Stopped, Failed };
@@ -70,17 +67,10 @@ class GateService {
   bool wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, Exit &why, Error &err);
   bool misplaced(uint32_t slot, uint64_t seq, Error &err) const;
   void poison();
-  void finish(int state);
 
   Pair &pair_;
   ServiceConfig cfg_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> state_{DS4TP_SERVICE_STOPPED};
-  // The thread signals its end here so stop() can wait with a deadline.
-  std::mutex end_mu_;
-  std::condition_variable end_cv_;
-  bool ended_ = false;
+  ServiceThread thread_;
 };
 
 }  // namespace ds4tp

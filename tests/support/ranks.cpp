@@ -1,11 +1,14 @@
 #include "support/ranks.hpp"
 
+#include <catch2/catch.hpp>
+
 #include <cstdio>
 #include <cstring>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -190,6 +193,43 @@ Outcome run_pair(const RankSetup &s, const Body &leader, const Body &worker, int
   out.worker_failures = drain_failures(failures[0]);
   if (failures[0] >= 0) close(failures[0]);
   return out;
+}
+
+ds4tp_slab_layout layout_of(ds4tp_pair *tp) {
+  ds4tp_slab_layout l{};
+  l.size = sizeof l;
+  ds4tp_slab_layout_get(tp, &l);
+  return l;
+}
+
+ds4tp_gate_service_options test_service_options() {
+  ds4tp_gate_service_options o;
+  ds4tp_gate_service_options_init(&o);
+  o.spin_us = 20;
+  o.yield_us = 200000;
+  o.sleep_us = 50;
+  return o;
+}
+
+int final_barrier(ds4tp_pair *tp) {
+  char a = 1, b = 0;
+  CHILD_EXPECT_OK(ds4tp_big_gate_exchange(tp, 0, 0xBA11, &a, &b, 1), tp, "final barrier");
+  return 0;
+}
+
+Hold::Hold() { REQUIRE(pipe(fds_) == 0); }
+
+Hold::~Hold() {
+  close(fds_[0]);
+  close(fds_[1]);
+}
+
+void Hold::done() const { (void)!write(fds_[1], "x", 1); }
+
+bool Hold::wait(int ms) const {
+  pollfd p{fds_[0], POLLIN, 0};
+  char c;
+  return poll(&p, 1, ms) == 1 && read(fds_[0], &c, 1) == 1;
 }
 
 }  // namespace ds4tp::test

@@ -80,6 +80,31 @@ int loopback_connect(int port);
 // A loopback port nothing listens on: bound once for a number, then closed.
 int unused_loopback_port();
 
+// The slab layout of a pair with a slab attached (size-prefixed get).
+ds4tp_slab_layout layout_of(ds4tp_pair *tp);
+// Gate service options for a small shared CI box: short spin, then yield.
+ds4tp_gate_service_options test_service_options();
+// Both ranks stay until both have made their checks (after a rank exits,
+// its peer's liveness watcher fails the peer's pair): one 1-byte big
+// gate. 0, or 1 after a failed check.
+int final_barrier(ds4tp_pair *tp);
+
+// A one-shot signal across the fork: the rank that must outlive its
+// peer's checks waits for it. Create before forking.
+class Hold {
+ public:
+  Hold();
+  ~Hold();
+  Hold(const Hold &) = delete;
+  Hold &operator=(const Hold &) = delete;
+  void done() const;
+  // True once done() was called (in either process) within `ms`.
+  bool wait(int ms) const;
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
 using Clock = std::chrono::steady_clock;
 // Milliseconds since `t`, for deadline checks (never speed assertions).
 double ms_since(Clock::time_point t);

@@ -19,6 +19,17 @@ def _items(items):
     return (BatchItem * max(len(items), 1))(*items), len(items)
 
 
+def _float_out(into, count, what):
+    """(buffer, address, keepalive) for ``count`` float32s to be written
+    into: ``into`` (writable, large enough) or a new array('f')."""
+    if into is None:
+        into = array.array("f", bytes(count * 4))
+    address, nbytes, keep = _buffer_address(into, writable=True)
+    if nbytes < count * 4:
+        raise Error(Status.EINVAL, f"{what}: buffer holds {nbytes // 4} floats, {count} needed")
+    return into, address, keep
+
+
 class ControlPlane:
     """Control-plane calls; every method needs the live handle (``_live``)."""
 
@@ -126,12 +137,7 @@ class ControlPlane:
     def recv_logits(self, count, into=None):
         """Reads the next logits half (``count`` floats) into the writable
         float32 buffer ``into``, or a new array('f'), which it returns."""
-        if into is None:
-            into = array.array("f", bytes(count * 4))
-        address, nbytes, keep = _buffer_address(into, writable=True)
-        if nbytes < count * 4:
-            raise Error(Status.EINVAL, f"recv_logits: buffer holds {nbytes // 4} floats, "
-                        f"{count} needed")
+        into, address, keep = _float_out(into, count, "recv_logits")
         _check(_lib().ds4tp_recv_logits(self._live(), address, count))
         del keep
         return into
@@ -202,12 +208,7 @@ class ControlPlane:
         """Leader: receives head row ``row`` (``count`` floats) into the
         writable float32 buffer ``into`` (e.g. a numpy float32 array), or a
         new array('f'), which it returns."""
-        if into is None:
-            into = array.array("f", bytes(count * 4))
-        address, nbytes, keep = _buffer_address(into, writable=True)
-        if nbytes < count * 4:
-            raise Error(Status.EINVAL, f"head_row_recv: buffer holds {nbytes // 4} floats, "
-                        f"{count} needed")
+        into, address, keep = _float_out(into, count, "head_row_recv")
         _check(_lib().ds4tp_head_row_recv(self._live(), row, address, count))
         del keep
         return into
