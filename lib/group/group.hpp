@@ -21,6 +21,7 @@
 #include "common/error.hpp"
 #include "group/reduce.hpp"
 #include "net/socket.hpp"
+#include "stats/stats.hpp"
 #include "wire/hello.hpp"
 
 namespace ds4tp::group {
@@ -87,6 +88,10 @@ class Group {
   void fail(int code, const std::string &msg);
   void mark_failed();
 
+  // Observability: collectives by kind, bytes, all-reduce latency.
+  const stats::Stats &stats() const { return stats_; }
+  void stats_reset() { stats_.reset(); }
+
  private:
   int begin(Error &err) const;
   int finish(int rc, const Error &err);
@@ -99,6 +104,7 @@ class Group {
   std::atomic<int> failed_{0};
   mutable std::mutex mu_;
   std::string msg_;
+  stats::Stats stats_;
 };
 
 // Media (shm.cpp, tcp.cpp). `watch` checks peer processes are alive.

@@ -21,6 +21,8 @@
 #include "service/gate_service.hpp"
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
+#include "stats/stats.hpp"
+#include "stats/trace.hpp"
 #include "transport/transport.hpp"
 #include "wire/hello.hpp"
 
@@ -155,6 +157,16 @@ class Pair {
   // Lockstep control plane (lib/session); nullptr before connect.
   session::Session *session() const { return session_.get(); }
 
+  // Observability (lib/stats): counters and histograms, any thread.
+  const stats::Stats &stats() const { return stats_; }
+  void stats_reset() { stats_.reset(); }
+  // Tracing into a preallocated ring, written to `path` at trace_write()
+  // and at destruction. Call while no gate runs, or from the gate thread.
+  // DS4TP_TRACE=path starts it at connect ("%r" = this rank).
+  int trace_start(const std::string &path, Error &err);
+  int trace_write(Error &err);
+  bool tracing() const { return trace_ != nullptr; }
+
  private:
   friend class GateService;  // its thread runs row gates without the exclusion check
   Pair() = default;
@@ -193,6 +205,9 @@ class Pair {
   std::atomic<uint64_t> last_row_seq_{0};
   StagingHooks hooks_;
   bool gates_started_ = false;  // a row or batch gate reached the transport
+  stats::Stats stats_;
+  std::unique_ptr<stats::Trace> trace_;
+  int trace_meta(stats::TraceMeta &m) const;
   // Destroyed first (~Pair resets it): its thread uses everything above.
   std::unique_ptr<GateService> service_;
 

@@ -285,6 +285,7 @@ int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t 
   const uint64_t arrival = cfg_.arrival(false);
   uint64_t deadline = os::deadline_after(now_ns(), arrival);
   bool peer_met = false;
+  seen_ns_ = 0;
   // Our payload lands and is published before we look for the peer, so a
   // peer that arrives later finds everything in place and never waits for
   // us to wake up.
@@ -301,7 +302,8 @@ int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t 
           int m = met(h, t, err);
           if (m <= 0) return m;
           peer_met = true;
-          deadline = now_ns() + cfg_.gate_timeout_ns;  // the peer showed up: progress
+          seen_ns_ = now_ns();  // also the observability split (peer wait | moving)
+          deadline = seen_ns_ + cfg_.gate_timeout_ns;  // the peer showed up: progress
           if (reuse) land();
         }
         return done(t) ? 1 : 0;
@@ -322,6 +324,7 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
   const uint64_t t = ++ticket_;
   prev_region_ = kNoRegion;  // staging has its own flow control
   bool peer_met = false;
+  seen_ns_ = 0;
   auto meet = [&]() -> int {
     int m = met(h, t, err);
     if (m > 0) peer_met = true;
@@ -354,7 +357,8 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
     return big_got_ < recv_end &&
            word(my_big + kFilled).load(std::memory_order_acquire) > big_got_;
   };
-  deadline = now_ns() + cfg_.big_gate_timeout_ns;
+  seen_ns_ = now_ns();  // met: the rest is moving bytes
+  deadline = seen_ns_ + cfg_.big_gate_timeout_ns;
   while (big_sent_ < send_end || big_got_ < recv_end) {
     bool progress = false;
     if (can_send()) {

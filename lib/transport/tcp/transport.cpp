@@ -85,6 +85,7 @@ class TcpTransport final : public Transport {
     watch.watch_peer(cfg_.peer);
     os::Waiter w(policy_, &watch);
     const uint64_t started = w.last_progress();
+    seen_ns_ = 0;
     uint64_t deadline = os::deadline_after(started, meet_ns);
 
     while (sent < total || got < total) {
@@ -122,6 +123,7 @@ class TcpTransport final : public Transport {
         msg.msg_iovlen = size_t(n);
         ssize_t r = ::recvmsg(fd, &msg, MSG_DONTWAIT);
         if (r > 0) {
+          if (got == 0) seen_ns_ = 1;  // stamped below with the progress clock read
           got += uint64_t(r);
           progress = true;
           if (!header_checked && got >= wire::kGateHeaderBytes) {
@@ -139,6 +141,7 @@ class TcpTransport final : public Transport {
       }
       if (progress) {
         w.progress();
+        if (seen_ns_ == 1) seen_ns_ = w.last_progress();
         // Once the peer has shown up, the in-gate timeout applies.
         deadline = got > 0 ? w.last_progress() + progress_ns : os::deadline_after(started, meet_ns);
         continue;
