@@ -6,6 +6,7 @@
 #include <string>
 
 #include "handle.hpp"
+#include "stats/trace.hpp"
 
 namespace ds4tp::capi {
 
@@ -117,7 +118,9 @@ int ds4tp_stats_prometheus(const ds4tp_pair *pair, char *buf, size_t cap, size_t
     Error err;
     int rc = prometheus_to_c(s, p->impl->rank(), p->impl->transport(), false, buf, cap, needed,
                              err);
-    return rc == DS4TP_OK ? rc : finish(p, rc, err);
+    // A size query is not the pair's error: errmsg keeps what it said.
+    if (rc == DS4TP_ENOMEM) t_last_error = err.message;
+    return rc == DS4TP_OK || rc == DS4TP_ENOMEM ? rc : finish(p, rc, err);
   });
 }
 
@@ -135,6 +138,22 @@ int ds4tp_trace_write(ds4tp_pair *pair) {
   return guarded(pair, [&]() -> int {
     Error err;
     return finish(pair, pair->impl->trace_write(err), err);
+  });
+}
+
+int ds4tp_trace_merge(const char *a, const char *b, const char *out, double *offset_us,
+                      double *uncertainty_us) {
+  if (a == nullptr || b == nullptr || out == nullptr)
+    return invalid(nullptr, "ds4tp_trace_merge: a path is NULL");
+  return guarded(nullptr, [&]() -> int {
+    ds4tp::stats::MergeResult r;
+    std::string why;
+    Error err;
+    if (!ds4tp::stats::merge_traces(a, b, out, r, why))
+      return finish(nullptr, err.set(DS4TP_EIO, "trace merge: {}", why), err);
+    if (offset_us != nullptr) *offset_us = r.offset_us;
+    if (uncertainty_us != nullptr) *uncertainty_us = r.uncertainty_us;
+    return DS4TP_OK;
   });
 }
 

@@ -1090,6 +1090,12 @@ DS4TP_API int ds4tp_trace_start(ds4tp_pair *pair, const char *path);
 /* Writes the file now (recording goes on). DS4TP_ESTATE when none        */
 /* records, DS4TP_EIO when the file cannot be written. */
 DS4TP_API int ds4tp_trace_write(ds4tp_pair *pair);
+/* Merges two ranks' traces into `out`, shifting b's clock onto a's: 0 on */
+/* one host, else estimated from the gates both hold (each rank's gate   */
+/* ends after the peer's began). *offset_us and *uncertainty_us (may be   */
+/* NULL) get the shift and its half-width. DS4TP_EIO naming the problem. */
+DS4TP_API int ds4tp_trace_merge(const char *a, const char *b, const char *out,
+                                double *offset_us, double *uncertainty_us);
 
 #ifdef __cplusplus
 }
