@@ -370,9 +370,10 @@ int Pair::row_exchange(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) 
                                    layout_.vec_bytes);
     if (h != 0) return hook_failed("before_exchange", h, "row", layer, gate, seq, err);
   }
-  const uint64_t t0 = stats_.timed() ? now_ns() : 0;
+  const uint64_t t0 = gate_clock();
   int rc = transport_->gate(layer, gate, slot, seq, err);
-  stats_.gate_done(stats::kRow, layer, seq, layout_.vec_bytes, t0, transport_->peer_seen_ns(), rc);
+  stats_.gate_done(stats::kRow, layer, seq, layout_.vec_bytes,
+                   gate_started(t0), transport_->peer_seen_ns(), rc);
   if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Row), layer, seq);
   if (rc == DS4TP_OK && hooks_.after_exchange) {
     int h = hooks_.after_exchange(Stage::Row, layer, gate, seq, slab_ + layout_.in_vec(slot),
@@ -397,9 +398,10 @@ int Pair::batch_exchange(uint32_t index, uint32_t rows, uint64_t seq, Error &err
                                    slab_ + layout_.batch_out_gate(index), bytes);
     if (h != 0) return hook_failed("before_exchange", h, "batch", index, rows, seq, err);
   }
-  const uint64_t t0 = stats_.timed() ? now_ns() : 0;
+  const uint64_t t0 = gate_clock();
   int rc = transport_->batch_gate(index, rows, seq, err);
-  stats_.gate_done(stats::kBatch, index, seq, bytes, t0, transport_->peer_seen_ns(), rc);
+  stats_.gate_done(stats::kBatch, index, seq, bytes, gate_started(t0), transport_->peer_seen_ns(),
+                   rc);
   if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Batch), index, seq);
   if (rc == DS4TP_OK && hooks_.after_exchange) {
     int h = hooks_.after_exchange(Stage::Batch, index, rows, seq,
@@ -441,9 +443,10 @@ int Pair::big_exchange(uint32_t layer, uint64_t seq, const void *out, void *in,
   if (bytes > 0 && o < i + bytes && i < o + bytes)
     return err.set(DS4TP_EINVAL, "big gate out and in buffers overlap");
   if (seq == 0) return err.set(DS4TP_EINVAL, "big gate seq must be nonzero");
-  const uint64_t t0 = stats_.timed() ? now_ns() : 0;
+  const uint64_t t0 = gate_clock();
   int rc = transport_->big_gate(layer, seq, out, in, bytes, err);
-  stats_.gate_done(stats::kBig, layer, seq, bytes, t0, transport_->peer_seen_ns(), rc);
+  stats_.gate_done(stats::kBig, layer, seq, bytes, gate_started(t0), transport_->peer_seen_ns(),
+                   rc);
   if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Big), layer, seq);
   return rc;
 }

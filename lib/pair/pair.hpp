@@ -13,6 +13,7 @@
 #include <string>
 
 #include "auth/key.hpp"
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "connect/bringup.hpp"
@@ -208,6 +209,14 @@ class Pair {
   stats::Stats stats_;
   std::unique_ptr<stats::Trace> trace_;
   int trace_meta(stats::TraceMeta &m) const;
+  // A gate's start for stats: the transport's own clock read when it
+  // stamps one (tcp, shm), else ours before the call; 0 when untimed.
+  uint64_t gate_clock() const {
+    return stats_.timed() && !transport_->stamps_start() ? now_ns() : 0;
+  }
+  uint64_t gate_started(uint64_t t0) const {
+    return stats_.timed() && transport_->stamps_start() ? transport_->gate_start_ns() : t0;
+  }
   // Destroyed first (~Pair resets it): its thread uses everything above.
   std::unique_ptr<GateService> service_;
 

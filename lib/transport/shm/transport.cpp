@@ -94,6 +94,7 @@ class ShmTransport final : public Transport {
         cfg_(cfg) {
     my_ctl_ = mine_.base() + layout_.total;
     peer_ctl_ = peer_.base() + layout_.total;
+    stamps_start_ = true;  // small_exchange() and big_gate() stamp every gate
     chunk_ = layout_.big_staging / kBigChunks;
     // The kernel closes the data connection when the peer process dies;
     // the pid is checked too when it names the peer here (start != 0).
@@ -283,7 +284,8 @@ int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t 
   uint8_t *const peer = peer_.base();
   uint8_t *const line = gate_line(peer_ctl_, t);
   const uint64_t arrival = cfg_.arrival(false);
-  uint64_t deadline = os::deadline_after(now_ns(), arrival);
+  start_ns_ = now_ns();  // the deadline's read, also the gate's start for stats
+  uint64_t deadline = os::deadline_after(start_ns_, arrival);
   bool peer_met = false;
   seen_ns_ = 0;
   // Our payload lands and is published before we look for the peer, so a
@@ -333,7 +335,8 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
   // Meet: the peer may be a prefill step behind.
   announce(h, t, true);
   const uint64_t arrival = cfg_.arrival(true);
-  uint64_t deadline = os::deadline_after(now_ns(), arrival);
+  start_ns_ = now_ns();
+  uint64_t deadline = os::deadline_after(start_ns_, arrival);
   int rc = wait(meet, deadline);
   if (rc != DS4TP_OK) return fail(h, rc, peer_met, arrival, err);
   publish(gate_line(peer_ctl_, t) + kDone, t);

@@ -28,6 +28,7 @@ class TcpTransport final : public Transport {
   TcpTransport(net::Fd fd, const DataConfig &cfg) : fd_(std::move(fd)), cfg_(cfg) {
     policy_.spin_ns = cfg.spin_ns;
     policy_.grace_ns = kGoneGraceNs;
+    stamps_start_ = true;  // exchange() stamps every gate
   }
 
   const char *name() const override { return "tcp"; }
@@ -85,6 +86,7 @@ class TcpTransport final : public Transport {
     watch.watch_peer(cfg_.peer);
     os::Waiter w(policy_, &watch);
     const uint64_t started = w.last_progress();
+    start_ns_ = started;
     seen_ns_ = 0;
     uint64_t deadline = os::deadline_after(started, meet_ns);
 
