@@ -341,3 +341,53 @@ TEST_CASE("trace merge estimates the offset of another host's clock", "[stats]")
   std::string rm = std::string("rm -rf ") + dir;
   CHECK(std::system(rm.c_str()) == 0);
 }
+
+TEST_CASE("group stats count collectives and bytes exactly", "[stats][group]") {
+  constexpr int n = 3;
+  constexpr uint64_t kCount = 5000, kReduces = 7;
+  ds4tp_group *gs[n] = {};
+  ds4tp_group_options o;
+  ds4tp_group_options_init(&o);
+  o.chunk_bytes = 16 * 1024;  // 20000-byte reduces take two chunks
+  o.op_timeout_ms = 5000;
+  REQUIRE(ds4tp_group_new_local(gs, n, &o, nullptr) == DS4TP_OK);
+  int rcs[n] = {};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++)
+    ts.emplace_back([&, r] {
+      std::vector<float> buf(kCount, 1.0f);
+      for (uint64_t i = 0; i < kReduces && rcs[r] == 0; i++)
+        rcs[r] = ds4tp_group_all_reduce(gs[r], buf.data(), kCount, DS4TP_DTYPE_F32, DS4TP_OP_SUM);
+      if (rcs[r] == 0) rcs[r] = ds4tp_group_barrier(gs[r]);
+    });
+  for (auto &t : ts) t.join();
+  for (int r = 0; r < n; r++) {
+    INFO("rank " << r << ": " << ds4tp_group_errmsg(gs[r]));
+    REQUIRE(rcs[r] == DS4TP_OK);
+    ds4tp_stats s{};
+    s.size = sizeof s;
+    REQUIRE(ds4tp_group_stats_read(gs[r], &s) == DS4TP_OK);
+    CHECK(s.rank == r);
+    CHECK(s.all_reduces == kReduces);
+    CHECK(s.barriers == 1);
+    CHECK(s.all_reduce.count == kReduces);
+    CHECK(hist_ok(s.all_reduce));
+    CHECK(s.bytes_sent == kReduces * kCount * 4);
+    CHECK(s.bytes_received == kReduces * kCount * 4 * (n - 1));
+    CHECK(s.row_gates == 0);
+    size_t need = 0;
+    CHECK(ds4tp_group_stats_prometheus(gs[r], nullptr, 0, &need) == DS4TP_ENOMEM);
+    std::string text(need + 1, '\0');
+    REQUIRE(ds4tp_group_stats_prometheus(gs[r], text.data(), text.size(), &need) == DS4TP_OK);
+    text.resize(need);
+    INFO(text);
+    CHECK(check_exposition(text) == "");
+    CHECK(text.find("ds4tp_collectives_total{rank=\"" + std::to_string(r) +
+                    "\",transport=\"shm\",kind=\"all_reduce\"} 7\n") != std::string::npos);
+    REQUIRE(ds4tp_group_stats_reset(gs[r]) == DS4TP_OK);
+    REQUIRE(ds4tp_group_stats_read(gs[r], &s) == DS4TP_OK);
+    CHECK(s.all_reduces == 0);
+    CHECK(s.all_reduce.count == 0);
+  }
+  for (auto *g : gs) ds4tp_group_free(g);
+}
