@@ -275,7 +275,7 @@ TEST_CASE("the exposition checker catches broken text", "[stats]") {
                          "h_bucket{le=\"+Inf\"} 3\nh_sum{} 1\nh_count{} 2\n") != "");
 }
 
-TEST_CASE("stats count gates, bytes and round trips exactly; traces load and merge", "[stats]") {
+TEST_CASE("stats count gates, bytes and round trips exactly, and traces load and merge", "[stats]") {
   int transport = GENERATE(from_range(local_transports()));
   if (transport == DS4TP_TRANSPORT_RDMA) return;  // the fake provider has its own suite
   CAPTURE(ds4tp_transport_name(transport));

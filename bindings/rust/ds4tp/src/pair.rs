@@ -229,13 +229,13 @@ impl Handle {
 
     // -- observability --
 
-    /// Counters and histograms since creation or [`Pair::stats_reset`].
+    /// Counters and histograms since creation or [`Self::stats_reset`].
     pub fn stats(&self) -> Result<Stats> {
         let mut st = Stats { size: std::mem::size_of::<Stats>() as u32, ..Default::default() };
         check(unsafe { sys::ds4tp_stats_read(self.p, &mut st) })?;
         Ok(st)
     }
-    /// Later [`Pair::stats`] count from now.
+    /// Later [`Self::stats`] count from now.
     pub fn stats_reset(&self) -> Result<()> {
         check(unsafe { sys::ds4tp_stats_reset(self.p) })
     }
@@ -251,7 +251,7 @@ impl Handle {
         Ok(String::from_utf8_lossy(&buf).into_owned())
     }
     /// Starts recording a Chrome/Perfetto trace to `path` (written by
-    /// [`Pair::trace_write`] and when the pair is dropped).
+    /// [`Self::trace_write`] and when the pair is dropped).
     pub fn trace_start(&self, path: &str) -> Result<()> {
         let path = CString::new(path)
             .map_err(|_| Error::new(Status::EINVAL as i32, "trace path contains a NUL byte"))?;
