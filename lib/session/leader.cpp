@@ -35,7 +35,10 @@ int Session::command(FrameType t, uint64_t session, const Msg &m, Error &err, ui
 void Session::expect_reply(FrameType t, uint64_t session, uint32_t rows, uint32_t floats) {
   await_type_ = t;
   await_session_ = session;
-  if (cfg_.stats != nullptr) {  // the round trip ends at the first reply frame
+  // The round trip ends at the first reply frame; a command owed nothing
+  // has none.
+  sent_ns_ = 0;
+  if (cfg_.stats != nullptr && (wire::has_status_reply(t) || rows > 0)) {
     sent_ns_ = now_ns();
     sent_name_ = frame_name(t);
   }
