@@ -11,10 +11,16 @@
 #include "handle.hpp"
 #include "stats.hpp"
 #include "group/group.hpp"
+#include "group/stream.hpp"
+#include "stream.hpp"
 
 struct ds4tp_group {
   std::unique_ptr<ds4tp::group::Group> impl;
-  std::string errmsg;  // last error on this handle (what errmsg returns)
+  // Last error on this handle (what errmsg returns); mutable so errmsg can
+  // pick up a failure of the stream thread.
+  mutable std::string errmsg;
+  // Declared after impl so it is destroyed (joined) first.
+  std::unique_ptr<ds4tp::group::GroupStream> stream;
 };
 
 using ds4tp::Error;
@@ -98,6 +104,9 @@ int options_from_c(const ds4tp_group_options *copt, const ds4tp_identity *cid, b
   o.chunk_bytes = c.chunk_bytes;
   if ((c.psk == nullptr) != (c.psk_bytes == 0))
     return err.set(DS4TP_EINVAL, "group psk and psk_bytes must be set together");
+  if (c.spin_us < -1 || c.spin_us > 1'000'000)
+    return err.set(DS4TP_EINVAL, "spin_us {}: 0 (default), -1 (never) or 1..1000000", c.spin_us);
+  o.spin_ns = c.spin_us == 0 ? -1 : c.spin_us < 0 ? 0 : int64_t(c.spin_us) * 1000;
   std::string source;
   if (int rc = ds4tp::auth::load_key(c.psk, c.psk_bytes, nullptr, o.key, source, err)) return rc;
   if (cid != nullptr)
@@ -187,6 +196,12 @@ void ds4tp_group_free(ds4tp_group *g) { delete g; }
       e0.set(DS4TP_EINVAL, "group is NULL");                 \
       return record(nullptr, e0.code, e0);                   \
     }                                                        \
+    if ((g)->stream && (g)->stream->running()) {             \
+      Error e0;                                              \
+      e0.set(DS4TP_ESTATE, "the group stream service is running and is the " \
+             "only caller: call ds4tp_group_stream_stop first"); \
+      return record((g), e0.code, e0);                       \
+    }                                                        \
     return guard((g), [&](Error &e) { return record((g), (body), e); }); \
   } while (0)
 
@@ -241,6 +256,9 @@ int ds4tp_group_rendezvous_port(const ds4tp_group *g) { return g ? g->impl->port
 int ds4tp_group_failed(const ds4tp_group *g) { return g ? g->impl->failed() : DS4TP_EINVAL; }
 const char *ds4tp_group_errmsg(const ds4tp_group *g) {
   if (g == nullptr) return "group is NULL";
+  // The stream thread failed the group: its reason is the news.
+  if (g->stream && g->stream->state() == DS4TP_SERVICE_FAILED && g->impl->failed() != 0)
+    g->errmsg = g->impl->message();
   return g->errmsg.c_str();
 }
 void ds4tp_group_mark_failed(ds4tp_group *g) {
@@ -268,6 +286,53 @@ int ds4tp_group_stats_prometheus(const ds4tp_group *g, char *buf, size_t cap, si
     return ds4tp::capi::prometheus_to_c(s, h->impl->rank(), h->impl->transport(), true, buf, cap,
                                         needed, e);
   }());
+}
+
+int ds4tp_group_stream_start(ds4tp_group *g, const ds4tp_gate_service_options *svc,
+                             const ds4tp_stream_options *opt, ds4tp_stream_words *words) {
+  if (g == nullptr) {
+    Error e0;
+    e0.set(DS4TP_EINVAL, "group is NULL");
+    return record(nullptr, e0.code, e0);
+  }
+  return guard(g, [&](Error &e) -> int {
+    ds4tp::ServiceConfig c;
+    ds4tp_stream_options o;
+    int rc = ds4tp::capi::check_words_out(words, e);
+    if (rc == DS4TP_OK) rc = ds4tp::capi::service_config_from_c(svc, c, e);
+    if (rc == DS4TP_OK) rc = ds4tp::capi::stream_options_from_c(opt, o, e);
+    if (rc == DS4TP_OK && (o.dtype < DS4TP_DTYPE_F32 || o.dtype > DS4TP_DTYPE_BF16))
+      rc = e.set(DS4TP_EINVAL, "group stream dtype {} is not a ds4tp_dtype", o.dtype);
+    if (rc != DS4TP_OK) return record(g, rc, e);
+    if (!g->stream) g->stream = std::make_unique<grp::GroupStream>(*g->impl);
+    grp::StreamSpec spec;
+    spec.bits = o.word_bits;
+    spec.mode = o.mode;
+    spec.slots = o.slots;
+    spec.count = o.count;
+    spec.dtype = grp::Dtype(o.dtype);
+    rc = g->stream->start(c, spec, e);
+    if (rc == DS4TP_OK) rc = ds4tp::capi::stream_words_to_c(*g->stream->words(), words, e);
+    return record(g, rc, e);
+  });
+}
+
+int ds4tp_group_stream_stop(ds4tp_group *g) {
+  if (g == nullptr) {
+    Error e0;
+    e0.set(DS4TP_EINVAL, "group is NULL");
+    return record(nullptr, e0.code, e0);
+  }
+  if (!g->stream) return DS4TP_OK;
+  return guard(g, [&](Error &e) { return record(g, g->stream->stop(e), e); });
+}
+
+int ds4tp_group_stream_state(const ds4tp_group *g) {
+  return g != nullptr && g->stream ? g->stream->state() : int(DS4TP_SERVICE_STOPPED);
+}
+
+uint64_t ds4tp_group_stream_seq(const ds4tp_group *g) {
+  return g != nullptr && g->stream ? g->stream->seq() : 0;
 }
 
 }  // extern "C"

@@ -364,7 +364,7 @@ TEST_CASE("a worker that stops reading makes the leader's send time out, not han
   lc.frame_timeout_ms = 300;
   Logger log(nullptr, nullptr, DS4TP_LOG_ERROR);
   session::Session leader(tp.a, lc, log);
-  std::vector<int32_t> tokens(4u << 20, 1);  // 16 MiB: far more than the buffers hold
+  std::vector<int32_t> tokens(1u << 18, 1);  // 1 MiB: far more than the 4 KiB buffers hold
   Error err;
   auto t0 = Clock::now();
   REQUIRE(leader.send_sync(3, tokens.data(), uint32_t(tokens.size()), 0, err) == DS4TP_ETIMEDOUT);

@@ -87,12 +87,14 @@ TEST_CASE("the waiter ends at the deadline with ETIMEDOUT") {
   os::WaitPolicy p;
   p.spin_ns = 1000000;
   os::Waiter w(p, nullptr);
-  const uint64_t deadline = now_ns() + 5000000;
+  // Far past the 1 ms spin window, so a descheduled test thread (loaded
+  // host) still reaches the blocking phase before the deadline.
+  const uint64_t deadline = now_ns() + 200000000;
   int rc = DS4TP_OK;
   int blocks = 0;
   while (rc == DS4TP_OK) rc = w.idle(deadline, [&](uint64_t left) {
     blocks++;
-    os::sleep_ns(std::min<uint64_t>(left, 100000));
+    os::sleep_ns(std::min<uint64_t>(left, 1000000));
   });
   CHECK(rc == DS4TP_ETIMEDOUT);
   CHECK(now_ns() >= deadline);

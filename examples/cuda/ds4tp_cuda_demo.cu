@@ -21,6 +21,7 @@
 #include <cuda/atomic>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -174,9 +175,12 @@ int run_rank(const Config &c, ds4tp_pair *tp) {
   }
   SlabView view{static_cast<uint8_t *>(dslab), l.out_offset, l.in_offset, l.gpu_flags_offset,
                 l.gpu_release_offset, l.vec_stride, l.flag_stride};
+  const auto t0 = std::chrono::steady_clock::now();
   decode_kernel<<<1, kThreads>>>(view, rank, slots, embd, c.tokens, dh, dstatus);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rc = ds4tp_gate_service_stop(tp);
   bool ok = rc == DS4TP_OK && status->failed_seq == 0 && status->mismatches == 0;
   if (status->failed_seq != 0)
@@ -209,6 +213,10 @@ int run_rank(const Config &c, ds4tp_pair *tp) {
     std::printf("  peer partials checked in the kernel: %llu elements differ\n", status->mismatches);
     std::printf("  hidden state vs CPU reference: %s, vs the worker's: %s\n",
                 same_as_ref ? "bit-identical" : "MISMATCH", same_as_peer ? "bit-identical" : "MISMATCH");
+    // Same line shape as ds4tp_cuda_stream's, for scripts/gpu-check.sh.
+    std::printf("pair  way spin   rank 0: %-44s %9.1f us/token (%d gates of %d B): %s\n",
+                "persistent kernel spinning on the slab words", secs * 1e6 / c.tokens, slots,
+                embd * 4, ok && same_as_ref && same_as_peer ? "bit-identical" : "MISMATCH");
   }
   ds4tp_detach_slab(tp);  // before the pinned memory goes
   cudaFree(dh);

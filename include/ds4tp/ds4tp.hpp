@@ -20,7 +20,8 @@
 // instead of exceptions.
 //
 // Sections follow the header: errors and names, options and identity,
-// slab, data plane, engine integration, control plane.
+// slab, data plane, engine integration, control plane; groups
+// (ds4tp::Group) are in ds4tp_group.hpp, included at the end.
 #ifndef DS4TP_HPP
 #define DS4TP_HPP
 
@@ -123,6 +124,24 @@ static_assert(sizeof(Identity) == sizeof(ds4tp_identity), "Identity adds no fiel
 struct GateServiceOptions : ds4tp_gate_service_options {
   GateServiceOptions() noexcept { ds4tp_gate_service_options_init(this); }
 };
+
+// GPU streams (ds4tp.h): stream options, and the words the start calls
+// describe (size preset).
+struct StreamOptions : ds4tp_stream_options {
+  StreamOptions() noexcept { ds4tp_stream_options_init(this); }
+};
+struct StreamWords : ds4tp_stream_words {
+  StreamWords() noexcept : ds4tp_stream_words{} { size = sizeof(ds4tp_stream_words); }
+};
+
+// The group's stream service (groups have no C++ class: raw handle).
+inline StreamWords group_stream_start(ds4tp_group *g, const ds4tp_stream_options &opt,
+                                      const ds4tp_gate_service_options *svc = nullptr) {
+  StreamWords w;
+  check(ds4tp_group_stream_start(g, svc, &opt, &w));
+  return w;
+}
+inline void group_stream_stop(ds4tp_group *g) { check(ds4tp_group_stream_stop(g)); }
 
 using SlabLayout = ds4tp_slab_layout;
 // Counters and histograms (ds4tp_stats_read); `size` is already set.
@@ -459,6 +478,13 @@ class PairRef {
     check(ds4tp_gate_service_start(live(), opt));
   }
   void gate_service_stop() { check(ds4tp_gate_service_stop(live())); }
+  // The service on stream words (stop with gate_service_stop).
+  StreamWords gate_stream_start(const ds4tp_stream_options *opt = nullptr,
+                                const ds4tp_gate_service_options *svc = nullptr) {
+    StreamWords w;
+    check(ds4tp_gate_stream_start(live(), svc, opt, &w));
+    return w;
+  }
   int gate_service_state() const noexcept { return ds4tp_gate_service_state(p_); }
   uint64_t gate_seq() const noexcept { return ds4tp_gate_seq(p_); }
   // The engine's ready word / the service's release word of `slot`.
@@ -708,5 +734,7 @@ inline void PairRef::worker_run(Worker &worker) {
 
 }  // namespace cxx
 }  // namespace ds4tp
+
+#include "ds4tp_group.hpp"  // ds4tp::Group (N ranks, all-reduce)
 
 #endif  // DS4TP_HPP

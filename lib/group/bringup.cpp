@@ -314,8 +314,12 @@ int Group::connect(Error &err) {
     for (int r = 1; r < opt_.size; r++)
       if (int wrc = net::write_all(ctl[size_t(r)].get(), &go, 1, deadline, "group go", err))
         return wrc;
-    medium_ = area ? shm_medium(area, 0, true, opt_.op_timeout_ns)
+    std::vector<int> watch(size_t(opt_.size), -1);
+    for (int r = 1; r < opt_.size; r++) watch[size_t(r)] = ctl[size_t(r)].get();
+    medium_ = area ? shm_medium(area, 0, true, opt_.op_timeout_ns, opt_.spin_ns,
+                                     std::move(watch))
                    : tcp_medium(std::move(fds), 0, opt_.chunk_bytes, opt_.op_timeout_ns);
+    ctl_ = std::move(ctl);
     listen_fd_.reset();
     return DS4TP_OK;
   }
@@ -364,8 +368,13 @@ int Group::connect(Error &err) {
   if (int rc = net::write_all(c.get(), &b, 1, deadline, "group ready", err)) return rc;
   if (int rc = net::read_exact(c.get(), &b, 1, deadline, "group go", err))
     return err.set(rc, "waiting for rank 0 to start the group: {}", err.message);
-  medium_ = area ? shm_medium(area, opt_.rank, true, opt_.op_timeout_ns)
+  std::vector<int> watch(size_t(opt_.size), -1);
+  watch[0] = c.get();
+  medium_ = area ? shm_medium(area, opt_.rank, true, opt_.op_timeout_ns, opt_.spin_ns,
+                                     std::move(watch))
                  : tcp_medium(std::move(fds), opt_.rank, opt_.chunk_bytes, opt_.op_timeout_ns);
+  ctl_.clear();
+  ctl_.push_back(std::move(c));
   return DS4TP_OK;
 }
 

@@ -13,12 +13,18 @@ Group::Group(Options o) : opt_(std::move(o)) {
   buffer_ = std::aligned_alloc(64, (opt_.chunk_bytes + 63) & ~size_t(63));
   if (buffer_ == nullptr) throw std::bad_alloc();
   std::memset(buffer_, 0, opt_.chunk_bytes);
+  scratch_ = static_cast<uint8_t *>(std::aligned_alloc(64, (opt_.chunk_bytes + 63) & ~size_t(63)));
+  if (scratch_ == nullptr) {
+    std::free(buffer_);
+    throw std::bad_alloc();
+  }
 }
 
 Group::~Group() {
   if (medium_) medium_->abort(opt_.rank);
   medium_.reset();
   std::free(buffer_);
+  std::free(scratch_);
 }
 
 int Group::make_local(int n, const Options &o, std::vector<std::unique_ptr<Group>> &out,
@@ -31,7 +37,7 @@ int Group::make_local(int n, const Options &o, std::vector<std::unique_ptr<Group
     ro.rank = r;
     ro.size = n;
     auto g = std::make_unique<Group>(std::move(ro));
-    g->medium_ = shm_medium(area, r, false, o.op_timeout_ns);
+    g->medium_ = shm_medium(area, r, false, o.op_timeout_ns, o.spin_ns);
     out.push_back(std::move(g));
   }
   return DS4TP_OK;
@@ -53,6 +59,11 @@ void Group::mark_failed() {
   if (medium_) medium_->abort(opt_.rank);
 }
 
+void Group::abort_with(int code, const std::string &msg) {
+  fail(code, msg);
+  if (medium_) medium_->abort(opt_.rank);
+}
+
 int Group::begin(Error &err) const {
   if (int f = failed(); f != 0)
     return err.set(DS4TP_EFAILED, "group failed earlier: {}", message());
@@ -71,10 +82,60 @@ int Group::finish(int rc, const Error &err) {
   return rc;
 }
 
+uint64_t two_shot_threshold(int transport) {
+  static const int64_t env = [] {
+    const char *v = std::getenv("DS4TP_GROUP_TWO_SHOT_BYTES");
+    return v != nullptr && *v != 0 ? int64_t(std::strtoll(v, nullptr, 10)) : int64_t(-1);
+  }();
+  if (env >= 0) return uint64_t(env);
+  return transport == DS4TP_TRANSPORT_SHM ? kTwoShotShmBytes : kTwoShotTcpBytes;
+}
+
+// Two-shot: step 1 reduce-scatters (rank r sums segment r of every rank's
+// vector, in rank order), step 2 all-gathers the summed segments. Each
+// element is still the rank-order sum of the same N values, so the bits
+// equal the one-shot result on every rank. Steps hold at most
+// chunk_bytes; a count that does not split into N equal segments is
+// padded in scratch_.
+int Group::two_shot(uint8_t *p, uint64_t count, Dtype t, Error &err) {
+  const size_t esz = dtype_bytes(t);
+  const uint64_t n = uint64_t(opt_.size), me = uint64_t(opt_.rank);
+  const uint64_t per = opt_.chunk_bytes / esz / n * n;
+  const void *views[kMaxRanks];
+  for (uint64_t off = 0; off < count;) {
+    const uint64_t m = count - off < per ? count - off : per;
+    const uint64_t seg = (m + n - 1) / n;
+    const size_t segb = size_t(seg * esz);
+    uint8_t *dst = p + off * esz, *src = dst;
+    if (seg * n != m) {
+      std::memcpy(scratch_, dst, size_t(m * esz));
+      std::memset(scratch_ + m * esz, 0, size_t((seg * n - m) * esz));
+      src = scratch_;
+    }
+    uint64_t step = ++step_;
+    int rc = medium_->exchange_segments(step, src, segb, views, err);
+    if (rc != DS4TP_OK) return finish(rc, err);
+    reduce_sum(t, views, opt_.size, src + me * segb, size_t(seg));  // may alias views[me]
+    medium_->done(step);
+    step = ++step_;
+    rc = medium_->exchange(step, src + me * segb, segb, -1, views, err);
+    if (rc != DS4TP_OK) return finish(rc, err);
+    for (uint64_t r = 0; r < n; r++) {
+      const uint64_t lo = r * seg, hi = (r + 1) * seg < m ? (r + 1) * seg : m;
+      if (hi > lo) std::memmove(dst + lo * esz, views[r], size_t((hi - lo) * esz));
+    }
+    medium_->done(step);
+    off += m;
+  }
+  return DS4TP_OK;
+}
+
 int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
   if (int rc = begin(err)) return rc;
   const uint64_t t0 = stats_.timed() ? now_ns() : 0;
   const size_t esz = dtype_bytes(t);
+  if (count * esz >= medium_->two_shot_bytes() && count >= uint64_t(opt_.size))
+    return two_shot(static_cast<uint8_t *>(buf), count, t, err);
   const uint64_t per = opt_.chunk_bytes / esz;
   const void *views[kMaxRanks];
   auto *p = static_cast<uint8_t *>(buf);

@@ -37,6 +37,7 @@ struct Options {
   uint64_t connect_timeout_ns = 60'000'000'000ull;
   uint64_t op_timeout_ns = 10'000'000'000ull;
   size_t chunk_bytes = 1u << 20;
+  int64_t spin_ns = -1;  // shm busy-poll before blocking; -1 = by core count
   auth::Key key;
   wire::Identity id;
 };
@@ -51,8 +52,16 @@ class Medium {
   // of others are left null). Blocks at most the op deadline per wait.
   virtual int exchange(uint64_t step, const void *mine, size_t bytes, int root,
                        const void **views, Error &err) = 0;
+  // Reduce-scatter step: `mine` holds n segments of `seg` bytes; views[r]
+  // becomes rank r's segment number `rank` (this rank's share). shm
+  // publishes the whole vector; tcp sends each peer only its segment.
+  virtual int exchange_segments(uint64_t step, const void *mine, size_t seg,
+                                const void **views, Error &err) = 0;
   // This rank has finished reading step `step`'s views.
   virtual void done(uint64_t step) = 0;
+  // all_reduce calls of at least this many bytes run two-shot
+  // (reduce-scatter, then all-gather): the same on every rank.
+  virtual uint64_t two_shot_bytes() const = 0;
   // Makes every rank's current and next call fail; from any thread.
   virtual void abort(int rank) = 0;
   virtual int transport() const = 0;
@@ -81,12 +90,15 @@ class Group {
   int port() const { return opt_.port; }
   void *buffer() { return buffer_; }
   size_t buffer_bytes() const { return opt_.chunk_bytes; }
+  uint64_t op_timeout_ns() const { return opt_.op_timeout_ns; }
 
   // Failure latch: the first failure is kept; later calls return EFAILED.
   int failed() const { return failed_.load(std::memory_order_acquire); }
   std::string message() const;
   void fail(int code, const std::string &msg);
   void mark_failed();
+  // Fails the group here and on every rank with this reason (any thread).
+  void abort_with(int code, const std::string &msg);
 
   // Observability: collectives by kind, bytes, all-reduce latency.
   const stats::Stats &stats() const { return stats_; }
@@ -94,20 +106,35 @@ class Group {
 
  private:
   int begin(Error &err) const;
+  int two_shot(uint8_t *p, uint64_t count, Dtype t, Error &err);
   int finish(int rc, const Error &err);
 
   Options opt_;
   std::unique_ptr<Medium> medium_;
   uint64_t step_ = 0;
   void *buffer_ = nullptr;
+  uint8_t *scratch_ = nullptr;  // two-shot staging: chunk_bytes, never the user's buffer_
   net::Fd listen_fd_;
+  // Rendezvous sockets, kept for the group's life: their hang-up tells a
+  // peer's death where nothing else does (an shm group, a zombie rank).
+  // Rank 0 holds one per rank (index = rank); the others hold [0].
+  std::vector<net::Fd> ctl_;
   std::atomic<int> failed_{0};
   mutable std::mutex mu_;
   std::string msg_;
   stats::Stats stats_;
 };
 
-// Media (shm.cpp, tcp.cpp). `watch` checks peer processes are alive.
+// The two-shot crossover of a transport (bytes per all_reduce call):
+// measured defaults (README "Groups"), or DS4TP_GROUP_TWO_SHOT_BYTES,
+// which must then be the same on every rank.
+uint64_t two_shot_threshold(int transport);
+constexpr uint64_t kTwoShotShmBytes = 64 * 1024;
+constexpr uint64_t kTwoShotTcpBytes = 64 * 1024;
+
+// Media (shm.cpp, tcp.cpp). `watch` checks peer processes are alive;
+// `ctl[r]` (fd or -1) is a rendezvous socket that hangs up when rank r
+// exits; the fds stay owned by the Group and outlive the medium.
 struct ShmArea;
 std::shared_ptr<ShmArea> shm_area_heap(int n, size_t chunk, Error &err);
 int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmArea> &out,
@@ -116,7 +143,8 @@ int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<
                   Error &err);
 void shm_area_unlink(const std::string &name);
 std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
-                                   uint64_t op_timeout_ns);
+                                   uint64_t op_timeout_ns, int64_t spin_ns,
+                                   std::vector<int> ctl = {});
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
                                    uint64_t op_timeout_ns);
 

@@ -47,43 +47,49 @@ const char *dtype_name(Dtype t) {
   return "?";
 }
 
-// Conversions after F. Giesen's branch-light formulations (public domain).
+// half -> float is exact: rebuild the fields (a subnormal half is
+// normalised by counting its leading zeros).
 float half_to_float(uint16_t h) {
-  const float magic = from_bits(113u << 23);
-  const uint32_t shifted_exp = 0x7c00u << 13;
-  uint32_t o = (uint32_t(h) & 0x7fffu) << 13;
-  uint32_t exp = shifted_exp & o;
-  o += (127u - 15u) << 23;
-  if (exp == shifted_exp) {
-    o += (128u - 16u) << 23;  // Inf/NaN
-  } else if (exp == 0) {
-    o += 1u << 23;  // zero/subnormal: renormalise
-    o = bits(from_bits(o) - magic);
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  if (exp == 0x1f) return from_bits(sign | 0x7f800000u | (man << 13));  // inf, nan
+  if (exp != 0) return from_bits(sign | ((exp + 112u) << 23) | (man << 13));
+  if (man == 0) return from_bits(sign);
+  int e = 113;  // value = man * 2^-24: shift the leading one up to bit 10
+  while ((man & 0x400u) == 0) {
+    man <<= 1;
+    e--;
   }
-  o |= (uint32_t(h) & 0x8000u) << 16;
-  return from_bits(o);
+  return from_bits(sign | (uint32_t(e) << 23) | ((man & 0x3ffu) << 13));
 }
 
-uint16_t float_to_half(float ff) {
-  uint32_t f = bits(ff);
-  const uint32_t f32infty = 255u << 23;
-  const uint32_t f16max = (127u + 16u) << 23;
-  const uint32_t denorm_magic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
-  uint32_t sign = f & 0x80000000u;
-  f ^= sign;
-  uint16_t o;
-  if (f >= f16max) {
-    o = f > f32infty ? 0x7e00 : 0x7c00;
-  } else if (f < (113u << 23)) {
-    float t = from_bits(f) + from_bits(denorm_magic);
-    o = uint16_t(bits(t) - denorm_magic);
+// float -> half, round to nearest, ties to even. The kept bits are the
+// significand shifted right (by 13 for a normal half, more for a
+// subnormal one); the dropped bits decide the rounding, and a carry out
+// of the significand bumps the exponent, which is what rounding up to the
+// next binade (or to infinity) means.
+uint16_t float_to_half(float f) {
+  const uint32_t u = bits(f);
+  const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u)  // nan: quiet, keeping the payload's top bits
+    return uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // >= 65520 rounds to inf
+  const uint32_t e = a >> 23;
+  if (e < 101) return sign;  // below 2^-25: rounds to zero
+  uint32_t man = (a & 0x7fffffu) | 0x800000u;
+  uint32_t shift = 13, base = 0;
+  if (e >= 113) {
+    base = (e - 112) << 10;  // normal half: exponent field, implicit bit dropped
+    man &= 0x7fffffu;
   } else {
-    uint32_t mant_odd = (f >> 13) & 1u;
-    f += (uint32_t(15 - 127) << 23) + 0xfffu;
-    f += mant_odd;
-    o = uint16_t(f >> 13);
+    shift = 126 - e;  // subnormal half: units of 2^-24
   }
-  return uint16_t(o | (sign >> 16));
+  uint32_t q = man >> shift;
+  const uint32_t rest = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (q & 1u))) q++;
+  return uint16_t(sign | (base + q));
 }
 
 float bf16_to_float(uint16_t h) { return from_bits(uint32_t(h) << 16); }

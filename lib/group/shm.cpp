@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -28,6 +29,10 @@ namespace ds4tp::group {
 namespace {
 
 constexpr uint32_t kAreaMagic = 0x47345444u;  // "DT4G"
+// A rank seen stopped this long fails the wait (the pairs' default
+// peer_silence_ms); its run state is read every kStopCheckNs.
+constexpr uint64_t kStoppedNs = 1'000'000'000;
+constexpr uint64_t kStopCheckNs = 20'000'000;
 
 struct alignas(64) Header {
   uint32_t magic;
@@ -161,8 +166,14 @@ namespace {
 
 class ShmMedium final : public Medium {
  public:
-  ShmMedium(std::shared_ptr<ShmArea> a, int rank, bool watch, uint64_t timeout)
-      : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout) {
+  ShmMedium(std::shared_ptr<ShmArea> a, int rank, bool watch, uint64_t timeout, int64_t spin,
+            std::vector<int> ctl)
+      : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout), spin_(spin) {
+    for (int r = 0; r < int(ctl.size()); r++)
+      if (ctl[size_t(r)] >= 0) {
+        ctl_fd_.push_back(ctl[size_t(r)]);
+        ctl_rank_.push_back(r);
+      }
     RankLine *me = a_->line(rank_);
     pid_t pid = getpid();
     me->start_time.store(os::process_start_time(pid), std::memory_order_relaxed);
@@ -199,7 +210,18 @@ class ShmMedium final : public Medium {
     return DS4TP_OK;
   }
 
+  // The whole vector goes into this rank's slot (one copy), and each rank
+  // reads only its segment of every slot.
+  int exchange_segments(uint64_t step, const void *mine, size_t seg, const void **views,
+                        Error &err) override {
+    int rc = exchange(step, mine, seg * size_t(a_->n), -1, views, err);
+    if (rc != DS4TP_OK) return rc;
+    for (int r = 0; r < a_->n; r++) views[r] = static_cast<const uint8_t *>(views[r]) + size_t(rank_) * seg;
+    return DS4TP_OK;
+  }
+
   void done(uint64_t step) override { publish(a_->line(rank_)->done, step); }
+  uint64_t two_shot_bytes() const override { return two_shot_bytes_; }
 
   void abort(int rank) override {
     uint32_t expect = 0;
@@ -214,15 +236,19 @@ class ShmMedium final : public Medium {
   int transport() const override { return DS4TP_TRANSPORT_SHM; }
 
  private:
-  // Busy-poll budget before blocking: DS4TP_GROUP_SPIN_US, else 20 us when
-  // the host has more cores than ranks and 0 otherwise (spinning then
-  // only keeps the peer we wait for off the CPU; measured in README).
+  // Busy-poll budget before blocking: DS4TP_GROUP_SPIN_US (overrides the
+  // option), else the option's spin_us, else 20 us when the host has more
+  // cores than ranks and 0 otherwise (spinning then only keeps the peer we
+  // wait for off the CPU; measured in README).
   uint64_t spin_ns() const {
     static const int64_t env = [] {
       const char *v = std::getenv("DS4TP_GROUP_SPIN_US");
-      return v != nullptr && *v != 0 ? int64_t(std::strtoll(v, nullptr, 10)) * 1000 : -1;
+      if (v == nullptr || *v == 0) return int64_t(-2);
+      int64_t us = std::strtoll(v, nullptr, 10);
+      return us < 0 ? int64_t(0) : us * 1000;
     }();
     if (env >= 0) return uint64_t(env);
+    if (spin_ >= 0) return uint64_t(spin_);
     return std::thread::hardware_concurrency() > unsigned(a_->n) ? 20'000 : 0;
   }
 
@@ -250,7 +276,8 @@ class ShmMedium final : public Medium {
       os::cpu_relax();
       if ((i & 63) == 63 && now_ns() - start > spin) break;
     }
-    uint64_t next_watch = start + 1'000'000;
+    uint64_t next_watch = start + 1'000'000, next_stop_check = start + kStopCheckNs;
+    uint64_t stopped_since = 0;
     for (;;) {
       if (cond()) return DS4TP_OK;
       uint32_t ab = a_->header()->abort_word.load(std::memory_order_acquire);
@@ -259,11 +286,39 @@ class ShmMedium final : public Medium {
       const uint64_t now = now_ns();
       if (watch_ && now >= next_watch) {
         next_watch = now + 1'000'000;
+        if (int dead = hung_up(); dead >= 0) {
+          // Tell the ranks that do not hold its socket which rank it was.
+          uint32_t expect = 0;
+          a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(dead + 1));
+          abort(rank_);
+          return err.set(DS4TP_EPEERCLOSED,
+                         "rank {} closed its rendezvous connection (exited) while rank {} "
+                         "waited for rank {} to {} {}",
+                         dead, rank_, r, what, step);
+        }
         RankLine *l = a_->line(r);
         uint64_t pid = l->pid.load(std::memory_order_acquire);
         if (pid != 0 && !os::process_alive(pid_t(pid), l->start_time.load()))
           return err.set(DS4TP_EPEERCLOSED, "rank {} exited (pid {}) before it could {} {}", r,
                          pid, what, step);
+        // A stopped rank is alive but cannot arrive: judged like a pair's
+        // silent peer, after kStoppedNs of being seen stopped.
+        if (pid != 0 && now >= next_stop_check) {
+          next_stop_check = now + kStopCheckNs;
+          if (!os::process_stopped(pid_t(pid))) {
+            stopped_since = 0;
+          } else if (stopped_since == 0) {
+            stopped_since = now;
+          } else if (now - stopped_since >= kStoppedNs) {
+            uint32_t expect = 0;  // the others then name the stopped rank too
+            a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(r + 1));
+            abort(rank_);
+            return err.set(DS4TP_ETIMEDOUT,
+                           "rank {} (pid {}) has been stopped (SIGSTOP or a debugger) for {} ms "
+                           "while rank {} waited for it to {} {}",
+                           r, pid, (now - stopped_since) / 1'000'000, rank_, what, step);
+          }
+        }
       }
       if (now - start > timeout_)
         return err.set(DS4TP_ETIMEDOUT, "rank {} did not {} {} within {} ms", r, what, step,
@@ -276,17 +331,35 @@ class ShmMedium final : public Medium {
     }
   }
 
+  // The rank whose rendezvous socket hung up, or -1. Needed beside the
+  // pid check: a killed rank nobody reaped yet (a zombie) still answers
+  // kill(pid, 0) where there is no /proc, but its sockets are closed.
+  int hung_up() const {
+    for (size_t i = 0; i < ctl_fd_.size(); i += 4) {
+      const int k = int(std::min<size_t>(4, ctl_fd_.size() - i));
+      os::Hangup how;
+      int j = os::wait_hangup(ctl_fd_.data() + i, k, 0, how);
+      if (j >= 0) return ctl_rank_[i + size_t(j)];
+    }
+    return -1;
+  }
+
   std::shared_ptr<ShmArea> a_;
   int rank_;
   bool watch_;
   uint64_t timeout_;
+  int64_t spin_;  // from the options; -1 = by core count
+  uint64_t two_shot_bytes_ = two_shot_threshold(DS4TP_TRANSPORT_SHM);
+  std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets and their ranks
 };
 
 }  // namespace
 
 std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
-                                   uint64_t op_timeout_ns) {
-  return std::make_unique<ShmMedium>(std::move(area), rank, watch, op_timeout_ns);
+                                   uint64_t op_timeout_ns, int64_t spin_ns,
+                                   std::vector<int> ctl) {
+  return std::make_unique<ShmMedium>(std::move(area), rank, watch, op_timeout_ns, spin_ns,
+                                     std::move(ctl));
 }
 
 }  // namespace ds4tp::group

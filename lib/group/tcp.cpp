@@ -31,6 +31,36 @@ class TcpMedium final : public Medium {
 
   int exchange(uint64_t step, const void *mine, size_t bytes, int root, const void **views,
                Error &err) override {
+    const uint8_t *src[kMaxRanks];
+    for (int r = 0; r < n_; r++) src[r] = static_cast<const uint8_t *>(mine);
+    return run(step, bytes, root, mine != nullptr ? src : nullptr, views, err);
+  }
+
+  int exchange_segments(uint64_t step, const void *mine, size_t seg, const void **views,
+                        Error &err) override {
+    const uint8_t *src[kMaxRanks];
+    for (int r = 0; r < n_; r++) src[r] = static_cast<const uint8_t *>(mine) + size_t(r) * seg;
+    int rc = run(step, seg, -1, src, views, err);
+    views[rank_] = src[rank_];
+    return rc;
+  }
+
+  void done(uint64_t) override {}
+
+  void abort(int) override {
+    aborted_.store(true, std::memory_order_release);
+    for (auto &f : fds_)
+      if (f.valid()) ::shutdown(f.get(), SHUT_RDWR);
+  }
+
+  int transport() const override { return DS4TP_TRANSPORT_TCP; }
+  uint64_t two_shot_bytes() const override { return two_shot_bytes_; }
+
+ private:
+  // Sends src[r] (bytes) to every peer r when src is set, receives
+  // `bytes` from every peer (or only root) into staging; one poll loop.
+  int run(uint64_t step, size_t bytes, int root, const uint8_t *const *src, const void **views,
+          Error &err) {
     if (aborted_.load(std::memory_order_acquire))
       return err.set(DS4TP_EFAILED, "group failed: marked failed");
     uint8_t hdr[kStepHeaderBytes];
@@ -44,11 +74,11 @@ class TcpMedium final : public Medium {
     for (int r = 0; r < n_; r++) {
       views[r] = nullptr;
       if (r == rank_) continue;
-      peers[r].send = mine != nullptr;
+      peers[r].send = src != nullptr;
       peers[r].recv = root < 0 || r == root;
       pending += peers[r].send + peers[r].recv;
     }
-    if (mine != nullptr) views[rank_] = mine;
+    if (src != nullptr) views[rank_] = src[rank_];
     const size_t total = kStepHeaderBytes + bytes;
     const uint64_t deadline = now_ns() + timeout_;
     pollfd pf[kMaxRanks];
@@ -106,7 +136,7 @@ class TcpMedium final : public Medium {
             int cnt = 0;
             if (p.sent < kStepHeaderBytes) iov[cnt++] = {hdr + p.sent, kStepHeaderBytes - p.sent};
             size_t off = p.sent > kStepHeaderBytes ? p.sent - kStepHeaderBytes : 0;
-            if (bytes > off) iov[cnt++] = {const_cast<uint8_t *>(static_cast<const uint8_t *>(mine)) + off, bytes - off};
+            if (bytes > off) iov[cnt++] = {const_cast<uint8_t *>(src[r]) + off, bytes - off};
             ssize_t k = os::sendv_nosignal(fd, iov, cnt);
             if (k < 0) {
               if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
@@ -125,17 +155,6 @@ class TcpMedium final : public Medium {
     return DS4TP_OK;
   }
 
-  void done(uint64_t) override {}
-
-  void abort(int) override {
-    aborted_.store(true, std::memory_order_release);
-    for (auto &f : fds_)
-      if (f.valid()) ::shutdown(f.get(), SHUT_RDWR);
-  }
-
-  int transport() const override { return DS4TP_TRANSPORT_TCP; }
-
- private:
   int fail(int rc) {
     abort(rank_);
     return rc;
@@ -148,6 +167,7 @@ class TcpMedium final : public Medium {
   std::vector<uint8_t> staging_;
   size_t chunk_;
   std::atomic<bool> aborted_{false};
+  uint64_t two_shot_bytes_ = two_shot_threshold(DS4TP_TRANSPORT_TCP);
 };
 
 }  // namespace

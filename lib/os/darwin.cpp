@@ -165,6 +165,12 @@ bool process_alive(pid_t pid, uint64_t start_time) {
   return start_of(kp) == start_time;
 }
 
+bool process_stopped(pid_t pid) {
+  kinfo_proc kp;
+  bool gone;
+  return proc_info(pid, kp, gone) && kp.kp_proc.p_stat == SSTOP;
+}
+
 // ---- shared memory ---------------------------------------------------------------
 
 // Segments live in the kernel, not in a directory; names are at most

@@ -132,6 +132,13 @@ bool process_alive(pid_t pid, uint64_t start_time) {
   return start == start_time;
 }
 
+bool process_stopped(pid_t pid) {
+  char state = 0;
+  uint64_t start = 0;
+  bool gone = false;
+  return read_stat(pid, state, start, gone) && (state == 'T' || state == 't');
+}
+
 const char *shm_dir() { return "/dev/shm"; }
 
 size_t shm_name_max() { return NAME_MAX; }

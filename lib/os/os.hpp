@@ -89,6 +89,9 @@ uint64_t process_start_time(pid_t pid);
 // a zombie, or the pid now names another process). Unreadable for another
 // reason: true (the caller's deadline still bounds its wait).
 bool process_alive(pid_t pid, uint64_t start_time);
+// True while process `pid` is stopped (SIGSTOP, a debugger's stop). False
+// when it runs, is gone, or the platform cannot tell (portable POSIX).
+bool process_stopped(pid_t pid);
 
 // ---- shared memory --------------------------------------------------------
 

@@ -39,6 +39,10 @@ bool process_alive(pid_t pid, uint64_t start_time) {
   return portable::process_alive(pid, start_time);
 }
 
+// No portable way to see another process's run state: a stopped rank is
+// left to the caller's deadline.
+bool process_stopped(pid_t) { return false; }
+
 // Darwin's limits, whatever this host allows.
 const char *shm_dir() { return nullptr; }
 size_t shm_name_max() { return kShmNameMaxDarwin; }

@@ -180,6 +180,22 @@ int Pair::start_service(ServiceConfig cfg, Error &err) {
 
 int Pair::stop_service(Error &err) { return service_->stop(err); }
 
+int Pair::start_stream(ServiceConfig cfg, uint32_t bits, int mode, Error &err) {
+  if (service_->running())
+    return err.set(DS4TP_ESTATE, "the gate service is already running");
+  if (slab_ == nullptr)
+    return err.set(DS4TP_ESTATE, "start the gate stream after ds4tp_attach_slab");
+  if (!stream_words_) {
+    if (int rc = StreamWords::create(layout().slots, bits, mode, 0, "gate stream",
+                                     stream_words_, err))
+      return rc;
+  } else if (stream_words_->bits() != bits || stream_words_->mode() != mode) {
+    if (int rc = stream_words_->reconfigure(bits, mode, err)) return rc;
+  }
+  cfg.words = stream_words_.get();
+  return start_service(cfg, err);
+}
+
 int Pair::run_worker(session::WorkerEngine &engine, Error &err) {
   return control(err, [&](session::Session &s, Error &e) {
     if (s.role() != DS4TP_ROLE_WORKER)

@@ -116,6 +116,10 @@ class Pair {
   // timeout plus a second. stop_service() works on a failed pair too.
   int start_service(ServiceConfig cfg, Error &err);
   int stop_service(Error &err);
+  // Stream mode: creates the words on first use (layout.slots slots) and
+  // keeps the block; other bits or mode reconfigure it; then start_service.
+  int start_stream(ServiceConfig cfg, uint32_t bits, int mode, Error &err);
+  StreamWords *stream_words() const { return stream_words_.get(); }
   int service_state() const { return service_->state(); }
 
   // Runs one lockstep call `call(Session &, Error &)` under the failure
@@ -217,6 +221,8 @@ class Pair {
   uint64_t gate_started(uint64_t t0) const {
     return stats_.timed() && transport_->stamps_start() ? transport_->gate_start_ns() : t0;
   }
+  // Stream words: kept for the pair's life (the engine registers them).
+  std::unique_ptr<StreamWords> stream_words_;
   // Destroyed first (~Pair resets it): its thread uses everything above.
   std::unique_ptr<GateService> service_;
 

@@ -48,6 +48,7 @@ int GateService::start(const ServiceConfig &cfg, Error &err) {
                    "allowed)",
                    cfg.cpu, allowed);
   cfg_ = cfg;
+  if (cfg_.words != nullptr) cfg_.words->rearm();
   stop_.store(false, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(end_mu_);
@@ -93,12 +94,16 @@ void GateService::run() {
     const uint64_t seq = pair_.last_row_seq() + 1;
     const auto slot = uint32_t(slab::slot_for_seq(sched, seq));
     if (!wait_ready(slot, seq, idle_since, why, err)) break;
+    if (cfg_.words != nullptr) cfg_.words->take(slot, seq);
     if (pair_.row_exchange(slot / 2, slot % 2, seq, err) != DS4TP_OK) {
       err.message = "gate service: " + err.message;
       why = Exit::Failed;
       break;
     }
-    word(base, l.gpu_release_flag(slot)).store(seq, std::memory_order_release);
+    if (cfg_.words != nullptr)
+      cfg_.words->release(slot, seq);
+    else
+      word(base, l.gpu_release_flag(slot)).store(seq, std::memory_order_release);
     idle_since = now_ns();
   }
   if (why == Exit::Failed) {
@@ -106,6 +111,7 @@ void GateService::run() {
     poison();
     finish(DS4TP_SERVICE_FAILED);
   } else {
+    if (cfg_.words != nullptr) cfg_.words->poison();
     finish(DS4TP_SERVICE_STOPPED);
   }
 }
@@ -130,9 +136,16 @@ bool GateService::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, E
       why = Exit::Failed;
       return false;
     }
-    const uint64_t v = ready.load(std::memory_order_acquire);
-    if (v == seq) return true;
-    if (v > seq) {
+    if (cfg_.words != nullptr) {
+      const auto p = cfg_.words->poll(slot, seq, err);
+      if (p == StreamWords::Poll::Ready) return true;
+      if (p == StreamWords::Poll::Bad) {
+        why = Exit::Failed;
+        return false;
+      }
+    } else if (const uint64_t v = ready.load(std::memory_order_acquire); v == seq) {
+      return true;
+    } else if (v > seq) {
       err.set(DS4TP_EINVAL,
               "gate service: the ready word of slot {} (layer {}, gate {}) holds seq {} but "
               "the next row gate is seq {}: the engine skipped a gate or wrote a wrong seq",
@@ -163,6 +176,7 @@ bool GateService::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, E
 // A kernel waiting at a slot the schedule does not expect would wait
 // forever: find it and fail loudly instead.
 bool GateService::misplaced(uint32_t slot, uint64_t seq, Error &err) const {
+  if (cfg_.words != nullptr) return cfg_.words->misplaced(slot, seq, err);
   const slab::Layout &l = pair_.layout();
   auto *base = static_cast<uint8_t *>(pair_.slab_base());
   for (uint32_t s = 0; s < l.slots; s++) {
@@ -181,6 +195,10 @@ bool GateService::misplaced(uint32_t slot, uint64_t seq, Error &err) const {
 }
 
 void GateService::poison() {
+  if (cfg_.words != nullptr) {
+    cfg_.words->poison();
+    return;
+  }
   const slab::Layout &l = pair_.layout();
   auto *base = static_cast<uint8_t *>(pair_.slab_base());
   for (uint32_t s = 0; s < l.slots; s++)

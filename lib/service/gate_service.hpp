@@ -10,6 +10,10 @@
 // ready words live in the layout's gpu_flags region, release words in its
 // gpu_release region; both are separate from the transports' own words.
 //
+// Stream mode (cfg.words set, ds4tp_gate_stream_start): the same loop on
+// library-allocated StreamWords instead of the slab's words; the thread
+// poisons them whenever it ends (a stream must never wait forever).
+//
 // Threading: start/stop/state from control threads (not concurrently with
 // each other); while running, the service thread is the pair's only gate
 // caller. The service never allocates, logs or locks on success.
@@ -22,6 +26,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "service/stream_words.hpp"
 
 namespace ds4tp {
 
@@ -33,6 +38,7 @@ struct ServiceConfig {
   uint64_t sleep_ns = 20000;      // then sleep this long between polls
   uint64_t stop_timeout_ns = 0;   // stop()'s wait for the thread
   int cpu = -1;                   // pin to this CPU, -1 = no
+  StreamWords *words = nullptr;   // stream mode; owned by the Pair
 };
 
 class GateService {

@@ -135,6 +135,20 @@ static void print_layout(void) {
   FIELD(ds4tp_gate_service_options, stop_timeout_ms);
   FIELD(ds4tp_gate_service_options, cpu);
 
+  SIZE(ds4tp_group_options);
+  FIELD(ds4tp_group_options, size);
+  FIELD(ds4tp_group_options, rank);
+  FIELD(ds4tp_group_options, group_size);
+  FIELD(ds4tp_group_options, rendezvous_host);
+  FIELD(ds4tp_group_options, rendezvous_port);
+  FIELD(ds4tp_group_options, transport);
+  FIELD(ds4tp_group_options, connect_timeout_ms);
+  FIELD(ds4tp_group_options, op_timeout_ms);
+  FIELD(ds4tp_group_options, chunk_bytes);
+  FIELD(ds4tp_group_options, psk);
+  FIELD(ds4tp_group_options, psk_bytes);
+  FIELD(ds4tp_group_options, spin_us);
+
   SIZE(ds4tp_batch_item);
   FIELD(ds4tp_batch_item, session_id);
   FIELD(ds4tp_batch_item, token);

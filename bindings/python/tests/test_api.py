@@ -25,6 +25,7 @@ def c_layout(peer_exe):
                                    (ds4tp.SlabLayout, "ds4tp_slab_layout"),
                                    (ds4tp.StagingHooks, "ds4tp_staging_hooks"),
                                    (ds4tp.GateServiceOptions, "ds4tp_gate_service_options"),
+                                   (ds4tp.GroupOptions, "ds4tp_group_options"),
                                    (ds4tp.BatchItem, "ds4tp_batch_item"),
                                    (ds4tp.ImageSpan, "ds4tp_image_span"),
                                    (ds4tp._structs._CommandStruct, "ds4tp_command"),

@@ -38,17 +38,19 @@ from ._loader import (Error, LibraryNotFound, LibraryVersionError, check_version
                       command_name, err_name, last_error, library_candidates, library_path,
                       protocol_version, strerror, transport_available, transport_name,
                       version, version_string)
-from ._structs import (BatchItem, Command, GateServiceOptions, Identity, Image,  # noqa: F401
-                       ImageSpan, Options, Reply, SlabLayout, StagingHooks, WorkerOps,
+from ._structs import (BatchItem, Command, GateServiceOptions, GroupOptions, Identity,  # noqa: F401
+                       Image, ImageSpan, Options, Reply, SlabLayout, StagingHooks, WorkerOps,
                        schedule_slot, slab_layout)
 from ._pair import Pair  # noqa: F401
+from ._group import Dtype, Group  # noqa: F401
 
 __version__ = f"{VERSION_MAJOR}.{VERSION_MINOR}.{VERSION_PATCH}"
 
 __all__ = [
     "Error", "Status", "Role", "Transport", "LogLevel", "ServiceState",
     "Options", "Identity", "SlabLayout", "StagingHooks", "GateServiceOptions",
-    "Pair", "version", "version_string", "protocol_version", "strerror",
+    "Pair", "Group", "GroupOptions", "Dtype",
+    "version", "version_string", "protocol_version", "strerror",
     "err_name", "last_error", "transport_name", "transport_available",
     "schedule_slot", "slab_layout", "library_path", "library_candidates",
     "check_version", "LibraryNotFound", "LibraryVersionError",

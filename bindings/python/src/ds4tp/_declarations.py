@@ -5,7 +5,7 @@ import ctypes
 from ctypes import (POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint, c_uint32,
                     c_uint64, c_void_p)
 
-from ._structs import (BatchItem, GateServiceOptions, Identity, ImageSpan, Options, SlabLayout,
+from ._structs import (BatchItem, GateServiceOptions, GroupOptions, Identity, ImageSpan, Options, SlabLayout,
                        StagingHooks, Stats, WorkerOps, _CommandStruct)
 
 # ---------------------------------------------------------------------------
@@ -136,5 +136,24 @@ DECLARATIONS = {
         ("ds4tp_trace_write", c_int, [_P]),
         ("ds4tp_trace_merge", c_int, [c_char_p, c_char_p, c_char_p, POINTER(ctypes.c_double),
                                       POINTER(ctypes.c_double)]),
+    ],
+    "groups": [
+        ("ds4tp_group_options_init", None, [POINTER(GroupOptions)]),
+        ("ds4tp_group_new", c_int, [POINTER(c_void_p), POINTER(GroupOptions), POINTER(Identity)]),
+        ("ds4tp_group_connect", c_int, [c_void_p]),
+        ("ds4tp_group_new_local", c_int,
+         [POINTER(c_void_p), c_int, POINTER(GroupOptions), POINTER(Identity)]),
+        ("ds4tp_group_free", None, [c_void_p]),
+        ("ds4tp_group_all_reduce", c_int, [c_void_p, c_void_p, c_uint64, c_int, c_int]),
+        ("ds4tp_group_all_gather", c_int, [c_void_p, c_void_p, c_void_p, c_uint64]),
+        ("ds4tp_group_broadcast", c_int, [c_void_p, c_void_p, c_uint64, c_int]),
+        ("ds4tp_group_barrier", c_int, [c_void_p]),
+        ("ds4tp_group_rank", c_int, [c_void_p]),
+        ("ds4tp_group_size", c_int, [c_void_p]),
+        ("ds4tp_group_transport", c_int, [c_void_p]),
+        ("ds4tp_group_rendezvous_port", c_int, [c_void_p]),
+        ("ds4tp_group_failed", c_int, [c_void_p]),
+        ("ds4tp_group_errmsg", c_char_p, [c_void_p]),
+        ("ds4tp_group_mark_failed", None, [c_void_p]),
     ],
 }

@@ -149,6 +149,33 @@ class Options(_Struct):
         super().__setattr__("log_fn", LOG_FN(trampoline))
 
 
+
+class GroupOptions(_Struct):
+    """ds4tp_group_options. ``psk`` is set from bytes (kept alive here);
+    ``rendezvous_host`` from str."""
+    _init_fn = "ds4tp_group_options_init"
+    _fields_ = [
+        ("size", c_uint32),
+        ("rank", c_int32),
+        ("group_size", c_int32),
+        ("rendezvous_host", c_char_p),
+        ("rendezvous_port", c_int32),
+        ("transport", c_int32),
+        ("connect_timeout_ms", c_int32),
+        ("op_timeout_ms", c_int32),
+        ("chunk_bytes", c_uint32),
+        ("psk", c_void_p),
+        ("psk_bytes", c_uint32),
+        ("spin_us", c_int32),
+    ]
+
+    def __setattr__(self, name, value):
+        if name == "psk" and not (value is None or isinstance(value, int)):
+            self._set_bytes("psk", "psk_bytes", value)
+            return
+        super().__setattr__(name, value)
+
+
 class Identity(_Struct):
     """ds4tp_identity. ``engine_blob`` takes bytes (sets engine_blob_bytes);
     ``gate_slot_mask`` takes a sequence of GATE_MASK_WORDS ints."""

@@ -30,12 +30,14 @@
 pub use ds4tp_sys as sys;
 
 mod control;
+mod group;
 mod integration;
 mod options;
 mod pair;
 mod worker;
 
 pub use control::*;
+pub use group::*;
 pub use integration::*;
 pub use options::*;
 pub use pair::*;

@@ -1,0 +1,205 @@
+"""Groups from Python: N threads with one handle each (the local form),
+all_reduce in place on numpy arrays, array('f') and memoryviews, every
+dtype, checked against a rank-order reference; two ranks over tcp in the
+process form; refusals (read-only buffer, unknown format, closed handle)."""
+
+import array
+import struct
+import threading
+
+import pytest
+
+import ds4tp
+
+try:
+    import numpy as np
+except ImportError:  # numpy is optional; the array/memoryview cases still run
+    np = None
+
+
+def run_ranks(groups, fn):
+    """fn(rank, group) on one thread per group; re-raises the first failure."""
+    errors = [None] * len(groups)
+
+    def body(r):
+        try:
+            fn(r, groups[r])
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors[r] = e
+            groups[r].mark_failed()
+
+    ts = [threading.Thread(target=body, args=(r,)) for r in range(len(groups))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+        assert not t.is_alive(), "a rank hung in a collective"
+    for r, e in enumerate(errors):
+        if e is not None:
+            raise AssertionError(f"rank {r} failed: {e!r}") from e
+
+
+def f32_bits(x):
+    """x rounded to float32 (Python floats are doubles)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_local_all_reduce_array_f32(n):
+    count = 1000
+    groups = ds4tp.Group.local(n)
+    out = [None] * n
+
+    def rank(r, g):
+        assert g.rank == r and g.size == n
+        v = array.array("f", [r + i * 0.25 for i in range(count)])
+        assert g.all_reduce(v) is v
+        out[r] = v
+
+    try:
+        run_ranks(groups, rank)
+    finally:
+        for g in groups:
+            g.close()
+    for i in (0, 1, count - 1):
+        acc = 0.0
+        for r in range(n):
+            acc = f32_bits(acc + f32_bits(r + i * 0.25))
+        assert out[0][i] == acc, f"element {i}: {out[0][i]} != {acc}"
+    for r in range(1, n):
+        assert out[r].tobytes() == out[0].tobytes(), f"rank {r} bits differ from rank 0"
+
+
+@pytest.mark.skipif(np is None, reason="numpy not installed")
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_local_all_reduce_numpy(n, dtype):
+    count = 40001  # more than one default chunk for f16
+    rng = np.random.default_rng(7)
+    data = [rng.standard_normal(count).astype(np.float32) for _ in range(n)]
+    if dtype == "bfloat16":  # carried as uint16: the top half of a float32
+        inputs = [(d.view(np.uint32) >> 16).astype(np.uint16) for d in data]
+        as_f32 = [(x.astype(np.uint32) << 16).view(np.float32) for x in inputs]
+        kind = ds4tp.Dtype.BF16
+    else:
+        inputs = [d.astype(dtype) for d in data]
+        as_f32 = [x.astype(np.float32) for x in inputs]
+        kind = None  # from the array's format
+    ref = as_f32[0].copy()
+    for x in as_f32[1:]:
+        ref = (ref + x).astype(np.float32)
+    bufs = [x.copy() for x in inputs]
+    groups = ds4tp.Group.local(n)
+    try:
+        run_ranks(groups, lambda r, g: g.all_reduce(bufs[r], dtype=kind))
+    finally:
+        for g in groups:
+            g.close()
+    if dtype == "float32":
+        want = ref
+    elif dtype == "float16":
+        want = ref.astype(np.float16)
+    else:  # round to nearest even, as the library does (no NaNs here)
+        u = ref.view(np.uint32).astype(np.uint64)
+        want = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    for r in range(n):
+        assert bufs[r].tobytes() == bufs[0].tobytes(), f"rank {r} bits differ from rank 0"
+    bad = np.flatnonzero(bufs[0].view(np.uint16 if dtype != "float32" else np.uint32)
+                         != want.view(bufs[0].view(np.uint16 if dtype != "float32"
+                                                   else np.uint32).dtype))
+    assert bad.size == 0, f"{bad.size} elements differ from the reference, first at {bad[:5]}"
+
+
+def test_local_memoryview_and_collectives():
+    groups = ds4tp.Group.local(2)
+    seen = [None, None]
+
+    def rank(r, g):
+        raw = bytearray(struct.pack("4f", 1, 2, 3, 4 + r))
+        g.all_reduce(memoryview(raw).cast("f"))
+        got = list(struct.unpack("4f", raw))
+        assert got == [2, 4, 6, 9], got
+        gathered = bytearray(8)
+        g.all_gather(bytes([r] * 4), gathered)
+        assert gathered == bytes([0] * 4 + [1] * 4)
+        b = bytearray(b"root" if r == 1 else b"....")
+        g.broadcast(b, root=1)
+        assert b == b"root"
+        g.barrier()
+        seen[r] = True
+
+    try:
+        run_ranks(groups, rank)
+    finally:
+        for g in groups:
+            g.close()
+    assert seen == [True, True]
+
+
+def test_refusals_name_the_problem():
+    groups = ds4tp.Group.local(2)
+    g = groups[0]
+    with pytest.raises(TypeError, match="writable"):
+        g.all_reduce(bytes(16), dtype=ds4tp.Dtype.F32)
+    with pytest.raises(TypeError, match="element type"):
+        g.all_reduce(array.array("i", [1, 2]))
+    with pytest.raises(ValueError):
+        g.all_reduce(array.array("f", [1.0]), dtype=7)  # not a Dtype
+    for h in groups:
+        h.close()
+    with pytest.raises(ds4tp.Error, match="closed"):
+        g.barrier()
+
+
+def test_mark_failed_releases_the_peer():
+    groups = ds4tp.Group.local(2)
+    caught = []
+
+    def waiter():
+        try:
+            groups[0].all_reduce(array.array("f", [1.0] * 16))
+        except ds4tp.Error as e:
+            caught.append(e)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    groups[1].mark_failed()
+    t.join(30)
+    assert not t.is_alive()
+    assert caught and caught[0].status == ds4tp.Status.EFAILED, caught
+    assert "rank 1" in str(caught[0]), str(caught[0])
+    assert groups[0].failed == ds4tp.Status.EFAILED
+    for g in groups:
+        g.close()
+
+
+def test_two_ranks_over_tcp_process_form():
+    opts = [ds4tp.GroupOptions(rank=r, group_size=2, rendezvous_host="127.0.0.1",
+                               transport=ds4tp.Transport.TCP, connect_timeout_ms=20000,
+                               op_timeout_ms=20000, spin_us=-1)
+            for r in range(2)]
+    opts[0].rendezvous_port = 0
+    g0 = ds4tp.Group(opts[0])
+    opts[1].rendezvous_port = g0.rendezvous_port
+    g1 = ds4tp.Group(opts[1])
+    groups = [g0, g1]
+
+    def rank(r, g):
+        g.connect()
+        assert g.transport == ds4tp.Transport.TCP
+        v = array.array("f", [float(r + 1)] * 300)
+        g.all_reduce(v)
+        assert set(v) == {3.0}
+
+    try:
+        run_ranks(groups, rank)
+    finally:
+        for g in groups:
+            g.close()
+
+
+def test_bad_spin_option_is_refused():
+    with pytest.raises(ds4tp.Error) as e:
+        ds4tp.Group.local(2, ds4tp.GroupOptions(spin_us=-5))
+    assert e.value.status == ds4tp.Status.EINVAL
+    assert "spin_us" in str(e.value)

@@ -1,0 +1,252 @@
+//! Groups of N ranks: [`Group`] owns a `ds4tp_group` and frees it on drop;
+//! [`Group::local`] gives one handle per thread of this process (shared
+//! memory, no sockets), [`Group::new`] + [`Group::connect`] one rank per
+//! process. all-reduce sums in rank order in f32 on every rank, so every
+//! rank gets identical bits; f16 and bf16 data travel as their `u16` bits
+//! ([`F16`], [`BF16`]).
+
+use crate::{owned_str, sys, Error, Identity, Result, Status, Transport};
+use std::ffi::CString;
+use std::os::raw::{c_int, c_void};
+use std::ptr;
+
+/// An IEEE half, as its bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct F16(pub u16);
+
+/// A bfloat16 (the top half of an f32), as its bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct BF16(pub u16);
+
+/// Element types all-reduce takes: `f32`, [`F16`], [`BF16`].
+pub trait Element: Copy + sealed::Sealed {
+    /// The DS4TP_DTYPE_* code.
+    const DTYPE: c_int;
+}
+impl Element for f32 {
+    const DTYPE: c_int = sys::DS4TP_DTYPE_F32;
+}
+impl Element for F16 {
+    const DTYPE: c_int = sys::DS4TP_DTYPE_F16;
+}
+impl Element for BF16 {
+    const DTYPE: c_int = sys::DS4TP_DTYPE_BF16;
+}
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for super::F16 {}
+    impl Sealed for super::BF16 {}
+}
+
+/// ds4tp_group_options as Rust values; `None` = the C default (the
+/// launcher's environment for rank, size and rendezvous).
+#[derive(Clone, Debug, Default)]
+pub struct GroupOptions {
+    /// This rank.
+    pub rank: Option<i32>,
+    /// Ranks in the group (2..16).
+    pub size: Option<i32>,
+    /// Rank 0's rendezvous host.
+    pub host: Option<String>,
+    /// Rank 0's rendezvous port (0 on rank 0 picks a free one).
+    pub port: Option<i32>,
+    /// Auto (shm when all ranks share a host), Tcp or Shm.
+    pub transport: Option<Transport>,
+    /// Whole bring-up, ms.
+    pub connect_timeout_ms: Option<i32>,
+    /// One collective waiting on a peer, ms.
+    pub op_timeout_ms: Option<i32>,
+    /// Largest bytes a rank contributes per step.
+    pub chunk_bytes: Option<u32>,
+    /// Pre-shared key (>= 16 bytes).
+    pub psk: Option<Vec<u8>>,
+    /// shm busy-poll before sleeping, us (-1 never); DS4TP_GROUP_SPIN_US overrides.
+    pub spin_us: Option<i32>,
+}
+
+impl GroupOptions {
+    // The C struct, pointing into `self` and `host` (keep both alive).
+    fn raw(&self, host: &Option<CString>) -> sys::ds4tp_group_options {
+        let mut o = unsafe {
+            let mut o = std::mem::zeroed::<sys::ds4tp_group_options>();
+            sys::ds4tp_group_options_init(&mut o);
+            o
+        };
+        if let Some(v) = self.rank {
+            o.rank = v;
+        }
+        if let Some(v) = self.size {
+            o.group_size = v;
+        }
+        if let Some(h) = host {
+            o.rendezvous_host = h.as_ptr();
+        }
+        if let Some(v) = self.port {
+            o.rendezvous_port = v;
+        }
+        if let Some(t) = self.transport {
+            o.transport = t as i32;
+        }
+        if let Some(v) = self.connect_timeout_ms {
+            o.connect_timeout_ms = v;
+        }
+        if let Some(v) = self.op_timeout_ms {
+            o.op_timeout_ms = v;
+        }
+        if let Some(v) = self.chunk_bytes {
+            o.chunk_bytes = v;
+        }
+        if let Some(k) = &self.psk {
+            o.psk = k.as_ptr() as *const c_void;
+            o.psk_bytes = k.len() as u32;
+        }
+        if let Some(v) = self.spin_us {
+            o.spin_us = v;
+        }
+        o
+    }
+
+    fn host_cstring(&self) -> Result<Option<CString>> {
+        match &self.host {
+            None => Ok(None),
+            Some(h) => CString::new(h.as_str())
+                .map(Some)
+                .map_err(|_| Error::new(Status::EINVAL as i32, "rendezvous host contains a NUL byte")),
+        }
+    }
+}
+
+/// One rank's ds4tp_group, freed on drop (peers still in a call see this
+/// rank leave). `Send`, not `Sync`: one thread uses a handle at a time.
+pub struct Group {
+    g: *mut sys::ds4tp_group,
+}
+
+unsafe impl Send for Group {}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        unsafe { sys::ds4tp_group_free(self.g) }
+    }
+}
+
+impl Group {
+    /// ds4tp_group_new: this rank's handle (rank 0 binds its listener now).
+    pub fn new(options: &GroupOptions, identity: Option<&Identity>) -> Result<Group> {
+        crate::check_version()?;
+        let host = options.host_cstring()?;
+        let raw = options.raw(&host);
+        let id = identity.map(|i| i.to_raw());
+        let mut g = ptr::null_mut();
+        let rc = unsafe {
+            sys::ds4tp_group_new(&mut g, &raw, id.as_ref().map_or(ptr::null(), |i| i as *const _))
+        };
+        crate::check(rc)?;
+        Ok(Group { g })
+    }
+
+    /// ds4tp_group_new_local: `n` connected handles, one per thread.
+    pub fn local(n: usize, options: Option<&GroupOptions>, identity: Option<&Identity>) -> Result<Vec<Group>> {
+        crate::check_version()?;
+        let defaults = GroupOptions::default();
+        let o = options.unwrap_or(&defaults);
+        let host = o.host_cstring()?;
+        let raw = o.raw(&host);
+        let id = identity.map(|i| i.to_raw());
+        let mut hs = vec![ptr::null_mut(); n];
+        let rc = unsafe {
+            sys::ds4tp_group_new_local(
+                hs.as_mut_ptr(),
+                n as c_int,
+                &raw,
+                id.as_ref().map_or(ptr::null(), |i| i as *const _),
+            )
+        };
+        crate::check(rc)?;
+        Ok(hs.into_iter().map(|g| Group { g }).collect())
+    }
+
+    fn check(&self, rc: c_int) -> Result<()> {
+        if rc == 0 {
+            Ok(())
+        } else {
+            // The handle's own message: another thread cannot overwrite it.
+            Err(Error::new(rc, self.errmsg()))
+        }
+    }
+
+    /// Blocking bring-up: rendezvous at rank 0, roster, data links.
+    pub fn connect(&mut self) -> Result<()> {
+        self.check(unsafe { sys::ds4tp_group_connect(self.g) })
+    }
+
+    /// Sums `v` over the ranks, in place.
+    pub fn all_reduce<T: Element>(&mut self, v: &mut [T]) -> Result<()> {
+        let rc = unsafe {
+            sys::ds4tp_group_all_reduce(self.g, v.as_mut_ptr() as *mut c_void, v.len() as u64, T::DTYPE, sys::DS4TP_OP_SUM)
+        };
+        self.check(rc)
+    }
+
+    /// `out` (size() * input.len() bytes) gets every rank's `input`, in rank order.
+    pub fn all_gather(&mut self, input: &[u8], out: &mut [u8]) -> Result<()> {
+        if out.len() != input.len() * self.size() {
+            return Err(Error::new(
+                Status::EINVAL as i32,
+                format!("all_gather: out has {} bytes, {} x {} needed", out.len(), self.size(), input.len()),
+            ));
+        }
+        let rc = unsafe {
+            sys::ds4tp_group_all_gather(self.g, input.as_ptr() as *const c_void, out.as_mut_ptr() as *mut c_void, input.len() as u64)
+        };
+        self.check(rc)
+    }
+
+    /// Every rank's `buf` gets root's bytes.
+    pub fn broadcast(&mut self, buf: &mut [u8], root: usize) -> Result<()> {
+        let rc = unsafe { sys::ds4tp_group_broadcast(self.g, buf.as_mut_ptr() as *mut c_void, buf.len() as u64, root as c_int) };
+        self.check(rc)
+    }
+
+    /// Returns once every rank arrived.
+    pub fn barrier(&mut self) -> Result<()> {
+        self.check(unsafe { sys::ds4tp_group_barrier(self.g) })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        unsafe { sys::ds4tp_group_rank(self.g) as usize }
+    }
+    /// Ranks in the group.
+    pub fn size(&self) -> usize {
+        unsafe { sys::ds4tp_group_size(self.g) as usize }
+    }
+    /// Active transport after connect (Auto before).
+    pub fn transport(&self) -> Transport {
+        Transport::from_code(unsafe { sys::ds4tp_group_transport(self.g) })
+    }
+    /// Rank 0's rendezvous port.
+    pub fn rendezvous_port(&self) -> i32 {
+        unsafe { sys::ds4tp_group_rendezvous_port(self.g) }
+    }
+    /// The failure status once failed, else None.
+    pub fn failed(&self) -> Option<Status> {
+        let rc = unsafe { sys::ds4tp_group_failed(self.g) };
+        if rc == 0 {
+            None
+        } else {
+            Some(Status::from_code(rc).unwrap_or(Status::EFAILED))
+        }
+    }
+    /// Message of the failure (or last error).
+    pub fn errmsg(&self) -> String {
+        owned_str(unsafe { sys::ds4tp_group_errmsg(self.g) })
+    }
+    /// Fails the group here and on every rank.
+    pub fn mark_failed(&mut self) {
+        unsafe { sys::ds4tp_group_mark_failed(self.g) }
+    }
+}

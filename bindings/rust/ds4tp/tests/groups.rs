@@ -1,0 +1,130 @@
+//! Groups from Rust, shaped like a tensor-parallel executor: N threads,
+//! one Group each (the local form), two all-reduces per layer per token
+//! (attention and FFN partial sums), every rank's hidden state checked
+//! bit for bit against a single-thread reference that sums in rank order.
+use ds4tp::*;
+use std::thread;
+
+const N_EMBD: usize = 1536;
+const N_LAYER: usize = 6;
+const N_TOKEN: usize = 4;
+
+// A rank's partial sum for one half-layer: a function of the hidden state
+// it holds (identical on every rank) and of its own "weights".
+fn partial(rank: usize, layer: usize, half: usize, hidden: &[f32], out: &mut [f32]) {
+    let w = 0.25 + 0.125 * rank as f32 + 0.01 * (layer * 2 + half) as f32;
+    for (i, (o, h)) in out.iter_mut().zip(hidden).enumerate() {
+        *o = (h * w + (i % 7) as f32 * 0.001 * (rank + 1) as f32).sin();
+    }
+}
+
+// One token through every layer; `reduce` sums the ranks' partials in place.
+fn step_token<F: FnMut(&mut [f32]) -> Result<()>>(
+    rank: usize,
+    token: usize,
+    hidden: &mut Vec<f32>,
+    mut reduce: F,
+) -> Result<()> {
+    let mut part = vec![0f32; N_EMBD];
+    for layer in 0..N_LAYER {
+        for half in 0..2 {
+            partial(rank, layer, half, hidden, &mut part);
+            reduce(&mut part)?;
+            for (h, p) in hidden.iter_mut().zip(&part) {
+                *h = (*h + *p) * 0.5 + token as f32 * 1e-3;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn reference(n: usize) -> Vec<f32> {
+    let mut hidden: Vec<f32> = (0..N_EMBD).map(|i| (i as f32 * 0.01).cos()).collect();
+    let mut parts = vec![vec![0f32; N_EMBD]; n];
+    for token in 0..N_TOKEN {
+        for layer in 0..N_LAYER {
+            for half in 0..2 {
+                for (r, p) in parts.iter_mut().enumerate() {
+                    partial(r, layer, half, &hidden, p);
+                }
+                let mut sum = parts[0].clone();
+                for p in &parts[1..] {
+                    for (s, x) in sum.iter_mut().zip(p) {
+                        *s += *x; // rank order, f32: what the library does
+                    }
+                }
+                for (h, s) in hidden.iter_mut().zip(&sum) {
+                    *h = (*h + *s) * 0.5 + token as f32 * 1e-3;
+                }
+            }
+        }
+    }
+    hidden
+}
+
+#[test]
+fn tensor_parallel_executor_matches_the_reference() {
+    for n in [2usize, 3, 4] {
+        let groups = Group::local(n, None, None).expect("Group::local");
+        let handles: Vec<_> = groups
+            .into_iter()
+            .enumerate()
+            .map(|(r, mut g)| {
+                thread::spawn(move || -> std::result::Result<Vec<f32>, String> {
+                    assert_eq!(g.rank(), r);
+                    assert_eq!(g.size(), n);
+                    let mut hidden: Vec<f32> = (0..N_EMBD).map(|i| (i as f32 * 0.01).cos()).collect();
+                    for token in 0..N_TOKEN {
+                        if let Err(e) = step_token(r, token, &mut hidden, |v| g.all_reduce(v)) {
+                            g.mark_failed();
+                            return Err(format!("rank {} token {}: {}", r, token, e));
+                        }
+                    }
+                    Ok(hidden)
+                })
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().expect("rank thread panicked")).collect();
+        let want = reference(n);
+        for (r, got) in results.into_iter().enumerate() {
+            let got = got.unwrap_or_else(|e| panic!("n={}: {}", n, e));
+            let bad = got.iter().zip(&want).position(|(a, b)| a.to_bits() != b.to_bits());
+            assert!(bad.is_none(), "n={} rank {}: element {:?} differs from the reference", n, r, bad);
+        }
+    }
+}
+
+#[test]
+fn half_and_bfloat16_slices() {
+    let groups = Group::local(3, None, None).expect("Group::local");
+    let handles: Vec<_> = groups
+        .into_iter()
+        .map(|mut g| {
+            thread::spawn(move || {
+                let mut h = vec![F16(0x3c00); 5000]; // 1.0
+                let mut b = vec![BF16(0x3f80); 5000]; // 1.0
+                g.all_reduce(&mut h).map_err(|e| e.to_string())?;
+                g.all_reduce(&mut b).map_err(|e| e.to_string())?;
+                Ok::<_, String>((h, b))
+            })
+        })
+        .collect();
+    for (r, t) in handles.into_iter().enumerate() {
+        let (h, b) = t.join().unwrap().unwrap_or_else(|e| panic!("rank {}: {}", r, e));
+        assert!(h.iter().all(|x| *x == F16(0x4200)), "rank {}: f16 sum is not 3.0", r);
+        assert!(b.iter().all(|x| *x == BF16(0x4040)), "rank {}: bf16 sum is not 3.0", r);
+    }
+}
+
+#[test]
+fn failures_carry_the_message() {
+    let mut gs = Group::local(2, None, None).expect("Group::local");
+    gs[1].mark_failed();
+    let err = gs[0].all_reduce(&mut [1.0f32; 4][..]).expect_err("all_reduce after mark_failed");
+    assert_eq!(err.status(), Some(Status::EFAILED), "{}", err);
+    assert!(err.message().contains("rank 1"), "{}", err);
+    assert_eq!(gs[0].failed(), Some(Status::EFAILED));
+    let bad = GroupOptions { spin_us: Some(-9), ..GroupOptions::default() };
+    let err = Group::local(2, Some(&bad), None).err().expect("spin_us -9 accepted");
+    assert!(err.message().contains("spin_us"), "{}", err);
+}

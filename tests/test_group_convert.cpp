@@ -1,0 +1,131 @@
+// Groups: f16/bf16 conversions against independent references: every
+// half's value from its fields in double arithmetic, every half round
+// trip, and a sweep of floats rounded by nearest-value search over the
+// table of all halves (ties to the even significand).
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "group/reduce.hpp"
+
+using namespace ds4tp;
+
+namespace {
+
+uint32_t fbits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float ffrom(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The value of a finite half from the IEEE definition.
+double half_value(uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const double v = e == 0 ? std::ldexp(double(m), -24) : std::ldexp(1.0 + m / 1024.0, e - 15);
+  return (h & 0x8000) ? -v : v;
+}
+
+// Nearest half to f (finite, or inf), ties to even, by search over the
+// positive halves 0x0000..0x7bff (increasing in value).
+uint16_t reference_half(float f) {
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  const double a = std::fabs(double(f));
+  if (a >= 65520.0) return uint16_t(sign | 0x7c00);  // halfway to 2^16 and up: inf
+  static const std::vector<double> table = [] {
+    std::vector<double> t(0x7c00);
+    for (uint32_t h = 0; h < 0x7c00; h++) t[h] = half_value(uint16_t(h));
+    return t;
+  }();
+  auto it = std::upper_bound(table.begin(), table.end(), a);  // first > a
+  uint32_t hi = uint32_t(it - table.begin());
+  if (hi == 0x7c00) return uint16_t(sign | 0x7bff);  // between 65504 and 65520
+  uint32_t lo = hi - 1;  // table[lo] <= a < table[hi]
+  const double dl = a - table[lo], dh = table[hi] - a;
+  uint32_t pick = dl < dh ? lo : dh < dl ? hi : ((lo & 1) ? hi : lo);
+  return uint16_t(sign | pick);
+}
+
+bool is_nan_half(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; }
+
+}  // namespace
+
+TEST_CASE("group: every half converts exactly and round-trips", "[group][convert]") {
+  for (uint32_t h = 0; h < 0x10000; h++) {
+    INFO("half 0x" << std::hex << h);
+    const float f = group::half_to_float(uint16_t(h));
+    if (is_nan_half(uint16_t(h))) {
+      REQUIRE(std::isnan(f));
+      REQUIRE(is_nan_half(group::float_to_half(f)));
+      REQUIRE((group::float_to_half(f) & 0x8000) == (h & 0x8000));
+      continue;
+    }
+    if ((h & 0x7fff) == 0x7c00) {
+      REQUIRE(std::isinf(f));
+    } else {
+      REQUIRE(double(f) == half_value(uint16_t(h)));
+    }
+    REQUIRE(std::signbit(f) == bool(h & 0x8000));
+    REQUIRE(group::float_to_half(f) == h);
+  }
+}
+
+TEST_CASE("group: float to half rounds to nearest even over a float sweep", "[group][convert]") {
+  uint64_t checked = 0;
+  auto check = [&](float f) {
+    if (std::isnan(f)) return;
+    const uint16_t want = reference_half(f), got = group::float_to_half(f);
+    if (got != want) {
+      INFO("float " << f << " (0x" << std::hex << fbits(f) << "): got 0x" << got << ", want 0x"
+                    << want);
+      REQUIRE(got == want);
+    }
+    checked++;
+  };
+  // Around every half: the value, its float neighbours, the midpoints to
+  // the next half and their neighbours (where ties and carries happen).
+  for (uint32_t h = 0; h < 0x7c00; h++) {
+    const float v = group::half_to_float(uint16_t(h));
+    const float next = h + 1 < 0x7c00 ? group::half_to_float(uint16_t(h + 1)) : 65536.0f;
+    const float mid = float((double(v) + double(next)) / 2);  // exact in float
+    for (float x : {v, mid})
+      for (float y : {x, std::nextafter(x, 0.0f), std::nextafter(x, INFINITY)}) {
+        check(y);
+        check(-y);
+      }
+  }
+  // A strided sweep of every float bit pattern (a prime stride visits
+  // every exponent and many significands), plus the extremes.
+  for (uint64_t u = 0; u < (1ull << 32); u += 4093) check(ffrom(uint32_t(u)));
+  for (float f : {0.0f, -0.0f, 1e-30f, 5.9604645e-8f, 2.9802322e-8f, 2.9802326e-8f, 65504.0f,
+                  65519.996f, 65520.0f, 1e10f, INFINITY, -INFINITY, FLT_MAX, FLT_TRUE_MIN})
+    check(f);
+  CHECK(checked > 1'000'000);
+  CHECK(group::float_to_half(INFINITY) == 0x7c00);
+  CHECK(group::float_to_half(-INFINITY) == 0xfc00);
+  CHECK(is_nan_half(group::float_to_half(std::nanf(""))));
+  CHECK(is_nan_half(group::float_to_half(ffrom(0x7f800001u))));  // payload below the kept bits
+}
+
+TEST_CASE("group: bf16 round trip and rounding", "[group][convert]") {
+  for (uint32_t h = 0; h < 0x10000; h++) {
+    const float f = group::bf16_to_float(uint16_t(h));
+    if (std::isnan(f)) {
+      REQUIRE(std::isnan(group::bf16_to_float(group::float_to_bf16(f))));
+      continue;
+    }
+    REQUIRE(group::float_to_bf16(f) == h);
+  }
+  CHECK(group::float_to_bf16(ffrom(0x3f808000u)) == 0x3f80);  // tie -> even
+  CHECK(group::float_to_bf16(ffrom(0x3f818000u)) == 0x3f82);  // tie -> even (up)
+  CHECK(group::float_to_bf16(ffrom(0x3f808001u)) == 0x3f81);
+}
