@@ -9,6 +9,7 @@
 #include "auth/key.hpp"
 #include "convert.hpp"
 #include "handle.hpp"
+#include "stats.hpp"
 #include "group/group.hpp"
 #include "group/stream.hpp"
 #include "stream.hpp"
@@ -262,6 +263,29 @@ const char *ds4tp_group_errmsg(const ds4tp_group *g) {
 }
 void ds4tp_group_mark_failed(ds4tp_group *g) {
   if (g != nullptr) g->impl->mark_failed();
+}
+
+int ds4tp_group_stats_read(const ds4tp_group *g, ds4tp_stats *st) {
+  auto *h = const_cast<ds4tp_group *>(g);
+  GROUP_CALL(h, [&] {
+    ds4tp::stats::Snapshot s;
+    h->impl->stats().snapshot(s);
+    return ds4tp::capi::stats_to_c(s, h->impl->rank(), h->impl->transport(), st, e);
+  }());
+}
+
+int ds4tp_group_stats_reset(ds4tp_group *g) {
+  GROUP_CALL(g, (g->impl->stats_reset(), DS4TP_OK));
+}
+
+int ds4tp_group_stats_prometheus(const ds4tp_group *g, char *buf, size_t cap, size_t *needed) {
+  auto *h = const_cast<ds4tp_group *>(g);
+  GROUP_CALL(h, [&] {
+    ds4tp::stats::Snapshot s;
+    h->impl->stats().snapshot(s);
+    return ds4tp::capi::prometheus_to_c(s, h->impl->rank(), h->impl->transport(), true, buf, cap,
+                                        needed, e);
+  }());
 }
 
 int ds4tp_group_stream_start(ds4tp_group *g, const ds4tp_gate_service_options *svc,

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "alloc_count.hpp"
@@ -31,10 +32,18 @@ constexpr uint64_t kBigBytes = 1 << 20;
 
 // Runs the three kinds of gate on a connected pair and counts what each
 // allocates. Returns 0, or a nonzero code naming the failed call.
+// When set, each rank records a trace (lib/stats) during the gates: the
+// ring is preallocated, so recording must not allocate either.
+std::string g_trace_dir;
+
 int run_gates(ds4tp_pair *tp, Counts &c) {
   int rc = connect_attach(tp);
   if (rc) return rc;
   const int rank = ds4tp_rank(tp);
+  if (!g_trace_dir.empty()) {
+    std::string path = g_trace_dir + "/rank" + std::to_string(rank) + ".json";
+    CHILD_EXPECT_OK(ds4tp_trace_start(tp, path.c_str()), tp);
+  }
   auto *slab = static_cast<uint8_t *>(ds4tp_slab_base(tp));
   ds4tp_slab_layout l{};
   l.size = sizeof l;
@@ -107,6 +116,11 @@ TEST_CASE("the allocation counter sees malloc and operator new", "[hotpath]") {
 
 TEST_CASE("gates allocate nothing after set-up", "[hotpath]") {
   int transport = GENERATE(from_range(local_transports()));
+  // Stats are always on; tracing is the second pass.
+  const bool trace = GENERATE(false, true);
+  char dir[] = "/tmp/ds4tp-alloc-XXXXXX";
+  g_trace_dir = trace && mkdtemp(dir) != nullptr ? dir : "";
+  CAPTURE(trace);
   CAPTURE(ds4tp_transport_name(transport));
   RankSetup s;
   s.transport = transport;
@@ -134,6 +148,14 @@ TEST_CASE("gates allocate nothing after set-up", "[hotpath]") {
   CHECK(lead.row == 0);
   CHECK(lead.batch == 0);
   CHECK(lead.big == 0);
+  if (!g_trace_dir.empty()) {  // both ranks wrote their trace at ds4tp_free
+    std::string check = "/usr/bin/python3 -c 'import json,sys; [json.load(open(p)) for p in sys.argv[1:]]' " +
+                        g_trace_dir + "/rank0.json " + g_trace_dir + "/rank1.json";
+    CHECK(std::system(check.c_str()) == 0);
+    std::string rm = "rm -rf " + g_trace_dir;
+    CHECK(std::system(rm.c_str()) == 0);
+    g_trace_dir.clear();
+  }
 }
 
 namespace {

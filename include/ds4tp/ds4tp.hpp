@@ -144,6 +144,8 @@ inline StreamWords group_stream_start(ds4tp_group *g, const ds4tp_stream_options
 inline void group_stream_stop(ds4tp_group *g) { check(ds4tp_group_stream_stop(g)); }
 
 using SlabLayout = ds4tp_slab_layout;
+// Counters and histograms (ds4tp_stats_read); `size` is already set.
+using Stats = ds4tp_stats;
 using BatchItem = ds4tp_batch_item;
 using ImageSpan = ds4tp_image_span;
 
@@ -337,6 +339,27 @@ class PairRef {
   bool failed() const noexcept { return ds4tp_failed(p_) != 0; }
   void mark_failed(const char *reason) noexcept { ds4tp_mark_failed(p_, reason); }
   std::string errmsg() const { return ds4tp_errmsg(p_); }
+
+  // -- observability --
+  Stats stats() const {
+    Stats st{};
+    st.size = sizeof st;
+    check(ds4tp_stats_read(live(), &st));
+    return st;
+  }
+  void stats_reset() { check(ds4tp_stats_reset(live())); }
+  // Prometheus text exposition of stats(), for an engine's /metrics.
+  std::string prometheus() const {
+    size_t need = 0;
+    int rc = ds4tp_stats_prometheus(live(), nullptr, 0, &need);
+    if (rc != DS4TP_OK && rc != DS4TP_ENOMEM) check(rc);
+    std::string text(need + 1, '\0');
+    check(ds4tp_stats_prometheus(live(), text.data(), text.size(), &need));
+    text.resize(need);
+    return text;
+  }
+  void trace_start(const char *path) { check(ds4tp_trace_start(live(), path)); }
+  void trace_write() { check(ds4tp_trace_write(live())); }
 
   // -- slab --
   SlabLayout layout() const {

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/clock.hpp"
+
 namespace ds4tp::group {
 
 Group::Group(Options o) : opt_(std::move(o)) {
@@ -73,6 +75,7 @@ int Group::begin(Error &err) const {
 // so no later step could line up again.
 int Group::finish(int rc, const Error &err) {
   if (rc != DS4TP_OK) {
+    stats_.failed_call(rc);
     fail(rc, err.message);
     if (medium_) medium_->abort(opt_.rank);
   }
@@ -129,6 +132,7 @@ int Group::two_shot(uint8_t *p, uint64_t count, Dtype t, Error &err) {
 
 int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
   if (int rc = begin(err)) return rc;
+  const uint64_t t0 = stats_.timed() ? now_ns() : 0;
   const size_t esz = dtype_bytes(t);
   if (count * esz >= medium_->two_shot_bytes() && count >= uint64_t(opt_.size))
     return two_shot(static_cast<uint8_t *>(buf), count, t, err);
@@ -145,6 +149,9 @@ int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
     medium_->done(step);
     off += m;
   } while (off < count);
+  // Bytes: this rank's contribution out, every other rank's in.
+  const uint64_t b = count * esz;
+  stats_.collective_done(stats::cAllReduce, b, b * uint64_t(opt_.size - 1), t0, DS4TP_OK);
   return DS4TP_OK;
 }
 
@@ -164,6 +171,7 @@ int Group::all_gather(const void *in, void *out, uint64_t bytes, Error &err) {
     medium_->done(step);
     off += m;
   } while (off < bytes);
+  stats_.collective_done(stats::cAllGather, bytes, bytes * uint64_t(opt_.size - 1), 0, DS4TP_OK);
   return DS4TP_OK;
 }
 
@@ -182,6 +190,7 @@ int Group::broadcast(void *buf, uint64_t bytes, int root, Error &err) {
     medium_->done(step);
     off += m;
   } while (off < bytes);
+  stats_.collective_done(stats::cBroadcast, me ? bytes : 0, me ? 0 : bytes, 0, DS4TP_OK);
   return DS4TP_OK;
 }
 
@@ -193,6 +202,7 @@ int Group::barrier(Error &err) {
   int rc = medium_->exchange(step, &none, 0, -1, views, err);
   if (rc != DS4TP_OK) return finish(rc, err);
   medium_->done(step);
+  stats_.collective_done(stats::cBarrier, 0, 0, 0, DS4TP_OK);
   return DS4TP_OK;
 }
 

@@ -21,6 +21,7 @@
 #include "common/error.hpp"
 #include "group/reduce.hpp"
 #include "net/socket.hpp"
+#include "stats/stats.hpp"
 #include "wire/hello.hpp"
 
 namespace ds4tp::group {
@@ -99,6 +100,10 @@ class Group {
   // Fails the group here and on every rank with this reason (any thread).
   void abort_with(int code, const std::string &msg);
 
+  // Observability: collectives by kind, bytes, all-reduce latency.
+  const stats::Stats &stats() const { return stats_; }
+  void stats_reset() { stats_.reset(); }
+
  private:
   int begin(Error &err) const;
   int two_shot(uint8_t *p, uint64_t count, Dtype t, Error &err);
@@ -117,6 +122,7 @@ class Group {
   std::atomic<int> failed_{0};
   mutable std::mutex mu_;
   std::string msg_;
+  stats::Stats stats_;
 };
 
 // The two-shot crossover of a transport (bytes per all_reduce call):

@@ -49,6 +49,7 @@ struct PeerState {
   std::atomic<uint64_t> my_kind_layer{0}, my_seq{0};
   std::atomic<uint64_t> peer_kind_layer{0}, peer_seq{0};
   std::atomic<uint64_t> heartbeats{0};     // received so far
+  std::atomic<uint64_t> heartbeats_missed{0};  // our beat periods with none received (stats)
 
   bool silent() const { return verdict.load(std::memory_order_relaxed) == kSilent; }
   // True once the peer's heartbeats say it completed the gate of this

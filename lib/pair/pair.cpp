@@ -94,6 +94,10 @@ int Pair::create(const Options &opt, wire::Identity id, std::unique_ptr<Pair> &o
 Pair::~Pair() {
   service_.reset();   // joins the service thread before anything it uses goes
   liveness_.reset();  // joins the watcher before the control fd closes
+  if (trace_) {
+    Error e;
+    if (trace_write(e) != DS4TP_OK) log_.warn("{}", e.message);
+  }
   transport_.reset();
   if (owned_slab_ != nullptr) munmap(owned_slab_, owned_bytes_);
 }
@@ -138,6 +142,7 @@ int Pair::settle(int rc, Error &err) {
     case DS4TP_EDIVERGED: return rc;
     default:
       if (err.message.empty()) err.message = ds4tp_strerror(rc);
+      stats_.failed_call(rc);
       record(err, true);
       return rc;
   }
@@ -297,10 +302,19 @@ int Pair::connect_once(Error &err) {
     if ((rc = d->setup(c, offer(d->id), prepared, fallback, err))) return rc;
   }
   transport_ = d->make(c, std::move(prepared));
+  stats::Sources src;
+  src.heartbeats = &peer_state_.heartbeats;
+  src.heartbeats_missed = &peer_state_.heartbeats_missed;
+  src.rdma_retries = transport_->setup_retries();
+  stats_.set_sources(src);
   if (int crc = start_control_plane(err)) return crc;
   connected_ = true;
   log_.info("pair up: rank {} of 2, transport {}, gate timeout {} ms, peer ctx {}",
             rank(), transport_->name(), opt_.gate_timeout_ms, peer_.id.ctx_size);
+  if (std::string p = stats::trace_path_from_env(rank()); !p.empty() && !trace_) {
+    Error te;
+    if (trace_start(p, te) != DS4TP_OK) log_.warn("DS4TP_TRACE: {}", te.message);
+  }
   return DS4TP_OK;
 }
 
@@ -372,7 +386,10 @@ int Pair::row_exchange(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) 
                                    layout_.vec_bytes);
     if (h != 0) return hook_failed("before_exchange", h, "row", layer, gate, seq, err);
   }
+  const uint64_t t0 = gate_clock();
   int rc = transport_->gate(layer, gate, slot, seq, err);
+  stats_.gate_done(stats::kRow, layer, seq, layout_.vec_bytes,
+                   gate_started(t0), transport_->peer_seen_ns(), rc);
   if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Row), layer, seq);
   if (rc == DS4TP_OK && hooks_.after_exchange) {
     int h = hooks_.after_exchange(Stage::Row, layer, gate, seq, slab_ + layout_.in_vec(slot),
@@ -397,7 +414,10 @@ int Pair::batch_exchange(uint32_t index, uint32_t rows, uint64_t seq, Error &err
                                    slab_ + layout_.batch_out_gate(index), bytes);
     if (h != 0) return hook_failed("before_exchange", h, "batch", index, rows, seq, err);
   }
+  const uint64_t t0 = gate_clock();
   int rc = transport_->batch_gate(index, rows, seq, err);
+  stats_.gate_done(stats::kBatch, index, seq, bytes, gate_started(t0), transport_->peer_seen_ns(),
+                   rc);
   if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Batch), index, seq);
   if (rc == DS4TP_OK && hooks_.after_exchange) {
     int h = hooks_.after_exchange(Stage::Batch, index, rows, seq,
@@ -439,7 +459,10 @@ int Pair::big_exchange(uint32_t layer, uint64_t seq, const void *out, void *in,
   if (bytes > 0 && o < i + bytes && i < o + bytes)
     return err.set(DS4TP_EINVAL, "big gate out and in buffers overlap");
   if (seq == 0) return err.set(DS4TP_EINVAL, "big gate seq must be nonzero");
+  const uint64_t t0 = gate_clock();
   int rc = transport_->big_gate(layer, seq, out, in, bytes, err);
+  stats_.gate_done(stats::kBig, layer, seq, bytes, gate_started(t0), transport_->peer_seen_ns(),
+                   rc);
   if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Big), layer, seq);
   return rc;
 }
@@ -454,6 +477,7 @@ int Pair::start_control_plane(Error &err) {
   sc.n_embd = id_.n_embd;
   sc.peer = &peer_state_;
   sc.arrival_ms = opt_.peer_arrival_timeout_ms;  // DS4TP_ARRIVAL_UNLIMITED is -1
+  sc.stats = &stats_;
   session_ = std::make_unique<session::Session>(control_.get(), sc, log_);
   talk::LivenessConfig lc;
   lc.role = opt_.role;
@@ -473,6 +497,38 @@ int Pair::start_control_plane(Error &err) {
     record(e, true);
   };
   return talk::Liveness::start(control_.get(), lc, std::move(hooks), log_, liveness_, err);
+}
+
+int Pair::trace_meta(stats::TraceMeta &m) const {
+  m.rank = rank();
+  m.role = opt_.role == DS4TP_ROLE_LEADER ? "leader" : "worker";
+  m.transport = ds4tp_transport_name(transport_kind_);
+  char hex[33];
+  auto h = host_identity();
+  for (int i = 0; i < 16; i++) std::snprintf(hex + 2 * i, 3, "%02x", h[size_t(i)]);
+  m.host_id = hex;
+  m.gates_per_token = schedule_.per_token;
+  return DS4TP_OK;
+}
+
+int Pair::trace_start(const std::string &path, Error &err) {
+  if (path.empty()) return err.set(DS4TP_EINVAL, "trace path is empty");
+  if (trace_) return err.set(DS4TP_ESTATE, "a trace to {} is already recording", trace_->path());
+  uint32_t cap = 1u << 16;  // gates; DS4TP_TRACE_EVENTS overrides
+  if (const char *v = std::getenv("DS4TP_TRACE_EVENTS"); v != nullptr && std::atoi(v) > 0)
+    cap = uint32_t(std::min(std::atoi(v), 1 << 24));
+  trace_ = std::make_unique<stats::Trace>(path, cap);
+  stats_.set_trace(trace_.get());
+  return DS4TP_OK;
+}
+
+int Pair::trace_write(Error &err) {
+  if (!trace_) return err.set(DS4TP_ESTATE, "no trace is recording: call ds4tp_trace_start");
+  stats::TraceMeta m;
+  trace_meta(m);
+  std::string why;
+  if (!trace_->write(m, why)) return err.set(DS4TP_EIO, "trace: {}", why);
+  return DS4TP_OK;
 }
 
 }  // namespace ds4tp

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "auth/key.hpp"
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "connect/bringup.hpp"
@@ -21,6 +22,8 @@
 #include "service/gate_service.hpp"
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
+#include "stats/stats.hpp"
+#include "stats/trace.hpp"
 #include "transport/transport.hpp"
 #include "wire/hello.hpp"
 
@@ -159,6 +162,16 @@ class Pair {
   // Lockstep control plane (lib/session); nullptr before connect.
   session::Session *session() const { return session_.get(); }
 
+  // Observability (lib/stats): counters and histograms, any thread.
+  const stats::Stats &stats() const { return stats_; }
+  void stats_reset() { stats_.reset(); }
+  // Tracing into a preallocated ring, written to `path` at trace_write()
+  // and at destruction. Call while no gate runs, or from the gate thread.
+  // DS4TP_TRACE=path starts it at connect ("%r" = this rank).
+  int trace_start(const std::string &path, Error &err);
+  int trace_write(Error &err);
+  bool tracing() const { return trace_ != nullptr; }
+
  private:
   friend class GateService;  // its thread runs row gates without the exclusion check
   Pair() = default;
@@ -197,6 +210,17 @@ class Pair {
   std::atomic<uint64_t> last_row_seq_{0};
   StagingHooks hooks_;
   bool gates_started_ = false;  // a row or batch gate reached the transport
+  stats::Stats stats_;
+  std::unique_ptr<stats::Trace> trace_;
+  int trace_meta(stats::TraceMeta &m) const;
+  // A gate's start for stats: the transport's own clock read when it
+  // stamps one (tcp, shm), else ours before the call; 0 when untimed.
+  uint64_t gate_clock() const {
+    return stats_.timed() && !transport_->stamps_start() ? now_ns() : 0;
+  }
+  uint64_t gate_started(uint64_t t0) const {
+    return stats_.timed() && transport_->stamps_start() ? transport_->gate_start_ns() : t0;
+  }
   // Stream words: kept for the pair's life (the engine registers them).
   std::unique_ptr<StreamWords> stream_words_;
   // Destroyed first (~Pair resets it): its thread uses everything above.

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "common/clock.hpp"
+
 namespace ds4tp::session {
 
 using wire::FrameType;
@@ -33,6 +35,13 @@ int Session::command(FrameType t, uint64_t session, const Msg &m, Error &err, ui
 void Session::expect_reply(FrameType t, uint64_t session, uint32_t rows, uint32_t floats) {
   await_type_ = t;
   await_session_ = session;
+  // The round trip ends at the first reply frame; a command owed nothing
+  // has none.
+  sent_ns_ = 0;
+  if (cfg_.stats != nullptr && (wire::has_status_reply(t) || rows > 0)) {
+    sent_ns_ = now_ns();
+    sent_name_ = frame_name(t);
+  }
   logits_floats_ = floats;
   logits_row_ = 0;
   if (wire::has_status_reply(t)) {

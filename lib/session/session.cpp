@@ -4,6 +4,9 @@
 // the worker's side in session/worker_side.cpp.
 #include "session/session.hpp"
 
+#include "common/clock.hpp"
+#include "stats/stats.hpp"
+
 namespace ds4tp::session {
 
 using wire::FrameType;
@@ -93,6 +96,10 @@ int Session::read_expect(FrameType want, const char *what, talk::Frame &f, Error
   for (;;) {
     if (int rc = ch_.recv(f, cfg_.frame_timeout_ms, what, err, cfg_.arrival_ms)) return rc;
     FrameType got = f.type();
+    if (sent_ns_ != 0) {  // the first reply of the last command: a round trip
+      cfg_.stats->control_done(sent_name_, sent_ns_, now_ns());
+      sent_ns_ = 0;
+    }
     if (got == want && got != FrameType::HeadRow) return DS4TP_OK;
     if (got == FrameType::WorkerError) {
       wire::WorkerErrorMsg m;

@@ -31,6 +31,8 @@
 #include "talk/channel.hpp"
 #include "wire/frames.hpp"
 
+namespace ds4tp::stats { class Stats; }
+
 namespace ds4tp::session {
 
 struct SessionConfig {
@@ -44,6 +46,7 @@ struct SessionConfig {
   // A live peer's reply or agreement may come this late (ms; -1: no
   // limit; at least frame_timeout_ms): peer_arrival_timeout_ms.
   int64_t arrival_ms = 0;
+  stats::Stats *stats = nullptr;  // control round trips land here (the pair's)
 };
 
 // A command as the worker receives it. Arrays keep their capacity across
@@ -189,6 +192,9 @@ class Session {
   // (a row of a verify block the leader moved past) and turns a
   // WORKER_ERROR into EREMOTE.
   int read_expect(wire::FrameType want, const char *what, talk::Frame &f, Error &err);
+  // When the command now awaiting its reply left (0: none or no stats).
+  uint64_t sent_ns_ = 0;
+  const char *sent_name_ = "";
   // Leader: the checks of wait_ack (`kind` Ack) or wait_sync (SyncAck), then
   // reads and decodes the reply; `what` receives the description errors use.
   template <typename Msg>

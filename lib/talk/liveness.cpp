@@ -14,6 +14,7 @@
 #include "common/clock.hpp"
 #include "os/os.hpp"
 #include "os/wait.hpp"
+#include "stats/stats.hpp"
 #include "talk/channel.hpp"
 #include "wire/frames.hpp"
 
@@ -101,7 +102,11 @@ struct Liveness::Impl {
     m.layer = uint32_t(kl);
     m.seq = ps.my_seq.load(std::memory_order_relaxed);
     cfg.channel->send_heartbeat(m);
+    const uint64_t heard_before = ps.heartbeats.load(std::memory_order_relaxed);
     size_t unread = cfg.channel->drain_heartbeats();
+    // Nothing new and nothing unread: this period brought no heartbeat.
+    if (unread == 0 && ps.heartbeats.load(std::memory_order_relaxed) == heard_before)
+      stats::bump(ps.heartbeats_missed);
     uint64_t total = cfg.channel->bytes_received() + unread;
     if (total != last_total || unread > 0) heard_ns = now;
     last_total = total;

@@ -11,6 +11,7 @@
 // never allocate, log or lock on success (attach may: it sets up).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "common/error.hpp"
@@ -71,6 +72,22 @@ class Transport {
   // Big gate: `bytes` from `out` to the peer, the peer's into `in`.
   virtual int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in,
                        uint64_t bytes, Error &err) = 0;
+
+  // Observability (lib/stats). When the last gate first saw the peer's
+  // data (tcp: its first bytes; shm: its arrival stamp), from a clock read
+  // the wait made anyway; 0 when this transport cannot tell. Gate thread.
+  uint64_t peer_seen_ns() const { return seen_ns_; }
+  // When the last gate started, from the clock read its deadline needed;
+  // 0 when this transport does not stamp it (the pair reads the clock).
+  uint64_t gate_start_ns() const { return start_ns_; }
+  bool stamps_start() const { return stamps_start_; }
+  // Set-up attempts retried with a recreated queue pair (rdma), or null.
+  virtual const std::atomic<uint64_t> *setup_retries() const { return nullptr; }
+
+ protected:
+  uint64_t seen_ns_ = 0;
+  uint64_t start_ns_ = 0;
+  bool stamps_start_ = false;  // set once by a backend that stamps every gate
 };
 
 }  // namespace ds4tp

@@ -239,6 +239,12 @@ void play(ds4tp::Pair &tp, int tokens, Mode mode) {
     tp.big_gate_exchange(0, 1, ob, ib);
   REQUIRE(matches(ib, peer, 2000000, 0));
   if (mode == Mode::hooks) REQUIRE(uint64_t(hooks.calls) == 2 * (seq + uint64_t(tokens)));
+  // Stats count exactly the script's gates: every row, a batch per token, one big.
+  ds4tp::Stats st = tp.stats();
+  REQUIRE(st.row_gates == seq);
+  REQUIRE(st.batch_gates == uint64_t(tokens));
+  REQUIRE(st.big_gates == 1);
+  REQUIRE(tp.prometheus().find("# TYPE ds4tp_gates_total counter\n") != std::string::npos);
 }
 
 // ---- the control-plane script (ds4tp_peer.c, control_leader / worker_handle)

@@ -24,6 +24,17 @@ pair_run() {
   LRC=$?
 }
 
+# The Prometheus text `--metrics` printed after a 300-gate, 3 big-gate run
+# (16 KiB rows, 4 MiB big gates): exact counts and bytes, format checked.
+check_metrics() {
+  local tr=$1 out=$2
+  grep -q "^ds4tp_gates_total{rank=\"0\",transport=\"$tr\",kind=\"row\"} 300\$" "$out" || fail "metrics: row gates not 300 in $out"
+  grep -q "^ds4tp_gates_total{rank=\"0\",transport=\"$tr\",kind=\"big\"} 3\$" "$out" || fail "metrics: big gates not 3"
+  grep -q "^ds4tp_bytes_total{rank=\"0\",transport=\"$tr\",direction=\"sent\"} 17498112\$" "$out" || fail "metrics: bytes sent not 300 x 16384 + 3 x 4194304"
+  grep -q "^# TYPE ds4tp_gate_duration_seconds histogram\$" "$out" || fail "metrics: no histogram TYPE line"
+  grep -q "^ds4tp_gate_duration_seconds_count{rank=\"0\",transport=\"$tr\",kind=\"row\"} 300\$" "$out" || fail "metrics: row histogram count not 300"
+}
+
 case "$CASE" in
   probe)
     "$DS4TP" probe >"$T/probe.out" || fail "probe exited non-zero"
@@ -41,10 +52,11 @@ case "$CASE" in
     [ -n "${DS4TP_VERBS_LIB:-}" ] || fail "DS4TP_VERBS_LIB is not set"
     "$DS4TP" probe >"$T/probe.out" || fail "probe exited non-zero"
     grep -qE "^  rdma +available.*fv0 port 1" "$T/probe.out" || fail "probe does not find the provider's port"
-    pair_run rdma "--transport rdma --count 300 --big 4194304" "--transport rdma --count 300 --big 4194304 --json"
+    pair_run rdma "--transport rdma --count 300 --big 4194304 --metrics" "--transport rdma --count 300 --big 4194304 --json"
     [ $LRC -eq 0 ] || fail "leader exited $LRC"
     [ $WRC -eq 0 ] || fail "worker exited $WRC"
     grep -q "ds4tp pair OK: leader, transport rdma" "$T/rdma.leader.out" || fail "leader output"
+    check_metrics rdma "$T/rdma.leader.out"
     /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and d["transport"]=="rdma" and d["gates"]==300' "$T/rdma.worker.out" || fail "worker JSON"
     ;;
   pair-*)
@@ -52,10 +64,19 @@ case "$CASE" in
     if ! "$DS4TP" probe --json | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if any(t["name"]==sys.argv[1] and t["available"] for t in d["transports"]) else 1)' "$tr"; then
       echo "SKIP: transport $tr is not available on this host"; exit 0
     fi
-    pair_run ok "--transport $tr --count 300 --big 4194304" "--transport $tr --count 300 --big 4194304 --json"
+    pair_run ok "--transport $tr --count 300 --big 4194304 --metrics --trace $T/trace.%r.json" "--transport $tr --count 300 --big 4194304 --json --trace $T/trace.%r.json"
     [ $LRC -eq 0 ] || fail "leader exited $LRC"
     [ $WRC -eq 0 ] || fail "worker exited $WRC"
     grep -q "ds4tp pair OK: leader, transport $tr" "$T/ok.leader.out" || fail "leader output"
+    check_metrics "$tr" "$T/ok.leader.out"
+    "$DS4TP" trace merge "$T/trace.0.json" "$T/trace.1.json" -o "$T/both.json" >"$T/merge.out" 2>&1 || fail "trace merge: $(cat "$T/merge.out")"
+    /usr/bin/python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+g=[e for e in d["traceEvents"] if e.get("cat")=="gate" and e["ph"]=="X"]
+for pid in (0,1):
+    n=sum(1 for e in g if e["pid"]==pid and e["name"]=="row gate")
+    b=sum(1 for e in g if e["pid"]==pid and e["name"]=="big gate")
+    assert (n,b)==(300,3), (pid,n,b)' "$T/both.json" || fail "merged trace: not 300 row + 3 big gate X events per rank"
     grep -qE "p50 [0-9.]+ us, p99 [0-9.]+ us" "$T/ok.leader.out" || fail "no latency line"
     /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and d["transport"]==sys.argv[2] and d["gates"]==300 and d["gate_p50_us"]>0 and d["big_gate_gbps"]>0' "$T/ok.worker.out" "$tr" || fail "worker JSON"
     ;;

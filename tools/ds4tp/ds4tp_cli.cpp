@@ -4,6 +4,7 @@
 //   ds4tp probe [--json]
 //   ds4tp pair --listen [HOST:]PORT  [options]      (on one host)
 //   ds4tp pair --connect HOST:PORT   [options]      (on the other)
+//   ds4tp trace merge a.json b.json -o both.json
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
@@ -39,6 +40,8 @@ struct Args {
   uint64_t big = 8ull << 20;
   int timeout_s = 60;
   std::string identity;  // "k=v,k=v" or "@file"
+  bool metrics = false;   // print the Prometheus text after the run
+  std::string trace;      // write a Chrome/Perfetto trace here
 };
 
 void usage(FILE *f) {
@@ -49,6 +52,7 @@ void usage(FILE *f) {
                "  ds4tp group --local N [--transport auto|shm|tcp] [--dtype f32|f16|bf16]\n"
                "              [--count ELEMS] [--iters N]   (N rank processes on this host)\n"
                "  ds4tp group --rank R --size N --rendezvous HOST:PORT [...]\n"
+               "  ds4tp trace merge A.json B.json -o BOTH.json   (two ranks, one timeline)\n"
                "  mpirun -np N ds4tp group   (rank/size from OMPI_COMM_WORLD_*, RANK/WORLD_SIZE,\n"
                "              SLURM_PROCID/SLURM_NTASKS; rendezvous MASTER_ADDR:MASTER_PORT)\n"
                "options:\n"
@@ -58,6 +62,8 @@ void usage(FILE *f) {
                "  --size BYTES        gate vector size (default 16384 = n_embd 4096)\n"
                "  --count N           gates to run (default 2000)\n"
                "  --big BYTES         big-gate payload each way (default 8 MiB, 0 = skip)\n"
+               "  --metrics           print the Prometheus text of the pair's stats after the run\n"
+               "  --trace PATH        write a Chrome/Perfetto trace of the run (%%r = rank)\n"
                "  --timeout SEC       bring-up deadline (default 60)\n"
                "  --identity SPEC     engine identity to compare with the peer:\n"
                "                      k=v,... or @FILE with k=v lines; keys: model_bytes,\n"
@@ -123,6 +129,10 @@ int parse_args(int argc, char **argv, Args &a, std::string &err) {
       a.json = true;
     } else if (o == "--quiet") {
       a.quiet = true;
+    } else if (o == "--metrics") {
+      a.metrics = true;
+    } else if (o == "--trace") {
+      if (!val(a.trace)) return -1;
     } else if (o == "--listen") {
       if (!val(v)) return -1;
       a.role = DS4TP_ROLE_LEADER;
@@ -332,6 +342,7 @@ struct PairResult {
   int transport = 0;
   uint64_t gates = 0;
   double p50 = 0, p99 = 0, max = 0, big_gbps = 0;
+  std::string metrics;  // Prometheus text (--metrics)
 };
 
 int fail(PairResult &r, const char *step, int rc, const char *msg) {
@@ -375,6 +386,12 @@ int run_pair(const Args &a, const IdentitySpec &spec, PairResult &r, LogCtx &lc)
   rc = ds4tp_connect(tp);
   if (rc) return fail(r, "bring-up", rc, ds4tp_errmsg(tp));
   r.transport = ds4tp_transport_active(tp);
+  if (!a.trace.empty()) {
+    std::string path = a.trace;
+    for (size_t at; (at = path.find("%r")) != std::string::npos;)
+      path.replace(at, 2, std::to_string(ds4tp_rank(tp)));
+    if ((rc = ds4tp_trace_start(tp, path.c_str()))) return fail(r, "trace", rc, ds4tp_errmsg(tp));
+  }
   rc = ds4tp_attach_slab(tp, nullptr, 0);
   if (rc) return fail(r, "slab", rc, ds4tp_errmsg(tp));
 
@@ -430,6 +447,43 @@ int run_pair(const Args &a, const IdentitySpec &spec, PairResult &r, LogCtx &lc)
     }
     r.big_gbps = best;
   }
+  if (!a.trace.empty() && (rc = ds4tp_trace_write(tp)))
+    return fail(r, "trace", rc, ds4tp_errmsg(tp));
+  if (a.metrics) {
+    size_t need = 0;
+    ds4tp_stats_prometheus(tp, nullptr, 0, &need);
+    r.metrics.assign(need + 1, '\0');
+    if ((rc = ds4tp_stats_prometheus(tp, r.metrics.data(), r.metrics.size(), &need)))
+      return fail(r, "metrics", rc, ds4tp_errmsg(tp));
+    r.metrics.resize(need);
+  }
+  return 0;
+}
+
+// ds4tp trace merge A B -o OUT
+int cmd_trace(int argc, char **argv) {
+  std::string in[2], out;
+  int n = 0;
+  bool ok = argc >= 3 && std::strcmp(argv[2], "merge") == 0;
+  for (int i = 3; ok && i < argc; i++) {
+    if (std::strcmp(argv[i], "-o") == 0 && i + 1 < argc)
+      out = argv[++i];
+    else if (n < 2 && argv[i][0] != '-')
+      in[n++] = argv[i];
+    else
+      ok = false;
+  }
+  if (!ok || n != 2 || out.empty()) {
+    std::fprintf(stderr, "usage: ds4tp trace merge A.json B.json -o BOTH.json\n");
+    return 2;
+  }
+  double off = 0, unc = 0;
+  if (ds4tp_trace_merge(in[0].c_str(), in[1].c_str(), out.c_str(), &off, &unc) != DS4TP_OK) {
+    std::fprintf(stderr, "ds4tp trace merge FAILED: %s\n", ds4tp_last_error());
+    return 1;
+  }
+  std::printf("ds4tp trace merge OK: %s (%s shifted by %.3f us, +/- %.3f us)\n", out.c_str(),
+              in[1].c_str(), off, unc);
   return 0;
 }
 
@@ -439,6 +493,7 @@ int cmd_group(int argc, char **argv);  // group_cmd.cpp
 
 int main(int argc, char **argv) {
   if (argc >= 2 && std::strcmp(argv[1], "group") == 0) return cmd_group(argc, argv);
+  if (argc >= 2 && std::strcmp(argv[1], "trace") == 0) return cmd_trace(argc, argv);
   Args a;
   std::string err;
   if (parse_args(argc, argv, a, err) != 0) {
@@ -481,5 +536,6 @@ int main(int argc, char **argv) {
       std::printf("  big gate %" PRIu64 " bytes each way: %.2f GB/s per direction\n", a.big,
                   r.big_gbps);
   }
+  if (r.rc == 0 && a.metrics) std::fputs(r.metrics.c_str(), stdout);
   return r.rc ? 1 : 0;
 }

@@ -241,3 +241,26 @@ def test_minimal_examples_run(child):
     assert leader.finish() == 0, leader.err
     assert "leader sent 1.0" in worker.out and "session 1 with ctx 4096" in worker.out
     assert "worker sent 2.0" in leader.out and "[42.0, 42.0" in leader.out
+
+
+def test_stats_count_the_gates_played(peer_exe, child, quiet):
+    """stats() as a dict counts exactly the gates play() ran; prometheus()
+    and the trace cover them too."""
+    ident = ds4tp.Identity(n_layer=4, n_embd=64, **PEER_IDENTITY)
+    opt = ds4tp.Options.leader(port=0, transport=ds4tp.Transport.TCP, **quiet)
+    with ds4tp.Pair(opt, ident) as tp:
+        c = child([peer_exe, "worker", "--port", tp.listen_port, "--transport", "tcp",
+                   "--tokens", 3])
+        try:
+            play(tp, tokens=3)
+            st = tp.stats()
+            text = tp.prometheus()
+        finally:
+            rc = c.finish()
+    assert rc == 0, c.err
+    layout_rows = 3 * 8  # 3 tokens x (4 layers x 2 gates)
+    assert st["row_gates"] == layout_rows and st["batch_gates"] == 3 and st["big_gates"] == 1, st
+    assert st["row_gate"]["count"] == layout_rows == sum(st["row_gate"]["buckets"])
+    assert st["bytes_sent"] == st["bytes_received"] > BIG_WORDS * 4
+    assert 'ds4tp_gates_total{rank="0",transport="tcp",kind="row"} 24' in text
+    assert "# TYPE ds4tp_gate_duration_seconds histogram" in text

@@ -55,6 +55,7 @@ int RdmaTransport::attach(uint8_t *base, const slab::Layout &layout, Error &err)
       detach();
       return rc;
     }
+    setup_retries_.fetch_add(1, std::memory_order_relaxed);
     log_.warn("rdma: set-up attempt {} failed ({}); recreating the queue pair", a + 1,
               err.message);
     err.clear();

@@ -99,8 +99,10 @@ class RdmaTransport final : public Transport {
   int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) override;
   int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
                Error &err) override;
+  const std::atomic<uint64_t> *setup_retries() const override { return &setup_retries_; }
 
  private:
+  std::atomic<uint64_t> setup_retries_{0};  // attempts that recreated the QP (stats)
   // ---- set-up --------------------------------------------------------
   int setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, Error &err);
   int warm_up(uint32_t attempt, bool &ok, Error &err);

@@ -94,6 +94,7 @@ class ShmTransport final : public Transport {
         cfg_(cfg) {
     my_ctl_ = mine_.base() + layout_.total;
     peer_ctl_ = peer_.base() + layout_.total;
+    stamps_start_ = true;  // small_exchange() and big_gate() stamp every gate
     chunk_ = layout_.big_staging / kBigChunks;
     // The kernel closes the data connection when the peer process dies;
     // the pid is checked too when it names the peer here (start != 0).
@@ -283,8 +284,10 @@ int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t 
   uint8_t *const peer = peer_.base();
   uint8_t *const line = gate_line(peer_ctl_, t);
   const uint64_t arrival = cfg_.arrival(false);
-  uint64_t deadline = os::deadline_after(now_ns(), arrival);
+  start_ns_ = now_ns();  // the deadline's read, also the gate's start for stats
+  uint64_t deadline = os::deadline_after(start_ns_, arrival);
   bool peer_met = false;
+  seen_ns_ = 0;
   // Our payload lands and is published before we look for the peer, so a
   // peer that arrives later finds everything in place and never waits for
   // us to wake up.
@@ -301,7 +304,8 @@ int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t 
           int m = met(h, t, err);
           if (m <= 0) return m;
           peer_met = true;
-          deadline = now_ns() + cfg_.gate_timeout_ns;  // the peer showed up: progress
+          seen_ns_ = now_ns();  // also the observability split (peer wait | moving)
+          deadline = seen_ns_ + cfg_.gate_timeout_ns;  // the peer showed up: progress
           if (reuse) land();
         }
         return done(t) ? 1 : 0;
@@ -322,6 +326,7 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
   const uint64_t t = ++ticket_;
   prev_region_ = kNoRegion;  // staging has its own flow control
   bool peer_met = false;
+  seen_ns_ = 0;
   auto meet = [&]() -> int {
     int m = met(h, t, err);
     if (m > 0) peer_met = true;
@@ -330,7 +335,8 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
   // Meet: the peer may be a prefill step behind.
   announce(h, t, true);
   const uint64_t arrival = cfg_.arrival(true);
-  uint64_t deadline = os::deadline_after(now_ns(), arrival);
+  start_ns_ = now_ns();
+  uint64_t deadline = os::deadline_after(start_ns_, arrival);
   int rc = wait(meet, deadline);
   if (rc != DS4TP_OK) return fail(h, rc, peer_met, arrival, err);
   publish(gate_line(peer_ctl_, t) + kDone, t);
@@ -354,7 +360,8 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
     return big_got_ < recv_end &&
            word(my_big + kFilled).load(std::memory_order_acquire) > big_got_;
   };
-  deadline = now_ns() + cfg_.big_gate_timeout_ns;
+  seen_ns_ = now_ns();  // met: the rest is moving bytes
+  deadline = seen_ns_ + cfg_.big_gate_timeout_ns;
   while (big_sent_ < send_end || big_got_ < recv_end) {
     bool progress = false;
     if (can_send()) {

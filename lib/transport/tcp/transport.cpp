@@ -28,6 +28,7 @@ class TcpTransport final : public Transport {
   TcpTransport(net::Fd fd, const DataConfig &cfg) : fd_(std::move(fd)), cfg_(cfg) {
     policy_.spin_ns = cfg.spin_ns;
     policy_.grace_ns = kGoneGraceNs;
+    stamps_start_ = true;  // exchange() stamps every gate
   }
 
   const char *name() const override { return "tcp"; }
@@ -85,6 +86,8 @@ class TcpTransport final : public Transport {
     watch.watch_peer(cfg_.peer);
     os::Waiter w(policy_, &watch);
     const uint64_t started = w.last_progress();
+    start_ns_ = started;
+    seen_ns_ = 0;
     uint64_t deadline = os::deadline_after(started, meet_ns);
 
     while (sent < total || got < total) {
@@ -122,6 +125,7 @@ class TcpTransport final : public Transport {
         msg.msg_iovlen = size_t(n);
         ssize_t r = ::recvmsg(fd, &msg, MSG_DONTWAIT);
         if (r > 0) {
+          if (got == 0) seen_ns_ = 1;  // stamped below with the progress clock read
           got += uint64_t(r);
           progress = true;
           if (!header_checked && got >= wire::kGateHeaderBytes) {
@@ -139,6 +143,7 @@ class TcpTransport final : public Transport {
       }
       if (progress) {
         w.progress();
+        if (seen_ns_ == 1) seen_ns_ = w.last_progress();
         // Once the peer has shown up, the in-gate timeout applies.
         deadline = got > 0 ? w.last_progress() + progress_ns : os::deadline_after(started, meet_ns);
         continue;

@@ -1,11 +1,12 @@
 """Every C function the binding calls: (name, restype, argtypes), one
 block per header section, applied by the loader."""
 
+import ctypes
 from ctypes import (POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint, c_uint32,
                     c_uint64, c_void_p)
 
 from ._structs import (BatchItem, GateServiceOptions, GroupOptions, Identity, ImageSpan, Options, SlabLayout,
-                       StagingHooks, WorkerOps, _CommandStruct)
+                       StagingHooks, Stats, WorkerOps, _CommandStruct)
 
 # ---------------------------------------------------------------------------
 # The C functions, one block per header section: (name, restype, argtypes).
@@ -125,6 +126,16 @@ DECLARATIONS = {
         ("ds4tp_send_error", c_int, [_P, c_int32, c_char_p]),
         ("ds4tp_worker_ops_init", None, [POINTER(WorkerOps)]),
         ("ds4tp_worker_run", c_int, [_P, POINTER(WorkerOps), c_void_p]),
+    ],
+    "observability": [
+        ("ds4tp_stats_read", c_int, [_P, POINTER(Stats)]),
+        ("ds4tp_stats_reset", c_int, [_P]),
+        ("ds4tp_stats_bucket_le_ns", c_uint64, [c_int]),
+        ("ds4tp_stats_prometheus", c_int, [_P, c_void_p, c_size_t, POINTER(c_size_t)]),
+        ("ds4tp_trace_start", c_int, [_P, c_char_p]),
+        ("ds4tp_trace_write", c_int, [_P]),
+        ("ds4tp_trace_merge", c_int, [c_char_p, c_char_p, c_char_p, POINTER(ctypes.c_double),
+                                      POINTER(ctypes.c_double)]),
     ],
     "groups": [
         ("ds4tp_group_options_init", None, [POINTER(GroupOptions)]),

@@ -9,7 +9,7 @@ from ._buffers import _NO_OFFSET, _buffer_address, _memory_view
 from ._constants import ServiceState, Status, Transport
 from ._control import ControlPlane
 from ._loader import Error, _check, _lib, _text, last_error, transport_name
-from ._structs import STAGE_AFTER_FN, STAGE_BEFORE_FN, SlabLayout, StagingHooks
+from ._structs import STAGE_AFTER_FN, STAGE_BEFORE_FN, SlabLayout, StagingHooks, Stats
 
 # ---------------------------------------------------------------------------
 # The pair.
@@ -109,6 +109,36 @@ class Pair(ControlPlane):
     def errmsg(self):
         """Message of the handle's last failed call ("" if none)."""
         return _text(_lib().ds4tp_errmsg(self._live()))
+
+    # -- observability ----------------------------------------------------
+
+    def stats(self):
+        """Counters and histograms since creation or stats_reset(), as a dict
+        (ds4tp_stats fields; histograms as {count, sum_ns, buckets})."""
+        st = Stats()
+        st.size = ctypes.sizeof(st)
+        _check(_lib().ds4tp_stats_read(self._live(), ctypes.byref(st)))
+        return st.as_dict()
+
+    def stats_reset(self):
+        """Later stats() count from now."""
+        _check(_lib().ds4tp_stats_reset(self._live()))
+
+    def prometheus(self):
+        """The Prometheus text exposition of stats(), for an engine's /metrics."""
+        need = ctypes.c_size_t(0)
+        _lib().ds4tp_stats_prometheus(self._live(), None, 0, ctypes.byref(need))
+        buf = ctypes.create_string_buffer(need.value + 1)
+        _check(_lib().ds4tp_stats_prometheus(self._live(), buf, len(buf), ctypes.byref(need)))
+        return buf.value.decode()
+
+    def trace_start(self, path):
+        """Records gates and control round trips; written at trace_write() and close."""
+        _check(_lib().ds4tp_trace_start(self._live(), str(path).encode()))
+
+    def trace_write(self):
+        """Writes the Chrome/Perfetto trace file now (recording goes on)."""
+        _check(_lib().ds4tp_trace_write(self._live()))
 
     # -- slab -------------------------------------------------------------
 

@@ -446,3 +446,37 @@ def slab_layout(identity):
     layout = SlabLayout()
     _check(_lib().ds4tp_slab_layout_compute(ctypes.byref(identity), ctypes.byref(layout)))
     return layout
+
+
+STATS_BUCKETS = 26  # DS4TP_STATS_BUCKETS
+
+
+class StatsHist(Structure):
+    """ds4tp_stats_hist: bucket i counts values <= 256 ns << i; the last, the rest."""
+    _fields_ = [("count", c_uint64), ("sum_ns", c_uint64), ("buckets", c_uint64 * STATS_BUCKETS)]
+
+    def as_dict(self):
+        return {"count": self.count, "sum_ns": self.sum_ns, "buckets": list(self.buckets)}
+
+
+_STATS_COUNTERS = [
+    "row_gates", "batch_gates", "big_gates", "bytes_sent", "bytes_received", "errors",
+    "timeouts", "desyncs", "rdma_retries", "rdma_qp_recreated", "heartbeats_received",
+    "heartbeats_missed", "split_gates", "peer_wait_ns", "transfer_ns", "all_reduces",
+    "all_gathers", "broadcasts", "barriers",
+]
+_STATS_HISTS = ["row_gate", "batch_gate", "big_gate", "control_round_trip", "all_reduce",
+                "row_peer_wait"]
+
+
+class Stats(Structure):
+    """ds4tp_stats (ds4tp_stats_read); Pair.stats() hands it out as a dict."""
+    _fields_ = ([("size", c_uint32), ("rank", c_int32), ("transport", c_int32),
+                 ("reserved0", c_uint32)] + [(n, c_uint64) for n in _STATS_COUNTERS] +
+                [(n, StatsHist) for n in _STATS_HISTS])
+
+    def as_dict(self):
+        d = {"rank": self.rank, "transport": self.transport}
+        d.update({n: getattr(self, n) for n in _STATS_COUNTERS})
+        d.update({n: getattr(self, n).as_dict() for n in _STATS_HISTS})
+        return d

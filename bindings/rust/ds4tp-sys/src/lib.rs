@@ -503,6 +503,103 @@ extern "C" {
     pub fn ds4tp_gate_seq(pair: *const ds4tp_pair) -> u64;
 }
 
+// ---- observability --------------------------------------------------------
+
+/// `DS4TP_STATS_BUCKETS`: histogram buckets (the last is +Inf).
+pub const DS4TP_STATS_BUCKETS: usize = 26;
+
+/// `ds4tp_stats_hist`: bucket i counts values <= 256 ns << i; per bucket, not cumulative.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ds4tp_stats_hist {
+    /// Sum of the buckets.
+    pub count: u64,
+    /// Sum of the values (ns).
+    pub sum_ns: u64,
+    /// Counts per bucket.
+    pub buckets: [u64; DS4TP_STATS_BUCKETS],
+}
+
+/// `ds4tp_stats` (include/ds4tp/ds4tp.h): a snapshot since creation or the last reset.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ds4tp_stats {
+    /// sizeof(ds4tp_stats), set by the caller.
+    pub size: u32,
+    /// This rank.
+    pub rank: i32,
+    /// DS4TP_TRANSPORT_*.
+    pub transport: i32,
+    /// Padding.
+    pub reserved0: u32,
+    /// Row gates completed.
+    pub row_gates: u64,
+    /// Batch gates completed.
+    pub batch_gates: u64,
+    /// Big gates completed.
+    pub big_gates: u64,
+    /// Payload bytes sent (headers not counted).
+    pub bytes_sent: u64,
+    /// Payload bytes received.
+    pub bytes_received: u64,
+    /// Calls that failed the handle.
+    pub errors: u64,
+    /// Of those, DS4TP_ETIMEDOUT.
+    pub timeouts: u64,
+    /// Of those, DS4TP_EDESYNC.
+    pub desyncs: u64,
+    /// RDMA set-up attempts retried.
+    pub rdma_retries: u64,
+    /// RDMA queue pairs recreated.
+    pub rdma_qp_recreated: u64,
+    /// Heartbeats received from the peer.
+    pub heartbeats_received: u64,
+    /// Beat periods that brought no heartbeat.
+    pub heartbeats_missed: u64,
+    /// Gates whose peer wait and transfer the transport told apart.
+    pub split_gates: u64,
+    /// Of those, time waiting for the peer's first data (ns).
+    pub peer_wait_ns: u64,
+    /// Of those, time moving bytes after it (ns).
+    pub transfer_ns: u64,
+    /// Group all-reduces.
+    pub all_reduces: u64,
+    /// Group all-gathers.
+    pub all_gathers: u64,
+    /// Group broadcasts.
+    pub broadcasts: u64,
+    /// Group barriers.
+    pub barriers: u64,
+    /// Row gate latency.
+    pub row_gate: ds4tp_stats_hist,
+    /// Batch gate latency.
+    pub batch_gate: ds4tp_stats_hist,
+    /// Big gate latency.
+    pub big_gate: ds4tp_stats_hist,
+    /// Leader: command to first reply.
+    pub control_round_trip: ds4tp_stats_hist,
+    /// Group all-reduce latency.
+    pub all_reduce: ds4tp_stats_hist,
+    /// Row gates: the waiting part.
+    pub row_peer_wait: ds4tp_stats_hist,
+}
+
+extern "C" {
+    /// Fills `st` (st.size set by the caller); DS4TP_EINVAL for NULL or a size below 16.
+    pub fn ds4tp_stats_read(pair: *const ds4tp_pair, st: *mut ds4tp_stats) -> c_int;
+    /// Later snapshots count from now.
+    pub fn ds4tp_stats_reset(pair: *mut ds4tp_pair) -> c_int;
+    /// Upper bound of bucket i in ns (u64::MAX for the last).
+    pub fn ds4tp_stats_bucket_le_ns(i: c_int) -> u64;
+    /// Prometheus text into buf (NUL-terminated); DS4TP_ENOMEM when cap <= *needed.
+    pub fn ds4tp_stats_prometheus(pair: *const ds4tp_pair, buf: *mut c_char, cap: usize,
+                                  needed: *mut usize) -> c_int;
+    /// Starts recording a Chrome/Perfetto trace to `path`.
+    pub fn ds4tp_trace_start(pair: *mut ds4tp_pair, path: *const c_char) -> c_int;
+    /// Writes the trace file now.
+    pub fn ds4tp_trace_write(pair: *mut ds4tp_pair) -> c_int;
+}
+
 // ---- groups: N ranks and all-reduce -----------------------------------
 
 /// `ds4tp_group` (opaque).

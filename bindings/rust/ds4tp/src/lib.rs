@@ -48,6 +48,10 @@ use std::fmt;
 use std::os::raw::{c_char, c_int};
 
 pub use sys::ds4tp_slab_layout as SlabLayout;
+/// Counters and histograms of a pair (`Pair::stats`), `ds4tp_stats`.
+pub use sys::ds4tp_stats as Stats;
+/// One latency histogram of [`Stats`].
+pub use sys::ds4tp_stats_hist as StatsHist;
 pub use sys::{
     DS4TP_BATCH_GATES_PER_LAYER as BATCH_GATES_PER_LAYER, DS4TP_BATCH_MAX_ROWS as BATCH_MAX_ROWS,
     DS4TP_ENGINE_BLOB_MAX as ENGINE_BLOB_MAX, DS4TP_GATES_PER_LAYER as GATES_PER_LAYER,

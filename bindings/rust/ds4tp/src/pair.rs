@@ -5,7 +5,7 @@
 use crate::integration::{raw_service_options, stage_after, stage_before};
 use crate::options::{empty_layout, RawOptions};
 use crate::{check, owned_str, sys, Error, Result, Status};
-use crate::{GateServiceOptions, Identity, Options, Plain, ServiceState, SlabLayout, StagingHooks, Transport};
+use crate::{GateServiceOptions, Identity, Options, Plain, ServiceState, SlabLayout, StagingHooks, Stats, Transport};
 use std::ffi::CString;
 use std::fmt;
 use std::os::raw::c_void;
@@ -225,6 +225,41 @@ impl Handle {
     /// Message of the handle's last failed call ("" if none).
     pub fn errmsg(&self) -> String {
         owned_str(unsafe { sys::ds4tp_errmsg(self.p) })
+    }
+
+    // -- observability --
+
+    /// Counters and histograms since creation or [`Self::stats_reset`].
+    pub fn stats(&self) -> Result<Stats> {
+        let mut st = Stats { size: std::mem::size_of::<Stats>() as u32, ..Default::default() };
+        check(unsafe { sys::ds4tp_stats_read(self.p, &mut st) })?;
+        Ok(st)
+    }
+    /// Later [`Self::stats`] count from now.
+    pub fn stats_reset(&self) -> Result<()> {
+        check(unsafe { sys::ds4tp_stats_reset(self.p) })
+    }
+    /// The Prometheus text exposition of the stats, for an engine's /metrics.
+    pub fn prometheus(&self) -> Result<String> {
+        let mut need = 0usize;
+        unsafe { sys::ds4tp_stats_prometheus(self.p, std::ptr::null_mut(), 0, &mut need) };
+        let mut buf = vec![0u8; need + 1];
+        check(unsafe {
+            sys::ds4tp_stats_prometheus(self.p, buf.as_mut_ptr().cast(), buf.len(), &mut need)
+        })?;
+        buf.truncate(need);
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+    /// Starts recording a Chrome/Perfetto trace to `path` (written by
+    /// [`Self::trace_write`] and when the pair is dropped).
+    pub fn trace_start(&self, path: &str) -> Result<()> {
+        let path = CString::new(path)
+            .map_err(|_| Error::new(Status::EINVAL as i32, "trace path contains a NUL byte"))?;
+        check(unsafe { sys::ds4tp_trace_start(self.p, path.as_ptr()) })
+    }
+    /// Writes the trace file now (recording goes on).
+    pub fn trace_write(&self) -> Result<()> {
+        check(unsafe { sys::ds4tp_trace_write(self.p) })
     }
 
     // -- slab --

@@ -204,6 +204,13 @@ fn rust_leader_c_worker(mode: Mode, transport: &str) {
     if transport == "tcp" {
         assert_eq!(tp.transport(), Transport::Tcp);
     }
+    // The stats count exactly what play() ran: 3 tokens x 2 layers x 2 gates,
+    // a batch gate per token, one big gate.
+    let st = tp.stats().unwrap();
+    assert_eq!((st.row_gates, st.batch_gates, st.big_gates), (12, 3, 1), "{:?}", st);
+    assert_eq!(st.row_gate.count, st.row_gate.buckets.iter().sum::<u64>());
+    let text = tp.prometheus().unwrap();
+    assert!(text.contains("# TYPE ds4tp_gate_duration_seconds histogram"), "{}", text);
 }
 
 #[test]
