@@ -21,6 +21,10 @@ namespace ds4tp {
 
 namespace os { struct PeerState; }
 
+// A wait blocked in poll() wakes this often to read the peer's liveness
+// verdict (os::PeerState), whatever the transport.
+constexpr int kLivenessSliceMs = 20;
+
 // Deadlines and wait policy a transport applies.
 //
 // Waiting for the peer to reach a gate (none of its bytes or words seen

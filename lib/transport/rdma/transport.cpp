@@ -13,9 +13,6 @@
 
 namespace ds4tp::rdma {
 
-namespace {
-constexpr int kBarrierSliceMs = 20;  // poll slice: the liveness verdict is read between
-}  // namespace
 
 uint32_t row_tag(uint64_t seq, uint32_t chunk) {
   return kTagRow << 28 | uint32_t(seq & 0xFFFFFu) << 8 | (chunk & 0xFFu);
@@ -184,7 +181,7 @@ int RdmaTransport::barrier(const GateHeader &mine, bool big, const Op &op, Error
     int rc = w.idle(deadline, [&](uint64_t) {
       pollfd p{fd, events, 0};
       // In slices, so the peer's liveness verdict is read while blocked.
-      ::poll(&p, 1, std::min(ms_left(deadline), kBarrierSliceMs));
+      ::poll(&p, 1, std::min(ms_left(deadline), kLivenessSliceMs));
     });
     if (rc == DS4TP_EPEERCLOSED && watch_.silent())
       return err.set(DS4TP_ETIMEDOUT, "rdma {}: {} (at the header barrier)", op.str(),

@@ -20,8 +20,6 @@ using wire::GateKind;
 
 // After a hang-up, bytes the peer sent before it still drain this long.
 constexpr uint64_t kGoneGraceNs = 2000000;
-// A blocked gate wakes this often to read the peer's liveness verdict.
-constexpr int kBlockSliceMs = 20;
 
 class TcpTransport final : public Transport {
  public:
@@ -152,7 +150,7 @@ class TcpTransport final : public Transport {
       int rc = w.idle(deadline, [&](uint64_t) {
         pollfd p{fd, short((got < total ? POLLIN : 0) | (sent < total ? POLLOUT : 0)), 0};
         // In slices, so the peer's liveness verdict is read while blocked.
-        if (::poll(&p, 1, std::min(ms_left(deadline), kBlockSliceMs)) < 0 && errno != EINTR)
+        if (::poll(&p, 1, std::min(ms_left(deadline), kLivenessSliceMs)) < 0 && errno != EINTR)
           perr = errno;
       });
       if (perr != 0) return io_fail(mine, perr, sent, got, total, err);

@@ -23,7 +23,7 @@ from ctypes import c_void_p
 
 from ._buffers import _buffer_address, _native
 from ._constants import Status
-from ._loader import Error, _lib, _text, last_error
+from ._loader import _Handle, Error, _lib, _text, last_error
 from ._structs import GroupOptions
 
 
@@ -50,7 +50,7 @@ def _infer_dtype(buf, dtype):
                     f"{memoryview(buf).format!r}: pass dtype=Dtype.F32, F16 or BF16")
 
 
-class Group:
+class Group(_Handle):
     """One rank's ds4tp_group handle. A context manager; :meth:`close`
     frees it (peers still in a call see this rank leave)."""
 
@@ -85,18 +85,6 @@ class Group:
         if self._h is not None:
             _lib().ds4tp_group_free(self._h)
             self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def _live(self):
         if self._h is None:

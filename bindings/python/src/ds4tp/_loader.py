@@ -213,3 +213,20 @@ def transport_available(transport):
 def command_name(kind):
     """Upper-case name of a command kind or control frame type ("EVAL")."""
     return _text(_lib().ds4tp_command_name(int(kind)))
+
+
+class _Handle:
+    """Lifetime shared by the handle classes: ``close()`` (theirs, idempotent)
+    runs at the end of a ``with`` block and at garbage collection."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -8,13 +8,13 @@ from ctypes import c_uint64, c_void_p
 from ._buffers import _NO_OFFSET, _buffer_address, _memory_view
 from ._constants import ServiceState, Status, Transport
 from ._control import ControlPlane
-from ._loader import Error, _check, _lib, _text, last_error, transport_name
+from ._loader import _Handle, Error, _check, _lib, _text, last_error, transport_name
 from ._structs import STAGE_AFTER_FN, STAGE_BEFORE_FN, SlabLayout, StagingHooks, Stats
 
 # ---------------------------------------------------------------------------
 # The pair.
 
-class Pair(ControlPlane):
+class Pair(ControlPlane, _Handle):
     """One ds4tp_pair (rank 0 = leader, rank 1 = worker).
 
     ``Pair(options, identity)`` validates both and, for a leader, binds the
@@ -46,18 +46,6 @@ class Pair(ControlPlane):
             self._h = None
             self._slab_keep = None
             self._hooks = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     @property
     def handle(self):
