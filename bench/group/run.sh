@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # 16 KiB f32 all-reduce p50 for N=2 and 4: ds4tp (shm, tcp; `ds4tp group
-# --local N`), Open MPI (vader, tcp; mpi_allreduce.c) and Gloo (tcp with a
-# file store; gloo_allreduce.cpp, when libgloo-dev is installed). The
-# baselines are compiled into a temporary directory; nothing here links
-# into the library. Usage: bench/group/run.sh [build-dir] [iters]
+# --local N`), Open MPI (vader, tcp; mpi_allreduce.c), Gloo (tcp with a
+# file store; gloo_allreduce.cpp, when libgloo-dev is installed) and one
+# raw TCP exchange of the same 16 KiB (ds4tp_bench's faster raw variant).
+# Every implementation runs `reps` times, interleaved, and the table shows
+# the median p50, so a burst of load hits all of them alike. Ends with the
+# issue's target lines. The baselines are compiled into a temporary
+# directory; nothing here links into the library.
+# Usage: bench/group/run.sh [build-dir] [iters] [reps]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-tool="${1:-build}/tools/ds4tp"
+build="${1:-build}"
+tool="$build/tools/ds4tp"
 iters="${2:-2000}"
+reps="${3:-3}"
 count=4096  # 16 KiB of f32
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
@@ -19,6 +25,7 @@ if [ -e /usr/include/gloo/allreduce.h ] &&
   have_gloo=1
 fi
 p50() { sed -n 's/.*p50 *\([0-9.]*\) *us.*/\1/p' | tail -1; }
+ds4tp() { "$tool" group --local "$1" --transport "$2" --count $count --iters "$iters" 2>&1 | p50; }
 mpi() {
   mpirun --allow-run-as-root --oversubscribe -np "$1" --mca btl "self,$2" "$tmp/mpi" "$count" "$iters" 2>&1 | p50
 }
@@ -28,22 +35,64 @@ gloo() {
   "$tmp/gloo" 0 "$1" "$tmp/store" "$count" "$iters" | p50
   wait
 }
-echo "16 KiB f32 all-reduce, p50 us, $iters calls; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "| %-16s | %8s | %8s |\n" implementation "N=2" "N=4"
-printf "|%s|%s|%s|\n" "------------------" "----------" "----------"
-for t in shm tcp; do
-  a=$("$tool" group --local 2 --transport $t --count $count --iters "$iters" 2>&1 | p50)
-  b=$("$tool" group --local 4 --transport $t --count $count --iters "$iters" 2>&1 | p50)
-  printf "| %-16s | %8s | %8s |\n" "ds4tp $t" "$a" "$b"
+# One raw exchange (each side sends 16 KiB and receives 16 KiB), the
+# faster of ds4tp_bench's busy and blocking raw TCP variants.
+raw_tcp() {
+  "$build/bench/ds4tp_bench" --transports tcp --sections row --sizes 16k --policies 1000000 \
+    --rounds 4 --out "$tmp/raw" 2>&1 | awk '/raw (busy|block)/ && $2 == "16" { print $7 }' |
+    sort -n | head -1
+}
+
+impls=("shm 2" "shm 4" "tcp 2" "tcp 4")
+[ $have_mpi = 1 ] && impls+=("vader 2" "vader 4" "mpitcp 2" "mpitcp 4")
+[ $have_gloo = 1 ] && impls+=("gloo 2" "gloo 4")
+[ -x "$build/bench/ds4tp_bench" ] && impls+=("raw 2")
+declare -A got
+for ((k = 0; k < reps; k++)); do
+  for i in "${impls[@]}"; do
+    set -- $i
+    case $1 in
+      shm | tcp) v=$(ds4tp "$2" "$1") ;;
+      vader) v=$(mpi "$2" vader) ;;
+      mpitcp) v=$(mpi "$2" tcp) ;;
+      gloo) v=$(gloo "$2") ;;
+      raw) v=$(raw_tcp) ;;
+    esac
+    got[$i]+="${v:-nan} "
+  done
 done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+declare -A med
+for i in "${impls[@]}"; do med[$i]=$(echo "${got[$i]}" | median); done
+m() { echo "${med[$1 $2]:--}"; }
+
+echo "16 KiB f32 all-reduce, median of $reps p50s (us), $iters calls each; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf "| %-24s | %8s | %8s |\n" implementation "N=2" "N=4"
+printf "|%s|%s|%s|\n" "--------------------------" "----------" "----------"
+row() { printf "| %-24s | %8s | %8s |\n" "$1" "$(m "$2" 2)" "$(m "$2" 4)"; }
+row "ds4tp shm" shm
+row "ds4tp tcp" tcp
 if [ $have_mpi = 1 ]; then
-  printf "| %-16s | %8s | %8s |\n" "Open MPI vader" "$(mpi 2 vader)" "$(mpi 4 vader)"
-  printf "| %-16s | %8s | %8s |\n" "Open MPI tcp" "$(mpi 2 tcp)" "$(mpi 4 tcp)"
+  row "Open MPI vader" vader
+  row "Open MPI tcp" mpitcp
 else
   echo "(Open MPI: mpicc not found or failed; apt-get install libopenmpi-dev)"
 fi
-if [ $have_gloo = 1 ]; then
-  printf "| %-16s | %8s | %8s |\n" "Gloo tcp" "$(gloo 2)" "$(gloo 4)"
-else
-  echo "(Gloo: libgloo-dev not installed)"
-fi
+if [ $have_gloo = 1 ]; then row "Gloo tcp" gloo; else echo "(Gloo: libgloo-dev not installed)"; fi
+[ -n "${med[raw 2]:-}" ] && printf "| %-24s | %8s | %8s |\n" "raw tcp exchange (2 ranks)" "$(m raw 2)" "-"
+
+# Targets (issue 18): shm <= 0.5x vader and <= 0.1x Gloo at N=2 and 4;
+# tcp N=2 within 1.1x of one raw exchange of the same bytes.
+target() {  # name, ours, theirs, limit
+  awk -v n="$1" -v a="$2" -v b="$3" -v l="$4" 'BEGIN {
+    if (a == "" || b == "" || a == "nan" || b == "nan" || b == 0) { printf "%-34s not measured\n", n; exit }
+    r = a / b; printf "%-34s %8.1f / %8.1f us = %5.2fx, target <= %.2fx: %s\n", n, a, b, r, l, r <= l ? "met" : "MISSED" }'
+}
+echo
+echo "== Targets"
+for n in 2 4; do
+  [ $have_mpi = 1 ] && target "shm N=$n vs Open MPI vader" "$(m shm $n)" "$(m vader $n)" 0.5
+  [ $have_gloo = 1 ] && target "shm N=$n vs Gloo" "$(m shm $n)" "$(m gloo $n)" 0.1
+done
+[ -n "${med[raw 2]:-}" ] && target "tcp N=2 vs one raw tcp exchange" "$(m tcp 2)" "$(m raw 2)" 1.1
+exit 0

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "common/clock.hpp"
 
@@ -89,6 +90,29 @@ uint64_t two_shot_threshold(int transport) {
   }();
   if (env >= 0) return uint64_t(env);
   return transport == DS4TP_TRANSPORT_SHM ? kTwoShotShmBytes : kTwoShotTcpBytes;
+}
+
+namespace {
+int64_t env_us(const char *name) {  // -1 when unset
+  const char *v = std::getenv(name);
+  if (v == nullptr || *v == 0) return -1;
+  const int64_t us = std::strtoll(v, nullptr, 10);
+  return us < 0 ? 0 : us;
+}
+}  // namespace
+
+WaitBudget wait_budget(int ranks, int64_t spin_option_ns) {
+  static const int64_t spin_env = env_us("DS4TP_GROUP_SPIN_US"),
+                       yield_env = env_us("DS4TP_GROUP_YIELD_US");
+  WaitBudget b;
+  if (spin_env >= 0)
+    b.spin_ns = uint64_t(spin_env) * 1000;
+  else if (spin_option_ns >= 0)
+    b.spin_ns = uint64_t(spin_option_ns);
+  else
+    b.spin_ns = std::thread::hardware_concurrency() > unsigned(ranks) ? 20'000 : 0;
+  b.yield_ns = yield_env >= 0 ? uint64_t(yield_env) * 1000 : 200'000;
+  return b;
 }
 
 // Two-shot: step 1 reduce-scatters (rank r sums segment r of every rank's

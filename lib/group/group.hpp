@@ -37,7 +37,7 @@ struct Options {
   uint64_t connect_timeout_ns = 60'000'000'000ull;
   uint64_t op_timeout_ns = 10'000'000'000ull;
   size_t chunk_bytes = 1u << 20;
-  int64_t spin_ns = -1;  // shm busy-poll before blocking; -1 = by core count
+  int64_t spin_ns = -1;  // busy-poll before blocking; -1 = by core count
   auth::Key key;
   wire::Identity id;
 };
@@ -132,6 +132,19 @@ uint64_t two_shot_threshold(int transport);
 constexpr uint64_t kTwoShotShmBytes = 64 * 1024;
 constexpr uint64_t kTwoShotTcpBytes = 64 * 1024;
 
+// How a rank waits for its peers (both media): busy-poll spin_ns, then
+// yield the CPU until spin_ns + yield_ns, then sleep in the kernel.
+// spin: DS4TP_GROUP_SPIN_US, else the option (>= 0), else 20 us when the
+// host has more cores than ranks and none otherwise (spinning then only
+// keeps the awaited rank off the CPU). yield: DS4TP_GROUP_YIELD_US, else
+// 200 us (handing the CPU straight to the awaited rank costs far less
+// than a sleep and a wake-up; bench/README.md "Groups").
+struct WaitBudget {
+  uint64_t spin_ns = 0;
+  uint64_t yield_ns = 0;
+};
+WaitBudget wait_budget(int ranks, int64_t spin_option_ns);
+
 // Media (shm.cpp, tcp.cpp). `watch` checks peer processes are alive;
 // `ctl[r]` (fd or -1) is a rendezvous socket that hangs up when rank r
 // exits; the fds stay owned by the Group and outlive the medium.
@@ -146,6 +159,6 @@ std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool
                                    uint64_t op_timeout_ns, int64_t spin_ns,
                                    std::vector<int> ctl = {});
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
-                                   uint64_t op_timeout_ns);
+                                   uint64_t op_timeout_ns, int64_t spin_ns);
 
 }  // namespace ds4tp::group

@@ -16,25 +16,6 @@ inline float from_bits(uint32_t u) {
   return f;
 }
 
-constexpr size_t kBlock = 256;
-
-template <typename Load, typename Store>
-void reduce_blocks(const void *const *src, int n, void *out, size_t count, size_t esz,
-                   Load load, Store store) {
-  float acc[kBlock];
-  for (size_t base = 0; base < count; base += kBlock) {
-    size_t m = count - base < kBlock ? count - base : kBlock;
-    const auto *s0 = static_cast<const uint8_t *>(src[0]) + base * esz;
-    for (size_t j = 0; j < m; j++) acc[j] = load(s0, j);
-    for (int r = 1; r < n; r++) {
-      const auto *sr = static_cast<const uint8_t *>(src[r]) + base * esz;
-      for (size_t j = 0; j < m; j++) acc[j] += load(sr, j);
-    }
-    auto *o = static_cast<uint8_t *>(out) + base * esz;
-    for (size_t j = 0; j < m; j++) store(o, j, acc[j]);
-  }
-}
-
 }  // namespace
 
 size_t dtype_bytes(Dtype t) { return t == Dtype::F32 ? 4 : 2; }
@@ -103,32 +84,110 @@ uint16_t float_to_bf16(float f) {
 
 namespace {
 
-float f32_identity(float v) { return v; }
+// Four lanes per step through the compilers' generic vector types (SSE2
+// on x86-64, NEON on Arm: the baselines, so no dispatch): each lane adds the same values in the same
+// rank order as the scalar tail below, so the bits do not depend on where
+// a block boundary falls. Loads and stores go through memcpy: buffers
+// need no alignment.
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef uint32_t u32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+typedef uint16_t u16x4 __attribute__((vector_size(8)));
+constexpr size_t kLanes = 4;
 
-// Sums elements stored as `Bits`, read as f32 through `ToF` and written
-// back through `FromF`: one body for every dtype.
-template <class Bits, float (*ToF)(Bits), Bits (*FromF)(float)>
-void reduce_as(const void *const *src, int n, void *out, size_t count) {
-  reduce_blocks(
-      src, n, out, count, sizeof(Bits),
-      [](const uint8_t *p, size_t j) {
-        Bits v;
-        std::memcpy(&v, p + j * sizeof v, sizeof v);
-        return ToF(v);
-      },
-      [](uint8_t *p, size_t j, float v) {
-        Bits b = FromF(v);
-        std::memcpy(p + j * sizeof b, &b, sizeof b);
-      });
+template <class V>
+inline V load(const void *p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class V>
+inline void store(void *p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+inline f32x4 as_f32(u32x4 v) {
+  f32x4 f;
+  std::memcpy(&f, &v, sizeof f);
+  return f;
+}
+inline u32x4 as_u32(f32x4 v) {
+  u32x4 u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+}
+
+inline f32x4 load_bf16x4(const uint8_t *p) {
+  return as_f32(__builtin_convertvector(load<u16x4>(p), u32x4) << 16);
+}
+
+// float_to_bf16 in four lanes: NaN keeps its top bits and turns quiet,
+// everything else rounds to nearest even.
+inline void store_bf16x4(uint8_t *p, f32x4 v) {
+  const u32x4 x = as_u32(v);
+  const u32x4 rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  const u32x4 quiet = (x >> 16) | 0x40u;
+  const i32x4 nan = (x & 0x7fffffffu) > 0x7f800000u;  // all ones where NaN
+  const u32x4 pick = (quiet & u32x4(nan)) | (rounded & ~u32x4(nan));
+  store(p, __builtin_convertvector(pick, u16x4));
+}
+
+void reduce_f32(const void *const *src, int n, void *out, size_t count) {
+  auto *o = static_cast<uint8_t *>(out);
+  size_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    f32x4 acc = load<f32x4>(static_cast<const uint8_t *>(src[0]) + i * 4);
+    for (int r = 1; r < n; r++) acc += load<f32x4>(static_cast<const uint8_t *>(src[r]) + i * 4);
+    store(o + i * 4, acc);
+  }
+  for (; i < count; i++) {
+    float acc = load<float>(static_cast<const uint8_t *>(src[0]) + i * 4);
+    for (int r = 1; r < n; r++) acc += load<float>(static_cast<const uint8_t *>(src[r]) + i * 4);
+    store(o + i * 4, acc);
+  }
+}
+
+void reduce_bf16(const void *const *src, int n, void *out, size_t count) {
+  auto *o = static_cast<uint8_t *>(out);
+  size_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    f32x4 acc = load_bf16x4(static_cast<const uint8_t *>(src[0]) + i * 2);
+    for (int r = 1; r < n; r++) acc += load_bf16x4(static_cast<const uint8_t *>(src[r]) + i * 2);
+    store_bf16x4(o + i * 2, acc);
+  }
+  for (; i < count; i++) {
+    float acc = bf16_to_float(load<uint16_t>(static_cast<const uint8_t *>(src[0]) + i * 2));
+    for (int r = 1; r < n; r++)
+      acc += bf16_to_float(load<uint16_t>(static_cast<const uint8_t *>(src[r]) + i * 2));
+    store(o + i * 2, float_to_bf16(acc));
+  }
+}
+
+// f16 stays scalar (its conversion branches per element), in blocks so
+// the accumulators live in a small array.
+void reduce_f16(const void *const *src, int n, void *out, size_t count) {
+  constexpr size_t kBlock = 256;
+  float acc[kBlock];
+  auto *o = static_cast<uint8_t *>(out);
+  for (size_t base = 0; base < count; base += kBlock) {
+    const size_t m = count - base < kBlock ? count - base : kBlock;
+    for (int r = 0; r < n; r++) {
+      const auto *s = static_cast<const uint8_t *>(src[r]) + base * 2;
+      for (size_t j = 0; j < m; j++) {
+        const float v = half_to_float(load<uint16_t>(s + j * 2));
+        acc[j] = r == 0 ? v : acc[j] + v;
+      }
+    }
+    for (size_t j = 0; j < m; j++) store(o + (base + j) * 2, float_to_half(acc[j]));
+  }
 }
 
 }  // namespace
 
 void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count) {
   switch (t) {
-    case Dtype::F32: reduce_as<float, f32_identity, f32_identity>(src, n, out, count); break;
-    case Dtype::F16: reduce_as<uint16_t, half_to_float, float_to_half>(src, n, out, count); break;
-    case Dtype::BF16: reduce_as<uint16_t, bf16_to_float, float_to_bf16>(src, n, out, count); break;
+    case Dtype::F32: reduce_f32(src, n, out, count); break;
+    case Dtype::F16: reduce_f16(src, n, out, count); break;
+    case Dtype::BF16: reduce_bf16(src, n, out, count); break;
   }
 }
 

@@ -19,7 +19,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "common/clock.hpp"
 #include "group/group.hpp"
@@ -168,7 +167,8 @@ class ShmMedium final : public Medium {
  public:
   ShmMedium(std::shared_ptr<ShmArea> a, int rank, bool watch, uint64_t timeout, int64_t spin,
             std::vector<int> ctl)
-      : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout), spin_(spin) {
+      : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout),
+        wait_(wait_budget(a_->n, spin)) {
     for (int r = 0; r < int(ctl.size()); r++)
       if (ctl[size_t(r)] >= 0) {
         ctl_fd_.push_back(ctl[size_t(r)]);
@@ -236,22 +236,6 @@ class ShmMedium final : public Medium {
   int transport() const override { return DS4TP_TRANSPORT_SHM; }
 
  private:
-  // Busy-poll budget before blocking: DS4TP_GROUP_SPIN_US (overrides the
-  // option), else the option's spin_us, else 20 us when the host has more
-  // cores than ranks and 0 otherwise (spinning then only keeps the peer we
-  // wait for off the CPU; measured in README).
-  uint64_t spin_ns() const {
-    static const int64_t env = [] {
-      const char *v = std::getenv("DS4TP_GROUP_SPIN_US");
-      if (v == nullptr || *v == 0) return int64_t(-2);
-      int64_t us = std::strtoll(v, nullptr, 10);
-      return us < 0 ? int64_t(0) : us * 1000;
-    }();
-    if (env >= 0) return uint64_t(env);
-    if (spin_ >= 0) return uint64_t(spin_);
-    return std::thread::hardware_concurrency() > unsigned(a_->n) ? 20'000 : 0;
-  }
-
   static void wake_word_of(std::atomic<uint64_t> &w) { os::wake_word(low_word(w)); }
 
   // Store, then wake sleepers (seq_cst pairs with the sleeper's
@@ -268,13 +252,17 @@ class ShmMedium final : public Medium {
   int wait_for(int r, std::atomic<uint64_t> &word, Cond cond, uint64_t step, const char *what,
                Error &err) {
     const uint64_t start = now_ns();
-    const uint64_t spin = spin_ns();
-    // Busy phase: ~50 us of polling (a one-shot step at 16 KiB takes a
-    // few us when the peer runs), then block in the kernel.
+    const uint64_t spin = wait_.spin_ns, yield = spin + wait_.yield_ns;
+    // Busy, then yielding (wait_budget), then blocked in the kernel.
     for (uint32_t i = 0;; i++) {
       if (cond()) return DS4TP_OK;
       os::cpu_relax();
       if ((i & 63) == 63 && now_ns() - start > spin) break;
+    }
+    for (uint32_t i = 0; yield > spin; i++) {
+      if (cond()) return DS4TP_OK;
+      os::yield_thread();
+      if ((i & 7) == 7 && now_ns() - start > yield) break;
     }
     uint64_t next_watch = start + 1'000'000, next_stop_check = start + kStopCheckNs;
     uint64_t stopped_since = 0;
@@ -348,7 +336,7 @@ class ShmMedium final : public Medium {
   int rank_;
   bool watch_;
   uint64_t timeout_;
-  int64_t spin_;  // from the options; -1 = by core count
+  WaitBudget wait_;
   uint64_t two_shot_bytes_ = two_shot_threshold(DS4TP_TRANSPORT_SHM);
   std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets and their ranks
 };

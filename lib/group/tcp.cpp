@@ -1,12 +1,14 @@
 // TCP mesh medium: direct one-shot. Each contributor sends a 16-byte step
 // header plus its bytes to every peer, and reads every other
 // contributor's header and bytes into a per-rank staging buffer, all in
-// one poll loop so large steps cannot deadlock on full socket buffers.
+// one loop over non-blocking sockets so large steps cannot deadlock on
+// full socket buffers. It waits like the shm medium (wait_budget).
 // A failure shuts every socket down, so the peers see this rank leave
 // (group-wide failure); a peer that closes fails the step with
 // EPEERCLOSED naming it. Staging is allocated once, at set-up.
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,9 +24,9 @@ namespace {
 
 class TcpMedium final : public Medium {
  public:
-  TcpMedium(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout)
+  TcpMedium(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout, int64_t spin)
       : fds_(std::move(fds)), rank_(rank), n_(int(fds_.size())), timeout_(timeout),
-        staging_(size_t(n_) * chunk), chunk_(chunk) {
+        staging_(size_t(n_) * chunk), chunk_(chunk), wait_(wait_budget(n_, spin)) {
     for (auto &f : fds_)
       if (f.valid()) net::set_nonblocking(f.get());
   }
@@ -57,19 +59,23 @@ class TcpMedium final : public Medium {
   uint64_t two_shot_bytes() const override { return two_shot_bytes_; }
 
  private:
+  struct Peer {
+    size_t sent = 0, got = 0;
+    bool send = false, recv = false;
+    uint8_t in_hdr[kStepHeaderBytes];
+  };
+
   // Sends src[r] (bytes) to every peer r when src is set, receives
-  // `bytes` from every peer (or only root) into staging; one poll loop.
+  // `bytes` from every peer (or only root) into staging. Every socket is
+  // tried at once (the peers are usually there already), then again while
+  // the wait budget spins or yields, and only then does poll() sleep.
   int run(uint64_t step, size_t bytes, int root, const uint8_t *const *src, const void **views,
           Error &err) {
     if (aborted_.load(std::memory_order_acquire))
       return err.set(DS4TP_EFAILED, "group failed: marked failed");
     uint8_t hdr[kStepHeaderBytes];
     encode_step_header(step, bytes, hdr);
-    struct Peer {
-      size_t sent = 0, got = 0;
-      bool send = false, recv = false;
-      uint8_t in_hdr[kStepHeaderBytes];
-    } peers[kMaxRanks];
+    Peer peers[kMaxRanks];
     int pending = 0;
     for (int r = 0; r < n_; r++) {
       views[r] = nullptr;
@@ -79,78 +85,113 @@ class TcpMedium final : public Medium {
       pending += peers[r].send + peers[r].recv;
     }
     if (src != nullptr) views[rank_] = src[rank_];
-    const size_t total = kStepHeaderBytes + bytes;
-    const uint64_t deadline = now_ns() + timeout_;
-    pollfd pf[kMaxRanks];
-    int who[kMaxRanks];
+    const uint64_t start = now_ns(), deadline = start + timeout_;
+    uint64_t last = start;
+    uint32_t rounds = 0;
     while (pending > 0) {
-      int np = 0;
+      bool moved = false;
       for (int r = 0; r < n_; r++) {
         Peer &p = peers[r];
-        if (!p.send && !p.recv) continue;
-        pf[np] = {fds_[r].get(), short((p.send ? POLLOUT : 0) | (p.recv ? POLLIN : 0)), 0};
-        who[np++] = r;
+        if (p.recv) {
+          if (int rc = pump_recv(step, bytes, r, p, moved, err)) return fail(rc);
+          if (!p.recv) {
+            pending--;
+            views[r] = staging_.data() + size_t(r) * chunk_;
+          }
+        }
+        if (p.send) {
+          if (int rc = pump_send(step, hdr, src[r], bytes, r, p, moved, err)) return fail(rc);
+          if (!p.send) pending--;
+        }
       }
-      uint64_t now = now_ns();
-      if (now >= deadline) return fail(err.set(DS4TP_ETIMEDOUT, "step {}: rank {} made no progress within {} ms", step, who[0], timeout_ / 1'000'000));
-      int rc = poll(pf, nfds_t(np), int((deadline - now) / 1'000'000) + 1);
-      if (rc < 0 && errno != EINTR)
-        return fail(err.set(DS4TP_EIO, "poll: {}", std::strerror(errno)));
+      if (pending == 0) break;
       if (aborted_.load(std::memory_order_acquire))
         return err.set(DS4TP_EFAILED, "group failed: marked failed");
-      for (int i = 0; rc > 0 && i < np; i++) {
-        const int r = who[i];
-        Peer &p = peers[r];
-        const int fd = fds_[r].get();
-        if (p.recv && (pf[i].revents & (POLLIN | POLLHUP | POLLERR))) {
-          uint8_t *dst = staging_.data() + size_t(r) * chunk_;
-          for (;;) {
-            ssize_t k;
-            if (p.got < kStepHeaderBytes)
-              k = ::recv(fd, p.in_hdr + p.got, kStepHeaderBytes - p.got, 0);
-            else
-              k = ::recv(fd, dst + (p.got - kStepHeaderBytes), total - p.got, 0);
-            if (k == 0)
-              return fail(err.set(DS4TP_EPEERCLOSED, "rank {} closed its connection (step {})", r, step));
-            if (k < 0) {
-              if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
-              return fail(err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", r, std::strerror(errno), step));
-            }
-            bool hdr_done = p.got < kStepHeaderBytes && p.got + size_t(k) >= kStepHeaderBytes;
-            p.got += size_t(k);
-            if (hdr_done) {
-              int drc = check_step_header(p.in_hdr, step, bytes, r, err);
-              if (drc != DS4TP_OK) return fail(drc);
-            }
-            if (p.got == total) {
-              p.recv = false;
-              pending--;
-              views[r] = dst;
-              break;
-            }
-          }
-        }
-        if (p.send && (pf[i].revents & (POLLOUT | POLLERR | POLLHUP))) {
-          for (;;) {
-            iovec iov[2];
-            int cnt = 0;
-            if (p.sent < kStepHeaderBytes) iov[cnt++] = {hdr + p.sent, kStepHeaderBytes - p.sent};
-            size_t off = p.sent > kStepHeaderBytes ? p.sent - kStepHeaderBytes : 0;
-            if (bytes > off) iov[cnt++] = {const_cast<uint8_t *>(src[r]) + off, bytes - off};
-            ssize_t k = os::sendv_nosignal(fd, iov, cnt);
-            if (k < 0) {
-              if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
-              return fail(err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", r, std::strerror(errno), step));
-            }
-            p.sent += size_t(k);
-            if (p.sent == total) {
-              p.send = false;
-              pending--;
-              break;
-            }
-          }
-        }
+      if (moved) rounds = 0;
+      // The clock every 8th idle round: each round is a few system calls.
+      if (moved || (++rounds & 7) == 1) {
+        const uint64_t now = now_ns();
+        if (moved) last = now;
+        if (now >= deadline)
+          return fail(err.set(DS4TP_ETIMEDOUT, "step {}: {} made no progress within {} ms", step,
+                              first_pending(peers), timeout_ / 1'000'000));
+        phase_ = now - last < wait_.spin_ns ? 0 : now - last < wait_.spin_ns + wait_.yield_ns ? 1 : 2;
       }
+      if (phase_ == 0) {
+        os::cpu_relax();
+      } else if (phase_ == 1) {
+        os::yield_thread();
+      } else {
+        pollfd pf[kMaxRanks];
+        int np = 0;
+        for (int r = 0; r < n_; r++) {
+          const Peer &p = peers[r];
+          if (p.send || p.recv)
+            pf[np++] = {fds_[r].get(), short((p.send ? POLLOUT : 0) | (p.recv ? POLLIN : 0)), 0};
+        }
+        const uint64_t now = now_ns();
+        const int ms = now >= deadline ? 0 : int((deadline - now) / 1'000'000) + 1;
+        if (poll(pf, nfds_t(np), ms) < 0 && errno != EINTR)
+          return fail(err.set(DS4TP_EIO, "poll: {}", std::strerror(errno)));
+      }
+    }
+    return DS4TP_OK;
+  }
+
+  static std::string first_pending(const Peer *peers) {
+    for (int r = 0; r < kMaxRanks; r++)
+      if (peers[r].send || peers[r].recv) return fmt::format("rank {}", r);
+    return "a rank";
+  }
+
+  // Reads what rank r's socket holds of this step: header and bytes in
+  // one call (the header first goes to in_hdr, the bytes to staging).
+  int pump_recv(uint64_t step, size_t bytes, int r, Peer &p, bool &moved, Error &err) {
+    const size_t total = kStepHeaderBytes + bytes;
+    uint8_t *dst = staging_.data() + size_t(r) * chunk_;
+    while (p.recv) {
+      iovec iov[2];
+      int cnt = 0;
+      if (p.got < kStepHeaderBytes) iov[cnt++] = {p.in_hdr + p.got, kStepHeaderBytes - p.got};
+      const size_t off = p.got > kStepHeaderBytes ? p.got - kStepHeaderBytes : 0;
+      if (bytes > off) iov[cnt++] = {dst + off, bytes - off};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = size_t(cnt);
+      const ssize_t k = ::recvmsg(fds_[r].get(), &msg, MSG_DONTWAIT);
+      if (k == 0)
+        return err.set(DS4TP_EPEERCLOSED, "rank {} closed its connection (step {})", r, step);
+      if (k < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return DS4TP_OK;
+        return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", r, std::strerror(errno), step);
+      }
+      const bool hdr_done = p.got < kStepHeaderBytes && p.got + size_t(k) >= kStepHeaderBytes;
+      p.got += size_t(k);
+      moved = true;
+      if (hdr_done)
+        if (int rc = check_step_header(p.in_hdr, step, bytes, r, err)) return rc;
+      if (p.got == total) p.recv = false;
+    }
+    return DS4TP_OK;
+  }
+
+  int pump_send(uint64_t step, const uint8_t *hdr, const uint8_t *src, size_t bytes, int r,
+                Peer &p, bool &moved, Error &err) {
+    const size_t total = kStepHeaderBytes + bytes;
+    while (p.send) {
+      iovec iov[2];
+      int cnt = 0;
+      if (p.sent < kStepHeaderBytes) iov[cnt++] = {const_cast<uint8_t *>(hdr) + p.sent, kStepHeaderBytes - p.sent};
+      const size_t off = p.sent > kStepHeaderBytes ? p.sent - kStepHeaderBytes : 0;
+      if (bytes > off) iov[cnt++] = {const_cast<uint8_t *>(src) + off, bytes - off};
+      const ssize_t k = os::sendv_nosignal(fds_[r].get(), iov, cnt);
+      if (k < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return DS4TP_OK;
+        return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", r, std::strerror(errno), step);
+      }
+      p.sent += size_t(k);
+      moved = true;
+      if (p.sent == total) p.send = false;
     }
     return DS4TP_OK;
   }
@@ -167,14 +208,16 @@ class TcpMedium final : public Medium {
   std::vector<uint8_t> staging_;
   size_t chunk_;
   std::atomic<bool> aborted_{false};
+  WaitBudget wait_;
+  int phase_ = 0;  // of the current wait: 0 spin, 1 yield, 2 poll
   uint64_t two_shot_bytes_ = two_shot_threshold(DS4TP_TRANSPORT_TCP);
 };
 
 }  // namespace
 
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
-                                   uint64_t op_timeout_ns) {
-  return std::make_unique<TcpMedium>(std::move(fds), rank, chunk, op_timeout_ns);
+                                   uint64_t op_timeout_ns, int64_t spin_ns) {
+  return std::make_unique<TcpMedium>(std::move(fds), rank, chunk, op_timeout_ns, spin_ns);
 }
 
 }  // namespace ds4tp::group

@@ -86,23 +86,25 @@ int Channel::wait(short events, uint64_t deadline, Error &err) {
 }
 
 int Channel::io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms,
-                      const char *what, Error &err) {
+                      wire::FrameType type, Error &err) {
+  // Worded only on failure: no formatting on the way of every frame.
+  const auto what = [type] { return fmt::format("sending {}", wire::frame_name(type)); };
   size_t done = 0;
   while (true) {
-    if (int e = net::send_until_blocked(fd_, p, len, done)) return io_error(e, what, err);
+    if (int e = net::send_until_blocked(fd_, p, len, done)) return io_error(e, what().c_str(), err);
     if (done == len) break;
     if (abandoned() && cfg_.peer != nullptr && cfg_.peer->silent())
-      return err.set(DS4TP_ETIMEDOUT, "{}: {} ({} of {} bytes written)", what,
+      return err.set(DS4TP_ETIMEDOUT, "{}: {} ({} of {} bytes written)", what(),
                      cfg_.peer->silence(), done, len);
     if (abandoned())
-      return err.set(DS4TP_EFAILED, "{}: abandoned after {} of {} bytes: the pair failed", what,
+      return err.set(DS4TP_EFAILED, "{}: abandoned after {} of {} bytes: the pair failed", what(),
                      done, len);
     int rc = wait(POLLOUT, deadline, err);
     if (rc == DS4TP_ETIMEDOUT)
       return err.set(DS4TP_ETIMEDOUT,
                      "{}: the peer did not take the frame within {} ms (frame_timeout_ms; {} of "
                      "{} bytes written): it is stalled and not reading its control connection",
-                     what, timeout_ms, done, len);
+                     what(), timeout_ms, done, len);
     if (rc) return rc;
   }
   return DS4TP_OK;
@@ -115,35 +117,55 @@ int Channel::write_frame(wire::FrameType type, uint8_t *buf, uint32_t bytes, int
   h.bytes = bytes;
   h.counter = tx_counter_ + 1;
   wire::encode_frame_header(h, buf);
-  char what[64];
-  std::snprintf(what, sizeof what, "sending %s", wire::frame_name(type));
   std::lock_guard<std::mutex> lock(write_mu_);
   int rc = io_write(buf, wire::kFrameHeaderBytes + bytes, deadline_for(timeout_ms), timeout_ms,
-                    what, err);
+                    type, err);
   if (rc == DS4TP_OK) tx_counter_ = h.counter;
   return rc;
 }
 
-int Channel::io_read(uint8_t *p, size_t len, ReadClock &clock, const char *what,
-                     size_t frame_done, size_t frame_len, Error &err) {
-  size_t done = 0;
+// Reads until `need` bytes of the current frame are buffered at rpos_.
+// Each recv takes whatever the socket holds (up to the buffer's room), so
+// a frame that arrived whole costs one system call, and the start of the
+// next frame may come along with it.
+int Channel::fill(size_t need, ReadClock &clock, const char *what, size_t frame_len,
+                  Error &err) {
+  if (rpos_ + need > rcap_) {  // make room: unread bytes to the front, grow if still short
+    const size_t have = rend_ - rpos_;
+    if (need > rcap_) {
+      size_t cap = rcap_;
+      while (cap < need) cap *= 2;
+      std::unique_ptr<uint8_t[]> bigger(new uint8_t[cap]);
+      std::memcpy(bigger.get(), rbuf_.get() + rpos_, have);
+      rbuf_ = std::move(bigger);
+      rcap_ = cap;
+    } else {
+      std::memmove(rbuf_.get(), rbuf_.get() + rpos_, have);
+    }
+    rpos_ = 0;
+    rend_ = have;
+  }
   uint64_t spin_until = 0;
-  while (done < len) {
-    ssize_t n = ::recv(fd_, p + done, len - done, MSG_DONTWAIT);
+  uint32_t spins = 0;
+  bool spinning = false;
+  while (rend_ - rpos_ < need) {
+    ssize_t n = ::recv(fd_, rbuf_.get() + rend_, rcap_ - rend_, MSG_DONTWAIT);
     if (n > 0) {
-      if (frame_done + done == 0) clock.rest = deadline_for(clock.timeout_ms);
-      done += size_t(n);
+      if (rend_ == rpos_) clock.rest = deadline_for(clock.timeout_ms);  // the frame's first byte
+      rend_ += size_t(n);
       rx_bytes_.fetch_add(uint64_t(n), std::memory_order_relaxed);
       spin_until = 0;
+      spins = 0;
       continue;
     }
+    const size_t got = rend_ - rpos_;
     if (n == 0) {
-      if (frame_done + done == 0)
+      if (got == 0)
         return err.set(DS4TP_EPEERCLOSED, "{}: the peer closed the control connection", what);
       return err.set(DS4TP_EPEERCLOSED,
                      "{}: the peer closed the control connection in the middle of a frame "
                      "({} of {} bytes): truncated frame",
-                     what, frame_done + done, frame_len);
+                     what, got, frame_len);
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return io_error(errno, what, err);
@@ -151,15 +173,19 @@ int Channel::io_read(uint8_t *p, size_t len, ReadClock &clock, const char *what,
       return err.set(DS4TP_ETIMEDOUT, "{}: {}", what, cfg_.peer->silence());
     if (abandoned())
       return err.set(DS4TP_EFAILED, "{}: abandoned, the pair failed while waiting", what);
-    const bool started = frame_done + done > 0;
+    const bool started = got > 0;
     const uint64_t deadline = started ? clock.rest : clock.meet;
     if (cfg_.spin_ns > 0) {
-      uint64_t t = now_ns();
-      if (spin_until == 0) spin_until = t + cfg_.spin_ns;
-      if (t < spin_until && t < deadline) {
-        // Each round is a syscall anyway; yielding lets a peer that shares
-        // this CPU (more spinning threads than free cores) run and answer,
-        // instead of waiting for our spin to run out.
+      // The clock every 8th round: a round is a system call or two already.
+      if (spin_until == 0 || (++spins & 7) == 0) {
+        const uint64_t t = now_ns();
+        if (spin_until == 0) spin_until = t + cfg_.spin_ns;
+        spinning = t < spin_until && t < deadline;
+      }
+      if (spinning) {
+        // Yielding lets a peer that shares this CPU (more spinning threads
+        // than free cores) run and answer, instead of waiting for our spin
+        // to run out.
         os::yield_thread();
         continue;
       }
@@ -168,7 +194,7 @@ int Channel::io_read(uint8_t *p, size_t len, ReadClock &clock, const char *what,
     if (rc == DS4TP_ETIMEDOUT && started)
       return err.set(DS4TP_ETIMEDOUT,
                      "{}: only {} of {} frame bytes arrived within {} ms (frame_timeout_ms)", what,
-                     frame_done + done, frame_len, clock.timeout_ms);
+                     got, frame_len, clock.timeout_ms);
     if (rc == DS4TP_ETIMEDOUT && clock.meet_ms > clock.timeout_ms && cfg_.peer != nullptr)
       return err.set(DS4TP_ETIMEDOUT,
                      "{}: {}, but sent nothing for {} ms (peer_arrival_timeout_ms, at least "
@@ -208,30 +234,60 @@ void Channel::send_heartbeat(const wire::HeartbeatMsg &m) {
   ssize_t n = os::send_nosignal(fd_, buf, sizeof buf);
   if (n <= 0 || size_t(n) == sizeof buf) return;
   Error e;  // a failure here shows up as the peer's silence or hang-up
-  io_write(buf + n, sizeof buf - size_t(n), now_ns() + 1000000000ull, 1000, "sending HEARTBEAT",
+  io_write(buf + n, sizeof buf - size_t(n), now_ns() + 1000000000ull, 1000,
+           wire::FrameType::Heartbeat,
            e);
+}
+
+// True when a whole HEARTBEAT frame starts at `p` (`avail` bytes there).
+static bool whole_heartbeat(const uint8_t *p, size_t avail, uint32_t max_frame_bytes) {
+  constexpr size_t kWhole = wire::kFrameHeaderBytes + wire::kHeartbeatBytes;
+  wire::FrameHeader h;
+  Error e;
+  return avail >= kWhole &&
+         wire::decode_frame_header(p, kWhole, max_frame_bytes, h, e) == DS4TP_OK &&
+         h.type == uint16_t(wire::FrameType::Heartbeat);
 }
 
 size_t Channel::drain_heartbeats() {
   std::unique_lock<std::mutex> lock(read_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return unread_bytes(fd_);  // the session reads and skips them
   constexpr size_t kWhole = wire::kFrameHeaderBytes + wire::kHeartbeatBytes;
+  // What the session's last read took along comes first. Only rpos_ moves
+  // here: the payload the session holds stays where it is.
+  while (whole_heartbeat(rbuf_.get() + rpos_, rend_ - rpos_, cfg_.max_frame_bytes)) {
+    heard(rbuf_.get() + rpos_ + wire::kFrameHeaderBytes);
+    rpos_ += kWhole;
+  }
+  if (rend_ > rpos_) return rend_ - rpos_ + unread_bytes(fd_);
   for (;;) {
     size_t avail = unread_bytes(fd_);
     if (avail < kWhole) return avail;
     uint8_t buf[kWhole];
     ssize_t n = ::recv(fd_, buf, kWhole, MSG_PEEK | MSG_DONTWAIT);
-    if (n != ssize_t(kWhole)) return avail;
-    wire::FrameHeader h;
-    Error e;
-    if (wire::decode_frame_header(buf, kWhole, cfg_.max_frame_bytes, h, e) != DS4TP_OK ||
-        h.type != uint16_t(wire::FrameType::Heartbeat))
-      return avail;
+    if (n != ssize_t(kWhole) || !whole_heartbeat(buf, kWhole, cfg_.max_frame_bytes)) return avail;
     n = ::recv(fd_, buf, kWhole, MSG_DONTWAIT);
     if (n != ssize_t(kWhole)) return avail;  // cannot happen: peeked whole
     rx_bytes_.fetch_add(kWhole, std::memory_order_relaxed);
     heard(buf + wire::kFrameHeaderBytes);
   }
+}
+
+void Channel::peek_unread(std::vector<uint8_t> &out, size_t max) {
+  out.clear();
+  {
+    std::unique_lock<std::mutex> lock(read_mu_, std::try_to_lock);
+    // While the session reads, its buffer holds only part of the frame it
+    // waits for, whose rest is in the socket: the socket alone is looked at.
+    if (lock.owns_lock())
+      out.assign(rbuf_.get() + rpos_, rbuf_.get() + rpos_ + std::min(rend_ - rpos_, max));
+  }
+  const size_t room = max - out.size(), avail = std::min(unread_bytes(fd_), room);
+  if (avail == 0) return;
+  const size_t have = out.size();
+  out.resize(have + avail);
+  ssize_t n = ::recv(fd_, out.data() + have, avail, MSG_PEEK | MSG_DONTWAIT);
+  out.resize(have + (n > 0 ? size_t(n) : 0));
 }
 
 int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err,
@@ -246,20 +302,22 @@ int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err,
   const size_t hb = wire::kFrameHeaderBytes;
   wire::FrameHeader h;
   for (;;) {
-    if (int rc = io_read(rhdr_, hb, clock, what, 0, hb, err)) return rc;
-    if (int rc = wire::decode_frame_header(rhdr_, hb, cfg_.max_frame_bytes, h, err)) {
+    // Bytes buffered by the last read: this frame's first byte is in.
+    if (rend_ > rpos_) clock.rest = deadline_for(timeout_ms);
+    if (int rc = fill(hb, clock, what, hb, err)) return rc;
+    if (int rc = wire::decode_frame_header(rbuf_.get() + rpos_, hb, cfg_.max_frame_bytes, h, err)) {
       err.message = fmt::format("{}: {}", what, err.message);
       return rc;
     }
     if (h.type != uint16_t(wire::FrameType::Heartbeat)) break;
     // The watcher's frame: no counter; the rule fixed its size.
-    uint8_t hbuf[wire::kHeartbeatBytes];
     if (h.counter != 0)
       return err.set(DS4TP_EPROTO, "{}: HEARTBEAT frame with counter {} (must be 0)", what,
                      h.counter);
-    if (int rc = io_read(hbuf, sizeof hbuf, clock, what, hb, hb + sizeof hbuf, err))
+    if (int rc = fill(hb + wire::kHeartbeatBytes, clock, what, hb + wire::kHeartbeatBytes, err))
       return rc;
-    heard(hbuf);
+    heard(rbuf_.get() + rpos_ + hb);
+    rpos_ += hb + wire::kHeartbeatBytes;
   }
   const wire::FrameRule *rule = wire::frame_rule(h.type);
   const bool from_leader = cfg_.role == DS4TP_ROLE_WORKER;
@@ -274,17 +332,11 @@ int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err,
                    "was lost, duplicated or injected",
                    what, rx_counter_, h.counter, rule->name, h.bytes);
   // The size is now bounded by max_frame_bytes and the type's rule.
-  if (h.bytes > rcap_) {
-    size_t cap = rcap_;
-    while (cap < h.bytes) cap *= 2;
-    rbuf_.reset(new uint8_t[cap]);
-    rcap_ = cap;
-  }
-  if (int rc = io_read(rbuf_.get(), h.bytes, clock, what, hb, hb + h.bytes, err))
-    return rc;
+  if (int rc = fill(hb + h.bytes, clock, what, hb + h.bytes, err)) return rc;
   rx_counter_ = h.counter;
   out.header = h;
-  out.payload = rbuf_.get();
+  out.payload = rbuf_.get() + rpos_ + hb;
+  rpos_ += hb + h.bytes;
   return DS4TP_OK;
 }
 

@@ -12,13 +12,16 @@
 // and the counters may be used from any thread.
 // Allocation: send encodes into a reusable buffer and recv reads into a
 // reusable buffer; neither allocates unless a frame is larger than any
-// before it.
+// before it. recv reads whatever the socket holds, so a frame that came
+// whole costs one system call; bytes of the next frame wait in the buffer
+// (drain_heartbeats looks there first).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/error.hpp"
 #include "wire/codec.hpp"
@@ -92,6 +95,10 @@ class Channel {
   // HEARTBEAT frames at the head of the stream (stops at any other frame).
   // Returns the bytes still unread in the socket afterwards.
   size_t drain_heartbeats();
+  // Liveness watcher only. Copies up to `max` unread bytes into `out`: the
+  // read-ahead (when the session is not reading: it then starts at a frame
+  // boundary), then what the socket holds, peeked.
+  void peek_unread(std::vector<uint8_t> &out, size_t max);
   // Bytes read from the control connection so far (any thread).
   uint64_t bytes_received() const { return rx_bytes_.load(std::memory_order_relaxed); }
   // Latches "give up": every wait that finds nothing to read or no room to
@@ -111,7 +118,7 @@ class Channel {
   int write_frame(wire::FrameType type, uint8_t *buf, uint32_t bytes, int64_t timeout_ms,
                   Error &err);
   int io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms,
-               const char *what, Error &err);
+               wire::FrameType type, Error &err);
   // A read's deadlines: `meet` until the frame's first byte (the peer may
   // be late), then timeout_ms from that byte for the rest of the frame.
   struct ReadClock {
@@ -119,8 +126,7 @@ class Channel {
     int64_t meet_ms, timeout_ms;
     uint64_t rest = 0;  // set at the frame's first byte
   };
-  int io_read(uint8_t *p, size_t len, ReadClock &clock, const char *what, size_t frame_done,
-              size_t frame_len, Error &err);
+  int fill(size_t need, ReadClock &clock, const char *what, size_t frame_len, Error &err);
   int wait(short events, uint64_t deadline, Error &err);
   void heard(const uint8_t *payload);
 
@@ -132,9 +138,9 @@ class Channel {
   uint32_t rx_counter_ = 0;
   std::unique_ptr<uint8_t[]> sbuf_;
   size_t scap_ = 0;
+  // Received bytes not yet consumed: [rpos_, rend_) of rbuf_ (rcap_ long).
   std::unique_ptr<uint8_t[]> rbuf_;
-  size_t rcap_ = 0;
-  uint8_t rhdr_[wire::kFrameHeaderBytes] = {};
+  size_t rcap_ = 0, rpos_ = 0, rend_ = 0;
   std::mutex write_mu_, read_mu_;
   std::atomic<uint64_t> rx_bytes_{0};
 };

@@ -145,14 +145,19 @@ struct Liveness::Impl {
              0);
       return;
     }
-    int avail = 0;
-    if (ioctl(fd, FIONREAD, &avail) == 0 && avail > 0) {
-      std::vector<uint8_t> peek(size_t(avail) < kPeekMax ? size_t(avail) : kPeekMax);
+    // What is still unread: the channel's read-ahead, then the socket.
+    std::vector<uint8_t> peek;
+    if (cfg.channel != nullptr) {
+      cfg.channel->peek_unread(peek, kPeekMax);
+    } else if (int avail = 0; ioctl(fd, FIONREAD, &avail) == 0 && avail > 0) {
+      peek.resize(size_t(avail) < kPeekMax ? size_t(avail) : kPeekMax);
       ssize_t n = ::recv(fd, peek.data(), peek.size(), MSG_PEEK | MSG_DONTWAIT);
+      peek.resize(n > 0 ? size_t(n) : 0);
+    }
+    if (!peek.empty()) {
       std::string why;
       int status = 0;
-      Pending p = n > 0 ? scan_pending(peek.data(), size_t(n), cfg.max_frame_bytes, why, status)
-                        : Pending::Nothing;
+      Pending p = scan_pending(peek.data(), peek.size(), cfg.max_frame_bytes, why, status);
       if (p == Pending::Stop && cfg.role == DS4TP_ROLE_WORKER) {
         decided = true;
         uv_timer_stop(&recheck);
