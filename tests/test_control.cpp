@@ -20,6 +20,7 @@
 #include "alloc_count.hpp"
 #include "talk/channel.hpp"
 #include "talk/liveness.hpp"
+#include "os/wait.hpp"
 #include "frame_samples.hpp"
 #include "support/procs.hpp"
 #include "session/session.hpp"
@@ -402,4 +403,85 @@ TEST_CASE("the liveness scan finds a STOP or a worker's error among unread frame
   // Only replies: the reader may still take them before the close counts.
   REQUIRE(talk::scan_pending(logits.data(), logits.size(), 1u << 20, why, status) ==
           talk::Pending::Replies);
+}
+
+TEST_CASE("frames that arrive together are read in one go and returned one by one, heartbeats included") {
+  TcpPair tp;
+  // Three frames and a heartbeat in the socket before the first recv.
+  auto samples = test::frame_samples();
+  std::vector<uint8_t> bytes;
+  auto add = [&](FrameType t, uint32_t counter, const std::vector<uint8_t> &payload) {
+    auto f = header(uint16_t(t), uint32_t(payload.size()), counter);
+    bytes.insert(bytes.end(), f.begin(), f.end());
+    bytes.insert(bytes.end(), payload.begin(), payload.end());
+  };
+  std::vector<uint8_t> beat(kHeartbeatBytes);
+  {
+    HeartbeatMsg m;
+    m.kind = 1;
+    m.layer = 7;
+    m.seq = 99;
+    Writer w(beat.data(), beat.size());
+    encode(w, m);
+  }
+  const auto &logits = samples[size_t(FrameType::Logits) - 1].payload;
+  add(FrameType::Logits, 1, logits);
+  add(FrameType::Logits, 2, logits);
+  add(FrameType::Heartbeat, 0, beat);
+  add(FrameType::CommandAck, 3, samples[size_t(FrameType::CommandAck) - 1].payload);
+  raw_write(tp.b, bytes);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // all of it in the socket
+
+  os::PeerState peer;
+  ChannelConfig c = cfg(DS4TP_ROLE_LEADER);
+  c.peer = &peer;
+  Channel ch(tp.a, c);
+  Error err;
+  Frame f;
+  REQUIRE(ch.recv(f, 1000, "first", err) == DS4TP_OK);
+  REQUIRE(f.type() == FrameType::Logits);
+  // The rest came along: the watcher sees it as unread, from the buffer.
+  REQUIRE(ch.bytes_received() == bytes.size());
+  std::vector<uint8_t> unread;
+  ch.peek_unread(unread, 1u << 20);
+  REQUIRE(unread.size() == bytes.size() - (kFrameHeaderBytes + logits.size()));
+  REQUIRE(std::equal(unread.begin(), unread.end(), bytes.end() - ptrdiff_t(unread.size())));
+  REQUIRE(ch.recv(f, 1000, "second", err) == DS4TP_OK);
+  REQUIRE(f.type() == FrameType::Logits);
+  REQUIRE(f.header.counter == 2);
+  // The session is not reading: the watcher takes the buffered heartbeat.
+  REQUIRE(ch.drain_heartbeats() > 0);  // the ack is still unread behind it
+  REQUIRE(peer.heartbeats.load() == 1);
+  REQUIRE(peer.peer_seq.load() == 99);
+  REQUIRE(ch.recv(f, 1000, "third", err) == DS4TP_OK);
+  REQUIRE(f.type() == FrameType::CommandAck);
+  REQUIRE(f.header.counter == 3);
+  REQUIRE(ch.drain_heartbeats() == 0);
+  // Nothing left: the next wait times out with the frame_timeout message.
+  REQUIRE(ch.recv(f, 100, "fourth", err) == DS4TP_ETIMEDOUT);
+  REQUIRE_THAT(err.message, Catch::Contains("fourth") && Catch::Contains("100 ms"));
+}
+
+TEST_CASE("a frame larger than the read buffer grows it and keeps the bytes behind it") {
+  TcpPair tp;
+  const size_t big = 300 * 1024;  // above the 64 KiB initial buffer
+  std::vector<uint8_t> payload(big);
+  for (size_t i = 0; i < big; i++) payload[i] = uint8_t(i * 7 + 3);
+  auto samples = test::frame_samples();
+  std::vector<uint8_t> bytes = header(uint16_t(FrameType::Logits), uint32_t(big), 1);
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  auto ack = header(uint16_t(FrameType::CommandAck), uint32_t(samples[size_t(FrameType::CommandAck) - 1].payload.size()), 2);
+  bytes.insert(bytes.end(), ack.begin(), ack.end());
+  bytes.insert(bytes.end(), samples[size_t(FrameType::CommandAck) - 1].payload.begin(),
+               samples[size_t(FrameType::CommandAck) - 1].payload.end());
+  std::thread writer([&] { raw_write(tp.b, bytes); });
+  Channel ch(tp.a, cfg(DS4TP_ROLE_LEADER));
+  Error err;
+  Frame f;
+  REQUIRE(ch.recv(f, 5000, "big", err) == DS4TP_OK);
+  writer.join();
+  REQUIRE(f.bytes() == big);
+  REQUIRE(std::equal(payload.begin(), payload.end(), f.payload));
+  REQUIRE(ch.recv(f, 5000, "ack", err) == DS4TP_OK);
+  REQUIRE(f.type() == FrameType::CommandAck);
 }

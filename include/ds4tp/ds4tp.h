@@ -958,11 +958,13 @@ typedef struct ds4tp_group_options {
    * HMAC-SHA256 over a fresh nonce. NULL/0 = DS4TP_PSK, else none. */
   const void *psk;
   uint32_t psk_bytes;
-  /* shm: busy-poll this many microseconds before sleeping in the kernel
-   * while waiting for a peer. 0 = default (20 us when the host has more
-   * cores than ranks, else no spin), -1 = never spin, else 1..1000000.
-   * DS4TP_GROUP_SPIN_US, when set, overrides it (-1 there too). 0 is also
-   * what an older caller's struct holds here (init zeroes the padding). */
+  /* Busy-poll this many microseconds while waiting for a peer (shm and
+   * tcp), then yield the CPU for 200 us, then sleep in the kernel. 0 =
+   * default (20 us when the host has more cores than ranks, else no
+   * spin), -1 = never spin, else 1..1000000. DS4TP_GROUP_SPIN_US, when
+   * set, overrides it (-1 there too); DS4TP_GROUP_YIELD_US sets the yield
+   * phase. 0 is also what an older caller's struct holds here (init
+   * zeroes the padding). */
   int32_t spin_us;
 } ds4tp_group_options;
 
