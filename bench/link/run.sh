@@ -105,7 +105,12 @@ for m in duplex alternate auto; do
   echo "$line"
 done
 read -r vg vn <<<"$(best_raw "$v")"
-echo "link $rate: best raw $vg GB/s ($vn)"
+vf=$(awk -v g="$vg" -v r="$gbs" 'BEGIN { printf "%.2f", g / r }')
+echo "link $rate: best raw $vg GB/s ($vn) = $vf of link rate"
+if [ "$(verdict "$vf" 0.9)" = MISSED ]; then
+  echo "  note: not even the raw socket fills this link here: the CPUs, not the strategy," \
+       "bound it (try a lower --rate)"
+fi
 read -r rg rn <<<"$(best_raw "$l")"
 for m in duplex alternate auto; do
   g=$(pick "$l" "lib spin_us=200 $m")

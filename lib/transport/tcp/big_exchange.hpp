@@ -15,8 +15,9 @@
 // meet: a duplex rank always takes what the alternating one sends.
 //
 // Blocking: alternate_exchange blocks like exchange() does, bounded by
-// the same deadlines and liveness checks. Gate thread only; no
-// allocation on success.
+// the same deadlines and liveness checks, but a gate of more than one
+// round never busy-polls (spin_us applies to one-round gates only). Gate
+// thread only; no allocation on success.
 #pragma once
 
 #include <cstdint>
