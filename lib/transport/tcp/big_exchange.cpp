@@ -133,6 +133,23 @@ struct Fail {
   }
 };
 
+// SO_RCVLOWAT for one gate, put back to 1 (the kernel's default, which
+// row gates rely on) however the gate ends.
+struct LowWater {
+  int fd;
+  int now = 1;
+  void set(int v) {
+    if (v == now) return;
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0) now = v;
+  }
+  ~LowWater() { set(1); }
+};
+
+// A blocked receiver wakes per this many bytes at most, not per segment
+// (64 MiB under load: lib alternate 1.01-1.12x of raw alternate with it,
+// 0.86-0.92x without).
+constexpr uint64_t kWakeBytes = 256u << 10;
+
 }  // namespace
 
 int alternate_exchange(const BigLink &link, const BigPlan &plan, const GateHeader &mine,
@@ -163,6 +180,7 @@ int alternate_exchange(const BigLink &link, const BigPlan &plan, const GateHeade
   *link.start_ns = started;
   *link.seen_ns = 0;
   uint64_t deadline = os::deadline_after(started, meet_ns);
+  LowWater low{fd};
 
   // Header and payload as one stream [from, to): its iovecs.
   auto span = [&](uint8_t *hdr, uint8_t *body, uint64_t from, uint64_t to, iovec *iov) {
@@ -225,6 +243,12 @@ int alternate_exchange(const BigLink &link, const BigPlan &plan, const GateHeade
     }
     int perr = 0;
     const bool want_out = sent < send_limit(plan, got, total);
+    if (!want_out && header_checked && got < total) {
+      // Only receiving: wake once a good slice has landed, never asking
+      // for more than the peer sends before it waits for our next round.
+      uint64_t round_end = std::min(total, (got / plan.round + 1) * plan.round);
+      low.set(int(std::min(round_end - got, kWakeBytes)));
+    }
     int rc = w.idle(deadline, [&](uint64_t) {
       pollfd p{fd, short((got < total ? POLLIN : 0) | (want_out ? POLLOUT : 0)), 0};
       if (::poll(&p, 1, std::min(ms_left(deadline), kLivenessSliceMs)) < 0 && errno != EINTR)
