@@ -1,5 +1,6 @@
 #include "cases.hpp"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "ds4tp/ds4tp.h"
@@ -45,6 +46,9 @@ Msg Case::to_msg() const {
       .set("warm", warm)
       .set("warm_first", warm_first)
       .set("policies", pol);
+  std::string modes;
+  for (auto &b : big_modes) modes += (modes.empty() ? "" : ",") + b;
+  if (!modes.empty()) m.set("big_modes", modes);
   return m;
 }
 
@@ -61,6 +65,7 @@ bool Case::from_msg(const Msg &m, Case &c) {
   c.warm_first = int(m.num("warm_first", 0));
   c.policies.clear();
   for (auto &p : split(m.get("policies"), ',')) c.policies.push_back(std::stoi(p));
+  c.big_modes = split(m.get("big_modes"), ',');
   return c.bytes > 0 && c.bytes % 4 == 0 && c.rows >= 1 && c.layers >= 1 && c.rounds >= 0 &&
          c.iters >= 1;
 }
@@ -98,11 +103,14 @@ inline bool stamped(const uint8_t *p, uint64_t n, uint64_t k, int rank) {
   return a == v && b == v;
 }
 
+// Rounds of the raw half-duplex baseline: the library's (tcp/big_exchange.hpp).
+constexpr size_t kRawRoundBytes = 2u << 20;
+
 // What one variant exchanges with: a library pair or a raw medium, plus
 // where iteration k's bytes live.
 struct Variant {
   VariantResult res;
-  enum class Kind { Lib, TcpBlock, TcpBusy, ShmCopy } kind = Kind::Lib;
+  enum class Kind { Lib, TcpBlock, TcpBusy, TcpAlternate, ShmCopy } kind = Kind::Lib;
   ds4tp_pair *pair = nullptr;   // Lib: owned
   uint64_t gate_seq = 0;        // Lib: last row gate seq
   uint64_t k = 0;               // exchanges done (tokens for the token loop)
@@ -162,9 +170,24 @@ struct Runner {
     return id;  // default schedule: slot(seq) = (seq - 1) % (2 * n_layer)
   }
 
-  // Opens the library pair for one policy. Both ranks do the same steps
-  // and then swap a STATUS, so a failure on either side is seen by both.
-  Status open_lib(int spin_us, Variant &v, std::string &unavailable) {
+  // Opens the library pair for one policy (and big-gate mode, "" for the
+  // environment's). Both ranks do the same steps and then swap a STATUS,
+  // so a failure on either side is seen by both.
+  Status open_lib(int spin_us, const std::string &mode, Variant &v, std::string &unavailable) {
+    // The tcp transport reads DS4TP_BIG_GATE when it is made, in connect.
+    const char *was = std::getenv("DS4TP_BIG_GATE");
+    std::string saved = was ? was : "";
+    if (!mode.empty()) setenv("DS4TP_BIG_GATE", mode.c_str(), 1);
+    Status st = open_lib_now(spin_us, v, unavailable);
+    if (!mode.empty()) {
+      if (was) setenv("DS4TP_BIG_GATE", saved.c_str(), 1);
+      else unsetenv("DS4TP_BIG_GATE");
+    }
+    if (!mode.empty()) v.res.name += " " + mode;
+    return st;
+  }
+
+  Status open_lib_now(int spin_us, Variant &v, std::string &unavailable) {
     ds4tp_options o;
     ds4tp_options_init(&o);
     o.role = s.rank == 0 ? DS4TP_ROLE_LEADER : DS4TP_ROLE_WORKER;
@@ -302,6 +325,9 @@ struct Runner {
         return s.raw_tcp.exchange(v.out[slot], v.in[slot], v.xfer, RawTcp::Wait::Block, 3000);
       case Variant::Kind::TcpBusy:
         return s.raw_tcp.exchange(v.out[slot], v.in[slot], v.xfer, RawTcp::Wait::Busy, 3000);
+      case Variant::Kind::TcpAlternate:  // the library's round size, the leader first
+        return s.raw_tcp.alternate(v.out[slot], v.in[slot], v.xfer, kRawRoundBytes,
+                                   s.rank == 0, 3000);
       case Variant::Kind::ShmCopy:
         return s.raw_shm.exchange(v.out[slot], v.in[slot], v.xfer, 3000);
     }
@@ -418,21 +444,25 @@ Status run_case(Session &s, const Case &c, CaseResult &out) {
   Runner run(s, c);
   std::vector<std::unique_ptr<Variant>> lib, raw;
 
-  for (int spin : c.policies) {
-    auto v = std::make_unique<Variant>();
-    std::string why;
-    Status st = run.open_lib(spin, *v, why);
-    if (!st.ok) return st;
-    if (!why.empty()) {
-      // The first policy failing means the transport itself is out; a
-      // later one failing alone is unexpected but reported the same way.
-      out.unavailable = lib.empty();
-      out.why = why;
-      if (lib.empty()) return {};
-      continue;
+  std::vector<std::string> modes = {""};
+  if (c.section == Section::Big && c.transport == DS4TP_TRANSPORT_TCP && !c.big_modes.empty())
+    modes = c.big_modes;
+  for (int spin : c.policies)
+    for (const std::string &mode : modes) {
+      auto v = std::make_unique<Variant>();
+      std::string why;
+      Status st = run.open_lib(spin, mode, *v, why);
+      if (!st.ok) return st;
+      if (!why.empty()) {
+        // The first policy failing means the transport itself is out; a
+        // later one failing alone is unexpected but reported the same way.
+        out.unavailable = lib.empty();
+        out.why = why;
+        if (lib.empty()) return {};
+        continue;
+      }
+      lib.push_back(std::move(v));
     }
-    lib.push_back(std::move(v));
-  }
 
   uint64_t xfer = lib.empty() ? c.bytes : lib[0]->xfer;
   if (c.transport == DS4TP_TRANSPORT_TCP && s.raw_tcp.valid()) {
@@ -440,6 +470,10 @@ Status run_case(Session &s, const Case &c, CaseResult &out) {
     run.open_raw(Variant::Kind::TcpBlock, "raw block", xfer, *raw.back());
     raw.push_back(std::make_unique<Variant>());
     run.open_raw(Variant::Kind::TcpBusy, "raw busy", xfer, *raw.back());
+    if (c.section == Section::Big) {
+      raw.push_back(std::make_unique<Variant>());
+      run.open_raw(Variant::Kind::TcpAlternate, "raw alternate", xfer, *raw.back());
+    }
   } else if (c.transport == DS4TP_TRANSPORT_SHM && s.raw_shm.valid()) {
     raw.push_back(std::make_unique<Variant>());
     run.open_raw(Variant::Kind::ShmCopy, "raw copy2", xfer, *raw.back());

@@ -45,6 +45,9 @@ struct Case {
   int warm = 1;             // unrecorded exchanges before each block
   int warm_first = 1;       // unrecorded exchanges per variant in the warm-up round
   std::vector<int> policies;  // library spin_us values, one pair each
+  // Big tcp gates: one pair per policy per DS4TP_BIG_GATE value given here
+  // (duplex, alternate, auto); empty: one per policy, the environment's.
+  std::vector<std::string> big_modes;
 
   Msg to_msg() const;
   static bool from_msg(const Msg &m, Case &out);
@@ -67,7 +70,8 @@ struct Session {
 };
 
 struct VariantResult {
-  std::string name;  // "lib spin_us=200", "raw block", "raw busy", "raw copy2"
+  std::string name;  // "lib spin_us=200 [duplex]", "raw block", "raw busy", "raw alternate",
+                     // "raw copy2"
   bool lib = false;
   int spin_us = -1;  // lib only
   std::vector<uint64_t> ns;  // recorded samples (per exchange; per token in the token loop)

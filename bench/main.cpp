@@ -53,6 +53,7 @@ struct Config {
   std::vector<uint32_t> rows = {1, 2, 3, 4, 5, 6, 7, 8};
   std::vector<uint64_t> big_sizes = {8ull << 20, 64ull << 20};
   std::vector<int> policies = {0, 200, 1000000};
+  std::vector<std::string> big_modes;  // DS4TP_BIG_GATE values for big tcp pairs
   // Many short rounds: a load change on a shared machine then hits every
   // variant alike, which keeps the lib/raw ratios meaningful.
   int rounds = 8;
@@ -82,6 +83,8 @@ struct Config {
       "  --rows LIST         batch gate rows of 16 KiB (default 1,2,3,4,5,6,7,8)\n"
       "  --big LIST          big gate payloads each way (default 8m,64m)\n"
       "  --policies LIST     library spin_us values, one pair each (default 0,200,1000000)\n"
+      "  --big-gate LIST     big tcp gates: one pair per policy per DS4TP_BIG_GATE value\n"
+      "                      (duplex,alternate,auto; default: the environment's)\n"
       "  --rounds N          recorded rounds, variants interleaved in each (default 8)\n"
       "  --iters N           exchanges per variant per round (default 100; fewer above\n"
       "                      64 KiB so each block moves about the same bytes)\n"
@@ -175,6 +178,11 @@ Config parse(int argc, char **argv) {
       c.policies.clear();
       for (auto &p : split(val(i), ',')) c.policies.push_back(to_int(p, "--policies"));
       if (c.policies.empty()) usage("--policies wants a list");
+    } else if (a == "--big-gate") {
+      c.big_modes = split(val(i), ',');
+      for (auto &m : c.big_modes)
+        if (m != "duplex" && m != "alternate" && m != "auto")
+          usage("--big-gate: each value is duplex, alternate or auto");
     } else if (a == "--rounds") {
       c.rounds = to_int(val(i), "--rounds");
       if (c.rounds < 1) usage("--rounds must be at least 1");
@@ -265,6 +273,7 @@ std::vector<Case> plan(const Config &c) {
       k.warm = c.warm;
       k.warm_first = c.warm_first;
       k.policies = c.policies;
+      k.big_modes = c.big_modes;
       switch (sec) {
         case Section::Row:
           for (uint64_t b : c.sizes) {

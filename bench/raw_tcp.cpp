@@ -87,4 +87,19 @@ Status RawTcp::recv_all(void *inp, size_t n, Wait wait, int idle_ms) {
   return exchange(nullptr, inp, 0, n, wait, idle_ms);
 }
 
+Status RawTcp::alternate(const void *outp, void *inp, size_t n, size_t round, bool first,
+                         int idle_ms) {
+  const auto *out = static_cast<const uint8_t *>(outp);
+  auto *in = static_cast<uint8_t *>(inp);
+  for (size_t off = 0; off < n; off += round) {
+    size_t len = n - off < round ? n - off : round;
+    Status st = first ? send_all(out + off, len, idle_ms)
+                      : recv_all(in + off, len, Wait::Block, idle_ms);
+    if (st.ok) st = first ? recv_all(in + off, len, Wait::Block, idle_ms)
+                          : send_all(out + off, len, idle_ms);
+    if (!st.ok) return st;
+  }
+  return {};
+}
+
 }  // namespace bench

@@ -9,6 +9,9 @@
 //          poll() while both directions are stuck); the cheapest way to
 //          sleep until the data lands.
 //   Busy:  never sleep; retry non-blocking send/recv until done.
+// And one half-duplex way for big payloads, alternate(): rounds of
+// `round` bytes, one direction at a time (the leader's round first),
+// each side blocking in send/recv like Block.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +36,8 @@ class RawTcp {
   // One direction at a time, for request/reply round trips.
   Status send_all(const void *out, size_t n, int idle_ms);
   Status recv_all(void *in, size_t n, Wait wait, int idle_ms);
+  // `n` bytes each way in alternating rounds; `first` sends round 0.
+  Status alternate(const void *out, void *in, size_t n, size_t round, bool first, int idle_ms);
 
  private:
   Status exchange(const void *out, void *in, size_t n_out, size_t n_in, Wait wait, int idle_ms);

@@ -115,12 +115,12 @@ void big_table(std::string &o, const std::vector<CaseLines> &all) {
   for (auto &cl : all) any |= cl.cr->c.section == Section::Big && !cl.cr->unavailable;
   if (!any) return;
   o += "\n== Big gate: one payload each way; GB/s per direction (1 GB = 1e9 bytes)\n";
-  o += fmt::format("{:<6} {:>8} {:<20} {:>4} {:>10} {:>10} {:>10} {:>12}\n", "medium", "size",
+  o += fmt::format("{:<6} {:>8} {:<28} {:>4} {:>10} {:>10} {:>10} {:>12}\n", "medium", "size",
                    "variant", "n", "ms p50", "GB/s p50", "GB/s best", "lib/raw GB/s");
   for (auto &cl : all) {
     if (cl.cr->c.section != Section::Big || cl.cr->unavailable) continue;
     for (auto &l : cl.lines)
-      o += fmt::format("{:<6} {:>8} {:<20} {:>4} {:>10} {:>10} {:>10} {:>12}\n",
+      o += fmt::format("{:<6} {:>8} {:<28} {:>4} {:>10} {:>10} {:>10} {:>12}\n",
                        ds4tp_transport_name(cl.cr->c.transport), bytes_label(cl.cr->c.bytes),
                        l.v->name, l.sum.n, num(l.sum.p50 / 1000.0, 2), num(l.gbps_p50, 2),
                        num(l.gbps_best, 2), ratio(l.tput_vs_raw));

@@ -4,6 +4,9 @@
 #   bench/run.sh [ds4tp_bench options]      e.g. --long, --transports tcp
 # Output: bench-out/ (table.txt, results.csv, samples-16k.csv, *.png),
 # or the directory given with --out. DS4TP_BUILD_DIR overrides build/.
+# Big gates on a rate-limited veth link vs loopback, with their target
+# lines: bench/link/run.sh (root; bench/README.md, "Big gates on a
+# rate-limited link").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # matplotlib only for the plots: the test path does not need it.

@@ -19,7 +19,13 @@ int tcp_setup(Connection &, const Availability &, std::unique_ptr<State> &, std:
 }
 
 std::unique_ptr<Transport> tcp_make(Connection &c, std::unique_ptr<State>) {
-  return make_tcp_transport(std::move(c.data), c.data_config);
+  const char *bad = nullptr;
+  tcp::BigPlan big = tcp::choose_big_plan(c.data.get(), c.rank, bad);
+  if (bad != nullptr)
+    c.log.warn("DS4TP_BIG_GATE={} is not duplex, alternate or auto: using auto", bad);
+  c.log.debug("tcp big gates: {} ({})",
+              big.mode == tcp::BigMode::Alternate ? "alternating rounds" : "full duplex", big.why);
+  return make_tcp_transport(std::move(c.data), c.data_config, big);
 }
 
 }  // namespace

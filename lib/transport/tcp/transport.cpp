@@ -10,6 +10,7 @@
 
 #include "common/clock.hpp"
 #include "os/wait.hpp"
+#include "transport/tcp/big_exchange.hpp"
 #include "wire/gate_header.hpp"
 
 namespace ds4tp {
@@ -23,7 +24,8 @@ constexpr uint64_t kGoneGraceNs = 2000000;
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(net::Fd fd, const DataConfig &cfg) : fd_(std::move(fd)), cfg_(cfg) {
+  TcpTransport(net::Fd fd, const DataConfig &cfg, const tcp::BigPlan &big)
+      : fd_(std::move(fd)), cfg_(cfg), big_(big) {
     policy_.spin_ns = cfg.spin_ns;
     policy_.grace_ns = kGoneGraceNs;
     stamps_start_ = true;  // exchange() stamps every gate
@@ -58,6 +60,10 @@ class TcpTransport final : public Transport {
   int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in,
                uint64_t bytes, Error &err) override {
     GateHeader h{uint16_t(GateKind::Big), layer, 0, seq, bytes};
+    if (big_.mode == tcp::BigMode::Alternate)
+      return tcp::alternate_exchange({fd_.get(), &cfg_, &policy_, &start_ns_, &seen_ns_}, big_,
+                                     h, static_cast<const uint8_t *>(out),
+                                     static_cast<uint8_t *>(in), bytes, err);
     return exchange(h, static_cast<const uint8_t *>(out), static_cast<uint8_t *>(in),
                     bytes, cfg_.arrival(true), cfg_.big_gate_timeout_ns, err);
   }
@@ -215,6 +221,7 @@ class TcpTransport final : public Transport {
 
   net::Fd fd_;
   DataConfig cfg_;
+  tcp::BigPlan big_;
   os::WaitPolicy policy_;
   uint8_t *base_ = nullptr;
   slab::Layout layout_;
@@ -222,8 +229,9 @@ class TcpTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_tcp_transport(net::Fd fd, const DataConfig &cfg) {
-  return std::make_unique<TcpTransport>(std::move(fd), cfg);
+std::unique_ptr<Transport> make_tcp_transport(net::Fd fd, const DataConfig &cfg,
+                                              const tcp::BigPlan &big) {
+  return std::make_unique<TcpTransport>(std::move(fd), cfg, big);
 }
 
 }  // namespace ds4tp

@@ -6,11 +6,14 @@
 #include <memory>
 
 #include "net/socket.hpp"
+#include "transport/tcp/big_exchange.hpp"
 #include "transport/transport.hpp"
 
 namespace ds4tp {
 
-// Takes ownership of the connected data socket `fd`.
-std::unique_ptr<Transport> make_tcp_transport(net::Fd fd, const DataConfig &cfg);
+// Takes ownership of the connected data socket `fd`; big gates move as
+// `big` says (big_exchange.hpp).
+std::unique_ptr<Transport> make_tcp_transport(net::Fd fd, const DataConfig &cfg,
+                                              const tcp::BigPlan &big);
 
 }  // namespace ds4tp
