@@ -52,4 +52,10 @@ int check_gate_header(const GateHeader &m, const GateHeader &p, Error &err) {
                  p.bytes);
 }
 
+int check_peer_gate_header(const GateHeader &mine, const uint8_t *peer_bytes, Error &err) {
+  GateHeader peer;
+  if (int rc = decode_gate_header(peer_bytes, kGateHeaderBytes, peer, err)) return rc;
+  return check_gate_header(mine, peer, err);
+}
+
 }  // namespace ds4tp::wire

@@ -37,6 +37,9 @@ int decode_gate_header(const uint8_t *buf, size_t len, GateHeader &out,
 // EDESYNC naming both sides' (kind, layer, aux, seq, bytes).
 int check_gate_header(const GateHeader &mine, const GateHeader &peer,
                       Error &err);
+// decode_gate_header of the peer's kGateHeaderBytes at `peer_bytes`, then
+// check_gate_header against `mine`: what every transport does on arrival.
+int check_peer_gate_header(const GateHeader &mine, const uint8_t *peer_bytes, Error &err);
 const char *gate_kind_name(uint16_t kind);
 
 }  // namespace ds4tp::wire

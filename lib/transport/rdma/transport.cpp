@@ -197,9 +197,7 @@ int RdmaTransport::barrier(const GateHeader &mine, bool big, const Op &op, Error
                      "the data connection)",
                      op.str(), meet_ns / 1000000);
   }
-  GateHeader peer;
-  if (int rc = wire::decode_gate_header(rb, sizeof rb, peer, err)) return rc;
-  return wire::check_gate_header(mine, peer, err);
+  return wire::check_peer_gate_header(mine, rb, err);
 }
 
 int RdmaTransport::drain(uint64_t upto, const Op &op, Error &err) {

@@ -134,10 +134,7 @@ class TcpTransport final : public Transport {
           got += uint64_t(r);
           progress = true;
           if (!header_checked && got >= wire::kGateHeaderBytes) {
-            GateHeader peer;
-            int rc = wire::decode_gate_header(rhdr, sizeof rhdr, peer, err);
-            if (rc == DS4TP_OK) rc = wire::check_gate_header(mine, peer, err);
-            if (rc != DS4TP_OK) return rc;
+            if (int rc = wire::check_peer_gate_header(mine, rhdr, err)) return rc;
             header_checked = true;
           }
         } else if (r == 0) {
