@@ -24,7 +24,7 @@ constexpr uint64_t kGoneGraceNs = 2000000;
 class TcpTransport final : public Transport {
  public:
   TcpTransport(net::Fd fd, const DataConfig &cfg) : fd_(std::move(fd)), cfg_(cfg) {
-    policy_.spin_ns = cfg.spin_ns;
+    os::set_spin(policy_, budget_, cfg.spin_ns, cfg.adaptive_spin);
     policy_.grace_ns = kGoneGraceNs;
     stamps_start_ = true;  // exchange() stamps every gate
   }
@@ -216,6 +216,7 @@ class TcpTransport final : public Transport {
   net::Fd fd_;
   DataConfig cfg_;
   os::WaitPolicy policy_;
+  os::SpinBudget budget_;  // the adaptive policy's window, learned across gates
   uint8_t *base_ = nullptr;
   slab::Layout layout_;
 };
