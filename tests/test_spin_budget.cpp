@@ -113,6 +113,18 @@ TEST_CASE("spin budget: as many misses as hits (an oversubscribed host) end at 0
   CHECK(b.window() < 2 * SpinBudget::kFloorNs);
 }
 
+TEST_CASE("spin budget: a spin that was preempted counts as a miss even when it was served") {
+  SpinBudget b;
+  const uint64_t w = b.begin();
+  b.ended(w, 2000, true);
+  CHECK(b.window() == kCap / 4);
+  b.ended(b.begin(), 2000, false);
+  CHECK(b.window() == kCap / 2);
+  // A host where every spin loses the core: 0 within a few waits.
+  for (int i = 0; i < 5; i++) b.ended(b.begin(), 2000, true);
+  CHECK(b.window() == 0);
+}
+
 TEST_CASE("spin budget: a smaller cap bounds every window") {
   SpinBudget b(50000);
   CHECK(b.window() == 50000);
@@ -150,6 +162,16 @@ TEST_CASE("the waiter takes its window from the budget and reports how the wait 
     }
     // Read before the sleep it would look like a floor-sized near miss.
     CHECK(budget.window() == 0);
+  }
+  SECTION("a spin whose clock reads lie far apart reports a preemption") {
+    {
+      os::Waiter w(p, nullptr);
+      REQUIRE(w.spinning());
+      // Stands in for the scheduler taking the core between two polls.
+      os::sleep_ns(5 * SpinBudget::kPreemptedNs);
+      REQUIRE(w.idle(os::kNoDeadline, [](uint64_t) {}) == DS4TP_OK);
+    }
+    CHECK(budget.window() == kCap / 4);
   }
   SECTION("with no window the yield phase is skipped too: the first idle blocks") {
     drain(budget);

@@ -11,8 +11,11 @@
 //  - a wait served while spinning, or within kFloorNs after its window
 //    closed, doubles the window (at least to twice that wait, at most to
 //    the cap);
-//  - a wait that outlasted its window by more quarters it; below kFloorNs
-//    it is 0, and waits go to yield/block at once;
+//  - a wait that outlasted its window by more quarters it, and so does a
+//    wait whose spin was preempted (two clock reads while spinning more
+//    than kPreemptedNs apart: another thread wanted this core, so the spin
+//    was stealing it even if the wait then ended inside the window); below
+//    kFloorNs it is 0, and waits go to yield/block at once;
 //  - with no window, one wait in kProbeEvery spins the whole cap, so a
 //    machine that went quiet (both ranks blocking, each wait then a
 //    wake-up long) finds its way back to spinning.
@@ -30,6 +33,7 @@ class SpinBudget {
   static constexpr uint64_t kDefaultCapNs = 1000000;  // 1 ms: above 2x a vCPU wake-up
   static constexpr uint64_t kFloorNs = 4000;           // smallest window worth spinning
   static constexpr uint32_t kProbeEvery = 256;         // waits without a window per probe
+  static constexpr uint64_t kPreemptedNs = 100000;     // a spin gap this long: descheduled
 
   explicit SpinBudget(uint64_t cap_ns = kDefaultCapNs) : cap_(cap_ns), window_(cap_ns) {}
 
@@ -41,9 +45,10 @@ class SpinBudget {
     return cap_;
   }
   // The wait that began with `window` ended `quiet_ns` after its last
-  // progress (the stretch the window is measured against).
-  void ended(uint64_t window, uint64_t quiet_ns) {
-    if (quiet_ns <= window + kFloorNs) {
+  // progress (the stretch the window is measured against); `preempted`:
+  // its spin lost the core at least once.
+  void ended(uint64_t window, uint64_t quiet_ns, bool preempted = false) {
+    if (!preempted && quiet_ns <= window + kFloorNs) {
       window_ = std::min(cap_, std::max({2 * window_, 2 * quiet_ns, kFloorNs}));
     } else {
       window_ /= 4;  // shrink faster than it grows: a miss costs its whole window

@@ -173,7 +173,7 @@ class Waiter {
   ~Waiter() {
     if (p_.budget == nullptr) return;
     const uint64_t end = kernel_ ? now_ns() : now_;
-    p_.budget->ended(p_.spin_ns, end > last_ ? end - last_ : 0);
+    p_.budget->ended(p_.spin_ns, end > last_ ? end - last_ : 0, preempted_);
   }
   Waiter(const Waiter &) = delete;
   Waiter &operator=(const Waiter &) = delete;
@@ -201,7 +201,11 @@ class Waiter {
       return DS4TP_OK;
     }
     rounds_ = 0;
-    now_ = now_ns();
+    const uint64_t t = now_ns();
+    // A spin whose clock reads lie this far apart was descheduled (the
+    // budget's sign of an oversubscribed core); no extra clock read.
+    if (spinning_ && t - now_ > SpinBudget::kPreemptedNs) preempted_ = true;
+    now_ = t;
     kernel_ = false;
     if (gone_at_ != 0) {
       if (now_ - gone_at_ >= p_.grace_ns) return DS4TP_EPEERCLOSED;
@@ -234,7 +238,8 @@ class Waiter {
   uint64_t gone_at_ = 0;
   uint32_t rounds_ = 0;
   bool spinning_ = false;
-  bool kernel_ = false;  // yielded or blocked since now_ was read
+  bool kernel_ = false;     // yielded or blocked since now_ was read
+  bool preempted_ = false;  // a spin of this wait lost the core
 };
 
 }  // namespace ds4tp::os
