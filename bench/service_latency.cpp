@@ -181,6 +181,13 @@ int run_rank(const Config &c, ds4tp_pair *tp) {
                   sum / double(lat.size()) / 1e3);
     }
   }
+  // A closing gate as a barrier: a rank that finished first must not exit
+  // (failing the peer's pair, whose service then poisons the release word)
+  // while the peer's engine has yet to see its last release.
+  if (one_gate(r, kVariants[0], fn) == 0) {
+    std::fprintf(stderr, "bench rank %d: closing gate failed: %s\n", r.rank, ds4tp_errmsg(tp));
+    return 1;
+  }
   if (r.bad) {
     std::fprintf(stderr, "bench rank %d: %d payloads arrived wrong\n", r.rank, r.bad);
     return 1;
