@@ -11,10 +11,10 @@
 //  - a wait served while spinning, or within kFloorNs after its window
 //    closed, doubles the window (at least to twice that wait, at most to
 //    the cap);
-//  - a wait that outlasted its window by more quarters it, and so does a
-//    wait whose spin was preempted (two clock reads while spinning more
-//    than kPreemptedNs apart: another thread wanted this core, so the spin
-//    was stealing it even if the wait then ended inside the window); below
+//  - a wait that outlasted its window by more than that quarters it, as
+//    does a wait whose spin was preempted (two clock reads while spinning
+//    more than kPreemptedNs apart: another thread wanted this core, so the
+//    spin was stealing it even if the wait ended inside the window); below
 //    kFloorNs it is 0, and waits go to yield/block at once;
 //  - with no window, one wait in kProbeEvery spins the whole cap, so a
 //    machine that went quiet (both ranks blocking, each wait then a
