@@ -247,7 +247,8 @@ struct Runner {
     v.kind = Variant::Kind::Lib;
     v.res.lib = true;
     v.res.spin_us = spin_us;
-    v.res.name = "lib spin_us=" + std::to_string(spin_us);
+    v.res.name = spin_us == DS4TP_SPIN_ADAPTIVE ? std::string("lib adaptive")
+                                                : "lib spin_us=" + std::to_string(spin_us);
     auto *base = static_cast<uint8_t *>(ds4tp_slab_base(v.pair));
     ds4tp_slab_layout lay;
     lay.size = sizeof lay;

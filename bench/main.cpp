@@ -52,7 +52,7 @@ struct Config {
   std::vector<uint64_t> sizes = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20};
   std::vector<uint32_t> rows = {1, 2, 3, 4, 5, 6, 7, 8};
   std::vector<uint64_t> big_sizes = {8ull << 20, 64ull << 20};
-  std::vector<int> policies = {0, 200, 1000000};
+  std::vector<int> policies = {0, DS4TP_SPIN_ADAPTIVE, 1000000};
   std::vector<std::string> big_modes;  // DS4TP_BIG_GATE values for big tcp pairs
   // Many short rounds: a load change on a shared machine then hits every
   // variant alike, which keeps the lib/raw ratios meaningful.
@@ -82,7 +82,8 @@ struct Config {
       "  --sizes LIST        row gate vector sizes (default 1k,4k,16k,64k,256k,1m)\n"
       "  --rows LIST         batch gate rows of 16 KiB (default 1,2,3,4,5,6,7,8)\n"
       "  --big LIST          big gate payloads each way (default 8m,64m)\n"
-      "  --policies LIST     library spin_us values, one pair each (default 0,200,1000000)\n"
+      "  --policies LIST     library spin_us values, one pair each; 'adaptive' (or -1) is\n"
+      "                      the library default (default 0,adaptive,1000000)\n"
       "  --big-gate LIST     big tcp gates: one pair per policy per DS4TP_BIG_GATE value\n"
       "                      (duplex,alternate,auto; default: the environment's)\n"
       "  --rounds N          recorded rounds, variants interleaved in each (default 8)\n"
@@ -176,7 +177,9 @@ Config parse(int argc, char **argv) {
       }
     } else if (a == "--policies") {
       c.policies.clear();
-      for (auto &p : split(val(i), ',')) c.policies.push_back(to_int(p, "--policies"));
+      for (auto &p : split(val(i), ','))
+        c.policies.push_back(p == "adaptive" || p == "-1" ? DS4TP_SPIN_ADAPTIVE
+                                                          : to_int(p, "--policies"));
       if (c.policies.empty()) usage("--policies wants a list");
     } else if (a == "--big-gate") {
       c.big_modes = split(val(i), ',');

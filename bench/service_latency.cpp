@@ -7,7 +7,8 @@
 //   callback   the engine thread calls a ds4tp_gate_fn (ds4tp_gate_callback)
 //   service/*  a "kernel" thread stores the ready word and spins on the
 //              release word; the library's gate service runs the exchange,
-//              with several wait policies
+//              with several wait policies (the pair under it keeps its
+//              default, adaptive, in every variant)
 // Between gates the engine "computes" for --gap-us, as a GPU does between
 // two gates; that is what lets a service with a short spin fall asleep.
 // The compute is a sleep and the kernel's wait yields at once, because on
@@ -18,7 +19,8 @@
 // Every payload is checked on arrival.
 //
 //   ds4tp_bench_service [--transport auto|tcp|shm] [--iters N] [--gap-us N]
-//                       [--embd N]
+//                       [--embd N] [--only service]
+// (--only service: the service variants alone, as bench/loaded.sh runs it)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -57,8 +59,10 @@ struct Variant {
 const Variant kVariants[] = {
     {"call", 0, 0, 0, 0},
     {"callback", 1, 0, 0, 0},
-    {"service spin 1000us (default)", 2, 1000, 10000, 20},
+    {"service adaptive (default)", 2, DS4TP_SPIN_ADAPTIVE, 10000, 20},
+    {"service spin 1000us", 2, 1000, 10000, 20},
     {"service spin 0, yield", 2, 0, 10000, 20},
+    {"service always-spin", 2, 1000000, 10000, 20},
     {"service sleep 20us", 2, 0, 0, 20},
     {"service sleep 100us", 2, 0, 0, 100},
 };
@@ -67,6 +71,7 @@ struct Config {
   int transport = DS4TP_TRANSPORT_AUTO;
   int iters = 2000, warm = 200, gap_us = 50, embd = 4096;
   int worker_port = 0;
+  bool service_only = false;
 };
 
 struct Rank {
@@ -140,6 +145,7 @@ int run_rank(const Config &c, ds4tp_pair *tp) {
   lat.reserve(size_t(c.iters));
   ds4tp_gate_fn fn = ds4tp_gate_callback;
   for (const Variant &v : kVariants) {
+    if (c.service_only && v.kind != 2) continue;
     if (v.kind == 2) {
       ds4tp_gate_service_options o;
       ds4tp_gate_service_options_init(&o);
@@ -175,6 +181,13 @@ int run_rank(const Config &c, ds4tp_pair *tp) {
                   sum / double(lat.size()) / 1e3);
     }
   }
+  // A closing gate as a barrier: a rank that finished first must not exit
+  // (failing the peer's pair, whose service then poisons the release word)
+  // while the peer's engine has yet to see its last release.
+  if (one_gate(r, kVariants[0], fn) == 0) {
+    std::fprintf(stderr, "bench rank %d: closing gate failed: %s\n", r.rank, ds4tp_errmsg(tp));
+    return 1;
+  }
   if (r.bad) {
     std::fprintf(stderr, "bench rank %d: %d payloads arrived wrong\n", r.rank, r.bad);
     return 1;
@@ -194,9 +207,10 @@ int main(int argc, char **argv) {
     else if (a == "--gap-us") c.gap_us = std::max(0, std::atoi(v.c_str()));
     else if (a == "--embd") c.embd = std::max(1, std::atoi(v.c_str()));
     else if (a == "--role-worker") c.worker_port = std::atoi(v.c_str());
+    else if (a == "--only" && v == "service") c.service_only = true;
     else {
       std::fprintf(stderr, "usage: ds4tp_bench_service [--transport auto|tcp|shm] [--iters N] "
-                           "[--gap-us N] [--embd N]\n");
+                           "[--gap-us N] [--embd N] [--only service]\n");
       return 2;
     }
   }

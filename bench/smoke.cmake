@@ -15,7 +15,7 @@ if(NOT rc EQUAL 0)
 endif()
 foreach(want "== Row gate" "== Batch gate" "== Big gate" "== Token loop" "== Control round trip"
              "== Targets"
-             "lib spin_us=200" "raw busy")
+             "lib adaptive" "raw busy")
   string(FIND "${out}" "${want}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the bench table lacks '${want}'")
@@ -33,7 +33,7 @@ list(LENGTH rows n)
 if(n LESS 41)
   message(FATAL_ERROR "results.csv has ${n} lines, expected at least 41")
 endif()
-foreach(want "row,tcp,16384,1,1,,lib spin_us=200,200," "row,tcp,16384,1,1,,raw busy,,30,"
+foreach(want "row,tcp,16384,1,1,,lib adaptive,-1," "row,tcp,16384,1,1,,raw busy,,30,"
              "token,tcp,16384,1,4,,raw block,,2," "big,tcp,1048576," "control,tcp,16384,1,1,eval+logits,lib spin_us=0,0,10,"
              "control,tcp,16384,1,1,mtp+ack,raw busy,,10,")
   string(FIND "${rows}" "${want}" at)

@@ -20,8 +20,10 @@ int service_config_from_c(const ds4tp_gate_service_options *opt, ds4tp::ServiceC
                    "gate service options size field {} is invalid: call "
                    "ds4tp_gate_service_options_init",
                    opt->size);
-  if (o.spin_us < 0 || o.spin_us > 10000000)
-    return err.set(DS4TP_EINVAL, "gate service spin_us {} outside 0..10000000", o.spin_us);
+  if (o.spin_us != DS4TP_SPIN_ADAPTIVE && (o.spin_us < 0 || o.spin_us > 10000000))
+    return err.set(DS4TP_EINVAL,
+                   "gate service spin_us {} must be 0..10000000 or DS4TP_SPIN_ADAPTIVE (-1)",
+                   o.spin_us);
   if (o.yield_us < 0 || o.yield_us > 10000000)
     return err.set(DS4TP_EINVAL, "gate service yield_us {} outside 0..10000000", o.yield_us);
   if (o.sleep_us < 1 || o.sleep_us > 100000)
@@ -32,7 +34,8 @@ int service_config_from_c(const ds4tp_gate_service_options *opt, ds4tp::ServiceC
   if (o.cpu < -1)
     return err.set(DS4TP_EINVAL, "gate service cpu {} must be -1 (no pinning) or a CPU number",
                    o.cpu);
-  c.spin_ns = uint64_t(o.spin_us) * 1000;
+  c.adaptive_spin = o.spin_us == DS4TP_SPIN_ADAPTIVE;
+  if (!c.adaptive_spin) c.spin_ns = uint64_t(o.spin_us) * 1000;
   c.yield_ns = uint64_t(o.yield_us) * 1000;
   c.sleep_ns = uint64_t(o.sleep_us) * 1000;
   c.stop_timeout_ns = uint64_t(o.stop_timeout_ms) * 1000000;
@@ -90,7 +93,7 @@ void ds4tp_gate_service_options_init(ds4tp_gate_service_options *opt) {
   const ds4tp::ServiceConfig d;
   std::memset(opt, 0, sizeof *opt);
   opt->size = sizeof *opt;
-  opt->spin_us = int32_t(d.spin_ns / 1000);
+  opt->spin_us = d.adaptive_spin ? DS4TP_SPIN_ADAPTIVE : int32_t(d.spin_ns / 1000);
   opt->yield_us = int32_t(d.yield_ns / 1000);
   opt->sleep_us = int32_t(d.sleep_ns / 1000);
   opt->stop_timeout_ms = int32_t(d.stop_timeout_ns / 1000000);

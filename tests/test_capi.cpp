@@ -52,7 +52,7 @@ TEST_CASE("ds4tp_new validates options and identity with a message") {
       {"listen_port", [](ds4tp_options &x, ds4tp_identity &) { x.listen_port = 70000; }},
       {"gate_timeout_ms", [](ds4tp_options &x, ds4tp_identity &) { x.gate_timeout_ms = 0; }},
       {"connect_timeout_ms", [](ds4tp_options &x, ds4tp_identity &) { x.connect_timeout_ms = -5; }},
-      {"spin_us", [](ds4tp_options &x, ds4tp_identity &) { x.spin_us = -1; }},
+      {"spin_us", [](ds4tp_options &x, ds4tp_identity &) { x.spin_us = -2; }},
       {"size", [](ds4tp_options &x, ds4tp_identity &) { x.size = 0; }},
       {"leader_port", [](ds4tp_options &x, ds4tp_identity &) { x.role = DS4TP_ROLE_WORKER; }},
       {"n_layer", [](ds4tp_options &, ds4tp_identity &i) { i.n_layer = 0; }},

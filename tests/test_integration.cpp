@@ -663,7 +663,7 @@ TEST_CASE(
   ds4tp_gate_service_options d;
   ds4tp_gate_service_options_init(&d);
   REQUIRE(d.size == sizeof d);
-  REQUIRE(d.spin_us == 1000);
+  REQUIRE(d.spin_us == DS4TP_SPIN_ADAPTIVE);
   REQUIRE(d.cpu == -1);
   REQUIRE(ds4tp_gate_service_start(nullptr, nullptr) == DS4TP_EINVAL);
   REQUIRE(ds4tp_gate_service_stop(nullptr) == DS4TP_EINVAL);
@@ -685,7 +685,7 @@ TEST_CASE(
     void (*change)(ds4tp_gate_service_options &);
   } cases[] = {
       {"size", [](ds4tp_gate_service_options &x) { x.size = 0; }},
-      {"spin_us", [](ds4tp_gate_service_options &x) { x.spin_us = -1; }},
+      {"spin_us", [](ds4tp_gate_service_options &x) { x.spin_us = -2; }},
       {"yield_us", [](ds4tp_gate_service_options &x) { x.yield_us = 20000000; }},
       {"sleep_us", [](ds4tp_gate_service_options &x) { x.sleep_us = 0; }},
       {"stop_timeout_ms", [](ds4tp_gate_service_options &x) { x.stop_timeout_ms = -1; }},

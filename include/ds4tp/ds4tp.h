@@ -172,7 +172,10 @@ typedef struct ds4tp_options {
                                   and the shortest reply wait (30000) */
 
   /* Wait policy: busy-poll this long before blocking in the kernel.
-   * 0 = always block; default 200. */
+   * DS4TP_SPIN_ADAPTIVE (-1, the default) learns the spin per pair: up to
+   * 1000 us while recent waits ended inside the spin window, shrinking
+   * toward 0 (block at once) while they did not, as on an oversubscribed
+   * host. 0 = always block; 1..10000000 = a fixed spin. */
   int32_t spin_us;
 
   /* Logging: default sink writes INFO and above to stderr. */
@@ -215,6 +218,9 @@ typedef struct ds4tp_options {
 
 /* peer_arrival_timeout_ms: no limit while the peer is alive. */
 #define DS4TP_ARRIVAL_UNLIMITED (-1)
+/* spin_us (ds4tp_options, ds4tp_gate_service_options): the adaptive wait
+ * policy, the default of both (older libraries reject -1 with EINVAL). */
+#define DS4TP_SPIN_ADAPTIVE (-1)
 
 /* Fills `opt` with defaults (role NONE: you must set it). */
 DS4TP_API void ds4tp_options_init(ds4tp_options *opt);
@@ -504,10 +510,13 @@ typedef enum ds4tp_service_state {
 /* How the service thread waits for the next ready word: busy-poll for
  * spin_us after the last gate, then sched_yield() between polls until
  * yield_us, then sleep sleep_us between polls (each sleep adds up to
- * sleep_us plus the kernel's timer slack to a gate that arrives then). */
+ * sleep_us plus the kernel's timer slack to a gate that arrives then).
+ * spin_us DS4TP_SPIN_ADAPTIVE (the default) learns the spin: up to 1000 us
+ * while recent gates arrived inside it, toward 0 (yield at once) while
+ * they did not, e.g. when the host has fewer free cores than spinners. */
 typedef struct ds4tp_gate_service_options {
   uint32_t size;           /* sizeof(ds4tp_gate_service_options) */
-  int32_t spin_us;         /* default 1000; 0..10000000 */
+  int32_t spin_us;         /* default DS4TP_SPIN_ADAPTIVE; or 0..10000000 */
   int32_t yield_us;        /* default 10000; 0..10000000 */
   int32_t sleep_us;        /* default 20; 1..100000 */
   int32_t stop_timeout_ms; /* ds4tp_gate_service_stop's wait; 0 (default)

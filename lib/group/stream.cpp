@@ -41,6 +41,8 @@ int GroupStream::start(const ServiceConfig &cfg, const StreamSpec &spec, Error &
   if (int allowed = 0; cfg.cpu >= 0 && !os::cpu_allowed(cfg.cpu, allowed))
     return err.set(DS4TP_EINVAL, "group stream cpu {} is not in this process's CPU mask", cfg.cpu);
   cfg_ = cfg;
+  os::set_spin(policy_, budget_, cfg_.spin_ns, cfg_.adaptive_spin);
+  policy_.yield_ns = cfg_.yield_ns;
   if (cfg_.stop_timeout_ns == 0) cfg_.stop_timeout_ns = g_.op_timeout_ns() + 1000000000ull;
   words_->rearm();
   return thread_.start([this] { run(); }, "group stream", err);
@@ -90,10 +92,7 @@ bool GroupStream::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, b
   os::PeerWatch watch;
   watch.watch_flag([](const void *p) { return static_cast<const Group *>(p)->failed() != 0; },
                    &g_);
-  os::WaitPolicy policy;
-  policy.spin_ns = cfg_.spin_ns;
-  policy.yield_ns = cfg_.yield_ns;
-  os::Waiter w(policy, &watch, idle_since);
+  os::Waiter w(policy_, &watch, idle_since);
   uint64_t last_scan = 0;
   for (;;) {
     if (watch.flag_raised()) {

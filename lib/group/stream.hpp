@@ -63,6 +63,8 @@ class GroupStream {
 
   Group &g_;
   ServiceConfig cfg_;
+  os::WaitPolicy policy_;  // from cfg_ at start; service thread only
+  os::SpinBudget budget_;  // the adaptive spin's window, learned across gates
   StreamSpec spec_;
   std::unique_ptr<StreamWords> words_;
   std::atomic<uint64_t> seq_{0};  // last released

@@ -8,7 +8,10 @@
 // after the last progress, then yield the CPU for yield_ns, then let the
 // caller block (`block(left_ns)`: poll(), a shared-word sleep, a nap);
 // it ends the wait at the deadline, or when the PeerWatch says the peer
-// is gone. Threading: one thread per Waiter and PeerWatch; neither
+// is gone. The adaptive policy (WaitPolicy::budget set) takes spin_ns from
+// the owner's SpinBudget when the wait begins (a window of 0 skips the
+// yield phase too) and reports how the wait ended when the Waiter goes out
+// of scope (spin_budget.hpp). Threading: one thread per Waiter and PeerWatch; neither
 // allocates, logs or locks on the gate path.
 #pragma once
 
@@ -21,6 +24,7 @@
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "os/os.hpp"
+#include "os/spin_budget.hpp"
 
 namespace ds4tp::os {
 
@@ -135,18 +139,51 @@ struct WaitPolicy {
   uint64_t yield_ns = 0;     // then yield the CPU this long, then block
   uint64_t grace_ns = 0;     // peer gone: keep polling this long (late completions)
   uint32_t clock_every = 1;  // while spinning, read the clock every this many rounds
+  // Adaptive: spin_ns is the budget's window, per wait. Owned by whoever
+  // owns the policy (the transport, the gate service); one thread at a time.
+  SpinBudget *budget = nullptr;
 };
+
+// Sets `p` to spin a fixed spin_ns, or, when `adaptive`, the window that
+// `budget` learns, at most spin_ns. `budget` stays the caller's (it must
+// outlive every Waiter built from `p`).
+inline void set_spin(WaitPolicy &p, SpinBudget &budget, uint64_t spin_ns, bool adaptive) {
+  p.spin_ns = spin_ns;
+  budget = SpinBudget(spin_ns);
+  p.budget = adaptive ? &budget : nullptr;
+}
 
 class Waiter {
  public:
   // `last_progress`: when the wait's spin window starts (now by default).
   Waiter(const WaitPolicy &policy, PeerWatch *watch, uint64_t last_progress = now_ns())
       : p_(policy), watch_(watch), last_(last_progress), now_(now_ns()) {
+    if (p_.budget != nullptr) {
+      p_.spin_ns = p_.budget->begin();
+      // No window: the host is oversubscribed, where a yield loop competes
+      // for the core like a spin does (measured: the gate service's yield
+      // was as slow as its spin there). Block at once.
+      if (p_.spin_ns == 0) p_.yield_ns = 0;
+    }
     spinning_ = now_ - last_ < p_.spin_ns;
   }
+  // Tells the budget how long the wait's last quiet stretch was. The clock
+  // is read again only when the wait yielded or blocked since the last
+  // read: a spinning wait ends within clock_every polls of now_.
+  ~Waiter() {
+    if (p_.budget == nullptr) return;
+    const uint64_t end = kernel_ ? now_ns() : now_;
+    p_.budget->ended(p_.spin_ns, end > last_ ? end - last_ : 0, preempted_);
+  }
+  Waiter(const Waiter &) = delete;
+  Waiter &operator=(const Waiter &) = delete;
 
   // Something moved: the spin window starts again.
-  void progress() { last_ = now_ = now_ns(); spinning_ = p_.spin_ns > 0; }
+  void progress() {
+    last_ = now_ = now_ns();
+    spinning_ = p_.spin_ns > 0;
+    kernel_ = false;
+  }
   uint64_t last_progress() const { return last_; }
   // The clock as the last idle() read it.
   uint64_t now() const { return now_; }
@@ -164,7 +201,12 @@ class Waiter {
       return DS4TP_OK;
     }
     rounds_ = 0;
-    now_ = now_ns();
+    const uint64_t t = now_ns();
+    // A spin whose clock reads lie this far apart was descheduled (the
+    // budget's sign of an oversubscribed core); no extra clock read.
+    if (spinning_ && t - now_ > SpinBudget::kPreemptedNs) preempted_ = true;
+    now_ = t;
+    kernel_ = false;
     if (gone_at_ != 0) {
       if (now_ - gone_at_ >= p_.grace_ns) return DS4TP_EPEERCLOSED;
     } else if (now_ >= deadline) {
@@ -179,7 +221,9 @@ class Waiter {
       cpu_relax();
     } else if (quiet < p_.spin_ns + p_.yield_ns) {
       yield_thread();
+      kernel_ = true;
     } else {
+      kernel_ = true;
       block(deadline > now_ ? deadline - now_ : 0);
       if (gone_at_ == 0 && watch_ != nullptr && watch_->gone()) gone_at_ = now_ns();
     }
@@ -194,6 +238,8 @@ class Waiter {
   uint64_t gone_at_ = 0;
   uint32_t rounds_ = 0;
   bool spinning_ = false;
+  bool kernel_ = false;     // yielded or blocked since now_ was read
+  bool preempted_ = false;  // a spin of this wait lost the core
 };
 
 }  // namespace ds4tp::os

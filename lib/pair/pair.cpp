@@ -13,6 +13,7 @@
 #include "wire/gate_header.hpp"
 #include "connect/negotiate.hpp"
 #include "os/os.hpp"
+#include "os/spin_budget.hpp"
 #include "session/session.hpp"
 #include "session/worker_loop.hpp"
 #include "transport/descriptor.hpp"
@@ -41,6 +42,10 @@ std::array<uint8_t, 16> host_identity() {
 }
 
 namespace {
+
+// The control channel's spin under the adaptive default: the fixed 200 us
+// that was the default before it (frames are rare next to gates).
+constexpr uint64_t kAdaptiveControlSpinNs = 200000;
 
 uint64_t random_cookie() {
   uint64_t v = 0;
@@ -274,7 +279,10 @@ int Pair::connect_once(Error &err) {
   c.schedule = schedule_;
   c.data_config.gate_timeout_ns = ms_to_ns(opt_.gate_timeout_ms);
   c.data_config.big_gate_timeout_ns = ms_to_ns(opt_.big_gate_timeout_ms);
-  c.data_config.spin_ns = uint64_t(opt_.spin_us) * 1000;
+  // Adaptive (the default): the transport learns its window, at most 1 ms.
+  c.data_config.adaptive_spin = opt_.spin_us == DS4TP_SPIN_ADAPTIVE;
+  c.data_config.spin_ns = c.data_config.adaptive_spin ? os::SpinBudget::kDefaultCapNs
+                                                      : uint64_t(opt_.spin_us) * 1000;
   // Waits judged by liveness: a live peer may arrive this late; a silent
   // one ends the wait after peer_silence_ms (the watcher's verdict).
   c.data_config.arrival_ns = opt_.peer_arrival_timeout_ms == DS4TP_ARRIVAL_UNLIMITED
@@ -472,7 +480,9 @@ int Pair::start_control_plane(Error &err) {
   sc.role = opt_.role;
   sc.max_frame_bytes = opt_.max_frame_bytes;
   sc.frame_timeout_ms = opt_.frame_timeout_ms;
-  sc.spin_ns = uint64_t(opt_.spin_us) * 1000;
+  // Control frames keep a fixed spin: the adaptive default's is the old 200 us.
+  sc.spin_ns = opt_.spin_us == DS4TP_SPIN_ADAPTIVE ? kAdaptiveControlSpinNs
+                                                   : uint64_t(opt_.spin_us) * 1000;
   sc.n_layer = layout_.slots / 2;
   sc.n_embd = id_.n_embd;
   sc.peer = &peer_state_;

@@ -54,7 +54,7 @@ struct Options {
   int frame_timeout_ms = 30000;
   int peer_silence_ms = 1000;
   int peer_arrival_timeout_ms = 300000;  // DS4TP_ARRIVAL_UNLIMITED: no limit
-  int spin_us = 200;
+  int spin_us = DS4TP_SPIN_ADAPTIVE;  // or a fixed busy-poll in us
   ds4tp_log_fn log_fn = nullptr;
   void *log_user_data = nullptr;
   int log_level = DS4TP_LOG_INFO;

@@ -44,6 +44,8 @@ int GateService::start(const ServiceConfig &cfg, Error &err) {
                    "allowed)",
                    cfg.cpu, allowed);
   cfg_ = cfg;
+  os::set_spin(policy_, budget_, cfg_.spin_ns, cfg_.adaptive_spin);
+  policy_.yield_ns = cfg_.yield_ns;
   if (cfg_.words != nullptr) cfg_.words->rearm();
   return thread_.start([this] { run(); }, "gate service", err);
 }
@@ -102,10 +104,7 @@ bool GateService::wait_ready(uint32_t slot, uint64_t seq, uint64_t idle_since, E
   // liveness watcher raises it).
   os::PeerWatch watch;
   watch.watch_flag([](const void *p) { return static_cast<const Pair *>(p)->failed(); }, &pair_);
-  os::WaitPolicy policy;
-  policy.spin_ns = cfg_.spin_ns;
-  policy.yield_ns = cfg_.yield_ns;
-  os::Waiter w(policy, &watch, idle_since);
+  os::Waiter w(policy_, &watch, idle_since);
   uint64_t last_scan = 0;
   for (;;) {
     // Failure first: a failed pair must not exchange again.

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "common/error.hpp"
+#include "os/wait.hpp"
 #include "service/service_thread.hpp"
 #include "service/stream_words.hpp"
 
@@ -30,7 +31,8 @@ namespace ds4tp {
 class Pair;
 
 struct ServiceConfig {
-  uint64_t spin_ns = 1000000;     // busy-poll after the last gate
+  uint64_t spin_ns = 1000000;     // busy-poll after the last gate (adaptive: at most)
+  bool adaptive_spin = true;      // learn the spin per service (os::SpinBudget)
   uint64_t yield_ns = 10000000;   // then sched_yield() between polls
   uint64_t sleep_ns = 20000;      // then sleep this long between polls
   uint64_t stop_timeout_ns = 0;   // stop()'s wait for the thread
@@ -70,6 +72,10 @@ class GateService {
 
   Pair &pair_;
   ServiceConfig cfg_;
+  // The adaptive spin's window, learned across gates; service thread only.
+  // Set up afresh by each start().
+  os::WaitPolicy policy_;
+  os::SpinBudget budget_;
   ServiceThread thread_;
 };
 

@@ -42,6 +42,8 @@ struct DataConfig {
   uint64_t arrival_ns = 0;           // 0: as above; os::kNoDeadline: unlimited
   const os::PeerState *peer = nullptr;  // owned by the pair; outlives the transport
   uint64_t spin_ns = 0;              // busy-poll before blocking
+  bool adaptive_spin = false;        // spin_ns is the cap of a learned window
+                                     // (os::SpinBudget, one per transport)
 
   // The arrival wait of a gate kind: never shorter than its progress
   // deadline, so the old options stay floors.

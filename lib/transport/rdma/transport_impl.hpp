@@ -78,7 +78,7 @@ class RdmaTransport final : public Transport {
     watch_.watch_socket(data_.get(), "data");
     watch_.watch_socket(control_fd_, "control");
     watch_.watch_peer(cfg_.peer);
-    policy_.spin_ns = cfg_.spin_ns;
+    os::set_spin(policy_, budget_, cfg_.spin_ns, cfg_.adaptive_spin);
     policy_.grace_ns = kGoneGraceNs;
   }
 
@@ -256,6 +256,7 @@ class RdmaTransport final : public Transport {
   Logger log_;
   os::PeerWatch watch_;
   os::WaitPolicy policy_;
+  os::SpinBudget budget_;  // the adaptive policy's window, learned across waits
 
   std::unique_ptr<QueuePair> qp_;
   bool registered_ = false;

@@ -101,7 +101,7 @@ class ShmTransport final : public Transport {
     watch_.watch_socket(fd_.get(), "data connection");
     watch_.watch_process(peer_pid_, peer_start_);
     watch_.watch_peer(cfg_.peer);
-    policy_.spin_ns = cfg_.spin_ns;
+    os::set_spin(policy_, budget_, cfg_.spin_ns, cfg_.adaptive_spin);
     policy_.clock_every = 64;  // acquire loads and pause only; the clock (vDSO) every 64 rounds
   }
 
@@ -244,6 +244,7 @@ class ShmTransport final : public Transport {
   uint64_t big_sent_ = 0, big_got_ = 0;  // chunks over the pair's lifetime
   os::PeerWatch watch_;
   os::WaitPolicy policy_;
+  os::SpinBudget budget_;  // the adaptive policy's window, learned across waits
 };
 
 template <class Ready>

@@ -26,7 +26,7 @@ class TcpTransport final : public Transport {
  public:
   TcpTransport(net::Fd fd, const DataConfig &cfg, const tcp::BigPlan &big)
       : fd_(std::move(fd)), cfg_(cfg), big_(big) {
-    policy_.spin_ns = cfg.spin_ns;
+    os::set_spin(policy_, budget_, cfg.spin_ns, cfg.adaptive_spin);
     policy_.clock_every = 8;  // a spin round is a recvmsg already: no clock read each time
     policy_.grace_ns = kGoneGraceNs;
     stamps_start_ = true;  // exchange() stamps every gate
@@ -221,6 +221,7 @@ class TcpTransport final : public Transport {
   DataConfig cfg_;
   tcp::BigPlan big_;
   os::WaitPolicy policy_;
+  os::SpinBudget budget_;  // the adaptive policy's window, learned across gates
   uint8_t *base_ = nullptr;
   slab::Layout layout_;
 };

@@ -135,7 +135,7 @@ pub struct ds4tp_options {
     /// control replies (default 30000)
     pub frame_timeout_ms: i32,
     /// Wait policy: busy-poll this long before blocking in the kernel. 0 = always block; default
-    /// 200.
+    /// DS4TP_SPIN_ADAPTIVE (-1): learned per pair, at most 1000.
     pub spin_us: i32,
     /// Logging: default sink writes INFO and above to stderr.
     pub log_fn: ds4tp_log_fn,
@@ -448,7 +448,7 @@ pub const DS4TP_SERVICE_FAILED: c_int = 2;
 pub struct ds4tp_gate_service_options {
     /// sizeof(ds4tp_gate_service_options)
     pub size: u32,
-    /// default 1000; 0..10000000
+    /// default DS4TP_SPIN_ADAPTIVE (-1); or 0..10000000
     pub spin_us: i32,
     /// default 10000; 0..10000000
     pub yield_us: i32,

@@ -95,7 +95,7 @@ pub enum ServiceState {
 /// ds4tp_gate_service_options; `default()` takes the library's defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GateServiceOptions {
-    /// Busy-poll this long for a ready word (default 1000).
+    /// Busy-poll this long for a ready word (default `SPIN_ADAPTIVE`: learned, at most 1000).
     pub spin_us: i32,
     /// Then yield the CPU between polls this long (default 10000).
     pub yield_us: i32,

@@ -42,7 +42,8 @@ pub struct Options {
     pub big_gate_timeout_ms: i32,
     /// Control replies (default 30000).
     pub frame_timeout_ms: i32,
-    /// Busy-poll this long before blocking in the kernel; 0 always blocks (default 200).
+    /// Busy-poll this long before blocking in the kernel; 0 always blocks; `SPIN_ADAPTIVE` (-1,
+    /// the default) learns the spin per pair, at most 1000.
     pub spin_us: i32,
     /// None: the library's default sink (stderr).
     pub log: Option<Arc<LogFn>>,
@@ -70,6 +71,8 @@ pub struct Options {
 
 /// `peer_arrival_timeout_ms`: no limit while the peer is alive.
 pub const ARRIVAL_UNLIMITED: i32 = -1;
+/// `spin_us` of `Options` and `GateServiceOptions`: the adaptive wait policy (the default).
+pub const SPIN_ADAPTIVE: i32 = -1;
 
 impl Default for Options {
     fn default() -> Options {
