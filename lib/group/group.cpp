@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "common/clock.hpp"
 
@@ -100,7 +101,7 @@ int64_t env_us(const char *name) {  // -1 when unset
 }
 }  // namespace
 
-WaitBudget wait_budget(int64_t spin_option_ns) {
+WaitBudget wait_budget(int ranks, int64_t spin_option_ns) {
   static const int64_t spin_env = env_us("DS4TP_GROUP_SPIN_US"),
                        yield_env = env_us("DS4TP_GROUP_YIELD_US");
   WaitBudget b;
@@ -109,7 +110,7 @@ WaitBudget wait_budget(int64_t spin_option_ns) {
   else if (spin_option_ns >= 0)
     b.spin_ns = uint64_t(spin_option_ns);
   else
-    b.spin_ns = kGroupSpinCapNs, b.adaptive = true;
+    b.spin_ns = std::thread::hardware_concurrency() > unsigned(ranks) ? 20'000 : 0;
   b.yield_ns = yield_env >= 0 ? uint64_t(yield_env) * 1000 : 200'000;
   return b;
 }

@@ -132,22 +132,18 @@ uint64_t two_shot_threshold(int transport);
 constexpr uint64_t kTwoShotShmBytes = 64 * 1024;
 constexpr uint64_t kTwoShotTcpBytes = 64 * 1024;
 
-// How a rank waits for its peers (both media): busy-poll, then yield the
-// CPU for yield_ns, then sleep in the kernel. The busy phase:
-// DS4TP_GROUP_SPIN_US, else the option (>= 0), else adaptive: learned per
-// medium by an os::SpinBudget capped at kGroupSpinCapNs, so ranks spin
-// while their peers answer inside the window (a spare core each) and stop
-// spinning when they do not (more ranks than free cores: the spin then
-// only keeps the awaited rank off the CPU). yield: DS4TP_GROUP_YIELD_US,
-// else 200 us: handing the CPU straight to the awaited rank costs far
-// less than a sleep and a wake-up (bench/README.md "Groups").
+// How a rank waits for its peers (both media): busy-poll spin_ns, then
+// yield the CPU until spin_ns + yield_ns, then sleep in the kernel.
+// spin: DS4TP_GROUP_SPIN_US, else the option (>= 0), else 20 us when the
+// host has more cores than ranks and none otherwise (spinning then only
+// keeps the awaited rank off the CPU). yield: DS4TP_GROUP_YIELD_US, else
+// 200 us (handing the CPU straight to the awaited rank costs far less
+// than a sleep and a wake-up; bench/README.md "Groups").
 struct WaitBudget {
   uint64_t spin_ns = 0;
   uint64_t yield_ns = 0;
-  bool adaptive = false;  // spin_ns is the learned window's cap
 };
-constexpr uint64_t kGroupSpinCapNs = 100'000;
-WaitBudget wait_budget(int64_t spin_option_ns);
+WaitBudget wait_budget(int ranks, int64_t spin_option_ns);
 
 // Media (shm.cpp, tcp.cpp). `watch` checks peer processes are alive;
 // `ctl[r]` (fd or -1) is a rendezvous socket that hangs up when rank r

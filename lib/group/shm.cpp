@@ -23,7 +23,6 @@
 #include "common/clock.hpp"
 #include "group/group.hpp"
 #include "os/os.hpp"
-#include "os/spin_budget.hpp"
 
 namespace ds4tp::group {
 namespace {
@@ -169,7 +168,7 @@ class ShmMedium final : public Medium {
   ShmMedium(std::shared_ptr<ShmArea> a, int rank, bool watch, uint64_t timeout, int64_t spin,
             std::vector<int> ctl)
       : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout),
-        wait_(wait_budget(spin)), budget_(wait_.spin_ns) {
+        wait_(wait_budget(a_->n, spin)) {
     for (int r = 0; r < int(ctl.size()); r++)
       if (ctl[size_t(r)] >= 0) {
         ctl_fd_.push_back(ctl[size_t(r)]);
@@ -255,32 +254,18 @@ class ShmMedium final : public Medium {
                Error &err) {
     if (cond()) return DS4TP_OK;  // the usual case at a step's end: no clock read
     const uint64_t start = now_ns();
-    const uint64_t spin = wait_.adaptive ? budget_.begin() : wait_.spin_ns;
-    const uint64_t yield = spin + wait_.yield_ns;
-    // Busy, then yielding (wait_budget), then blocked in the kernel; an
-    // adaptive window learns how this wait ended.
-    uint64_t seen = start;
-    bool preempted = false;
-    auto learn = [&](uint64_t now) {
-      if (wait_.adaptive) budget_.ended(spin, now - start, preempted);
-      return DS4TP_OK;
-    };
-    for (uint32_t i = 1; spin > 0; i++) {
-      if (cond()) return learn(now_ns());
+    const uint64_t spin = wait_.spin_ns, yield = spin + wait_.yield_ns;
+    // Busy, then yielding (wait_budget), then blocked in the kernel.
+    for (uint32_t i = 0;; i++) {
+      if (cond()) return DS4TP_OK;
       os::cpu_relax();
-      if ((i & 63) == 0) {
-        const uint64_t now = now_ns();
-        preempted = preempted || now - seen > os::SpinBudget::kPreemptedNs;
-        seen = now;
-        if (now - start > spin) break;
-      }
+      if ((i & 63) == 63 && now_ns() - start > spin) break;
     }
     for (uint32_t i = 0; yield > spin; i++) {
-      if (cond()) return learn(now_ns());
+      if (cond()) return DS4TP_OK;
       os::yield_thread();
       if ((i & 7) == 7 && now_ns() - start > yield) break;
     }
-    if (wait_.adaptive) budget_.ended(spin, yield + 1, preempted);  // a miss: it outlasted both phases
     uint64_t next_watch = start + 1'000'000, next_stop_check = start + kStopCheckNs;
     uint64_t stopped_since = 0;
     for (;;) {
@@ -354,7 +339,6 @@ class ShmMedium final : public Medium {
   bool watch_;
   uint64_t timeout_;
   WaitBudget wait_;
-  os::SpinBudget budget_;  // the adaptive spin window (wait_.adaptive)
   uint64_t two_shot_bytes_ = two_shot_threshold(DS4TP_TRANSPORT_SHM);
   std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets and their ranks
 };

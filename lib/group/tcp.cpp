@@ -18,7 +18,6 @@
 #include "group/group.hpp"
 #include "group/wire.hpp"
 #include "os/os.hpp"
-#include "os/spin_budget.hpp"
 
 namespace ds4tp::group {
 namespace {
@@ -27,7 +26,7 @@ class TcpMedium final : public Medium {
  public:
   TcpMedium(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout, int64_t spin)
       : fds_(std::move(fds)), rank_(rank), n_(int(fds_.size())), timeout_(timeout),
-        staging_(size_t(n_) * chunk), chunk_(chunk), wait_(wait_budget(spin)), budget_(wait_.spin_ns) {
+        staging_(size_t(n_) * chunk), chunk_(chunk), wait_(wait_budget(n_, spin)) {
     for (auto &f : fds_)
       if (f.valid()) net::set_nonblocking(f.get());
   }
@@ -87,24 +86,22 @@ class TcpMedium final : public Medium {
     }
     if (src != nullptr) views[rank_] = src[rank_];
     const uint64_t start = now_ns(), deadline = start + timeout_;
-    const uint64_t spin = wait_.adaptive ? budget_.begin() : wait_.spin_ns;
     uint64_t last = start;
     uint32_t rounds = 0;
-    phase_ = spin > 0 ? 0 : 1;
     while (pending > 0) {
       bool moved = false;
       for (int r = 0; r < n_; r++) {
         Peer &p = peers[r];
-        if (p.send) {  // first: the peer may be waiting for these bytes already
-          if (int rc = pump_send(step, hdr, src[r], bytes, r, p, moved, err)) return fail(rc);
-          if (!p.send) pending--;
-        }
         if (p.recv) {
           if (int rc = pump_recv(step, bytes, r, p, moved, err)) return fail(rc);
           if (!p.recv) {
             pending--;
             views[r] = staging_.data() + size_t(r) * chunk_;
           }
+        }
+        if (p.send) {
+          if (int rc = pump_send(step, hdr, src[r], bytes, r, p, moved, err)) return fail(rc);
+          if (!p.send) pending--;
         }
       }
       if (pending == 0) break;
@@ -118,7 +115,7 @@ class TcpMedium final : public Medium {
         if (now >= deadline)
           return fail(err.set(DS4TP_ETIMEDOUT, "step {}: {} made no progress within {} ms", step,
                               first_pending(peers), timeout_ / 1'000'000));
-        phase_ = now - last < spin ? 0 : now - last < spin + wait_.yield_ns ? 1 : 2;
+        phase_ = now - last < wait_.spin_ns ? 0 : now - last < wait_.spin_ns + wait_.yield_ns ? 1 : 2;
       }
       if (phase_ == 0) {
         os::cpu_relax();
@@ -138,8 +135,6 @@ class TcpMedium final : public Medium {
           return fail(err.set(DS4TP_EIO, "poll: {}", std::strerror(errno)));
       }
     }
-    // The adaptive window learns how long the quietest stretch lasted.
-    if (wait_.adaptive) budget_.ended(spin, now_ns() - last);
     return DS4TP_OK;
   }
 
@@ -214,7 +209,6 @@ class TcpMedium final : public Medium {
   size_t chunk_;
   std::atomic<bool> aborted_{false};
   WaitBudget wait_;
-  os::SpinBudget budget_;  // the adaptive spin window (wait_.adaptive)
   int phase_ = 0;  // of the current wait: 0 spin, 1 yield, 2 poll
   uint64_t two_shot_bytes_ = two_shot_threshold(DS4TP_TRANSPORT_TCP);
 };
