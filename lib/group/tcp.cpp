@@ -92,16 +92,16 @@ class TcpMedium final : public Medium {
       bool moved = false;
       for (int r = 0; r < n_; r++) {
         Peer &p = peers[r];
+        if (p.send) {  // first: the peer may be waiting for these bytes already
+          if (int rc = pump_send(step, hdr, src[r], bytes, r, p, moved, err)) return fail(rc);
+          if (!p.send) pending--;
+        }
         if (p.recv) {
           if (int rc = pump_recv(step, bytes, r, p, moved, err)) return fail(rc);
           if (!p.recv) {
             pending--;
             views[r] = staging_.data() + size_t(r) * chunk_;
           }
-        }
-        if (p.send) {
-          if (int rc = pump_send(step, hdr, src[r], bytes, r, p, moved, err)) return fail(rc);
-          if (!p.send) pending--;
         }
       }
       if (pending == 0) break;
