@@ -175,6 +175,15 @@ void targets(std::string &o, const std::vector<CaseLines> &all, uint64_t headlin
                        l.v->name, verdict(l.vs_p50, 1.0));
     }
   }
+  for (auto &cl : all) {  // every control op measured (eval+logits, mtp+ack)
+    if (cl.cr->c.section != Section::Control || cl.cr->unavailable) continue;
+    for (auto &l : cl.lines) {
+      if (!l.v->lib) continue;
+      any = true;
+      o += fmt::format("tcp control {:<11} {:<20} p50 <= 1.10x: {}\n",
+                       control_op_name(cl.cr->c.op), l.v->name, verdict(l.vs_p50, 1.10));
+    }
+  }
   for (int t : {DS4TP_TRANSPORT_TCP, DS4TP_TRANSPORT_SHM}) {
     const CaseLines *big = nullptr;
     for (auto &cl : all)
