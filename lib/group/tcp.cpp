@@ -8,7 +8,6 @@
 // EPEERCLOSED naming it. Staging is allocated once, at set-up.
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -151,13 +150,9 @@ class TcpMedium final : public Medium {
     uint8_t *dst = staging_.data() + size_t(r) * chunk_;
     while (p.recv) {
       iovec iov[2];
-      int cnt = 0;
-      if (p.got < kStepHeaderBytes) iov[cnt++] = {p.in_hdr + p.got, kStepHeaderBytes - p.got};
-      const size_t off = p.got > kStepHeaderBytes ? p.got - kStepHeaderBytes : 0;
-      if (bytes > off) iov[cnt++] = {dst + off, bytes - off};
       msghdr msg{};
       msg.msg_iov = iov;
-      msg.msg_iovlen = size_t(cnt);
+      msg.msg_iovlen = size_t(net::stream_iov(p.in_hdr, kStepHeaderBytes, dst, p.got, total, iov));
       const ssize_t k = ::recvmsg(fds_[r].get(), &msg, MSG_DONTWAIT);
       if (k == 0)
         return err.set(DS4TP_EPEERCLOSED, "rank {} closed its connection (step {})", r, step);
@@ -180,10 +175,7 @@ class TcpMedium final : public Medium {
     const size_t total = kStepHeaderBytes + bytes;
     while (p.send) {
       iovec iov[2];
-      int cnt = 0;
-      if (p.sent < kStepHeaderBytes) iov[cnt++] = {const_cast<uint8_t *>(hdr) + p.sent, kStepHeaderBytes - p.sent};
-      const size_t off = p.sent > kStepHeaderBytes ? p.sent - kStepHeaderBytes : 0;
-      if (bytes > off) iov[cnt++] = {const_cast<uint8_t *>(src) + off, bytes - off};
+      const int cnt = net::stream_iov(hdr, kStepHeaderBytes, src, p.sent, total, iov);
       const ssize_t k = os::sendv_nosignal(fds_[r].get(), iov, cnt);
       if (k < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return DS4TP_OK;

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <sys/uio.h>
+
 #include "common/error.hpp"
 
 namespace ds4tp::net {
@@ -61,6 +63,22 @@ int read_exact(int fd, void *buf, size_t len, uint64_t deadline_ns,
 // EINTR: 0 with `done` advanced (done < len: wait for POLLOUT and call
 // again), or the errno of a failed send. Never blocks.
 int send_until_blocked(int fd, const uint8_t *p, size_t len, size_t &done);
+
+// A message sent as a fixed-size header then a body is one byte stream:
+// the iovecs (at most 2) of its bytes [from, to). Used by the tcp gate
+// and the group's tcp steps to resume a partial send or receive.
+inline int stream_iov(const uint8_t *head, size_t head_len, const uint8_t *body, uint64_t from,
+                      uint64_t to, iovec *iov) {
+  int n = 0;
+  if (from < head_len) {
+    const uint64_t hend = to < head_len ? to : head_len;
+    iov[n++] = {const_cast<uint8_t *>(head) + from, size_t(hend - from)};
+    if (to > hend) iov[n++] = {const_cast<uint8_t *>(body), size_t(to - hend)};
+  } else {
+    iov[n++] = {const_cast<uint8_t *>(body) + (from - head_len), size_t(to - from)};
+  }
+  return n;
+}
 
 // True when the peer has closed or reset `fd` (non-blocking peek).
 bool peer_gone(int fd);

@@ -1,4 +1,5 @@
 #include "transport/tcp/big_exchange.hpp"
+#include "transport/tcp/gate_stream.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -8,7 +9,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include "common/clock.hpp"
 
@@ -182,40 +182,21 @@ int alternate_exchange(const BigLink &link, const BigPlan &plan, const GateHeade
   uint64_t deadline = os::deadline_after(started, meet_ns);
   LowWater low{fd};
 
-  // Header and payload as one stream [from, to): its iovecs.
-  auto span = [&](uint8_t *hdr, uint8_t *body, uint64_t from, uint64_t to, iovec *iov) {
-    int n = 0;
-    if (from < wire::kGateHeaderBytes) {
-      uint64_t hend = std::min<uint64_t>(to, wire::kGateHeaderBytes);
-      iov[n++] = {hdr + from, size_t(hend - from)};
-      if (to > hend) iov[n++] = {body, size_t(to - hend)};
-    } else {
-      iov[n++] = {body + (from - wire::kGateHeaderBytes), size_t(to - from)};
-    }
-    return n;
-  };
-
   while (sent < total || got < total) {
     bool progress = false;
     const uint64_t limit = send_limit(plan, got, total);
     if (sent < limit) {
-      iovec iov[2];
-      int n = span(shdr, const_cast<uint8_t *>(out), sent, limit, iov);
-      ssize_t r = os::sendv_nosignal(fd, iov, n);
+      ssize_t r = send_stream(fd, shdr, out, sent, limit);
       if (r > 0) {
         sent += uint64_t(r);
         progress = true;
-      } else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      } else if (r < 0 && !retry_later(errno)) {
         f.sent = sent, f.got = got;
         return f.io(errno, err);
       }
     }
     if (got < total) {
-      iovec iov[2];
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = size_t(span(rhdr, in, got, total, iov));
-      ssize_t r = ::recvmsg(fd, &msg, MSG_DONTWAIT);
+      ssize_t r = recv_stream(fd, rhdr, in, got, total);
       if (r > 0) {
         if (got == 0) *link.seen_ns = 1;  // stamped below with the progress clock read
         got += uint64_t(r);
@@ -227,7 +208,7 @@ int alternate_exchange(const BigLink &link, const BigPlan &plan, const GateHeade
       } else if (r == 0) {
         f.sent = sent, f.got = got;
         return f.closed(err);
-      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      } else if (!retry_later(errno)) {
         f.sent = sent, f.got = got;
         return f.io(errno, err);
       }

@@ -6,11 +6,11 @@
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include "common/clock.hpp"
 #include "os/wait.hpp"
 #include "transport/tcp/big_exchange.hpp"
+#include "transport/tcp/gate_stream.hpp"
 #include "wire/gate_header.hpp"
 
 namespace ds4tp {
@@ -98,37 +98,16 @@ class TcpTransport final : public Transport {
     while (sent < total || got < total) {
       bool progress = false;
       if (sent < total) {
-        iovec iov[2];
-        int n = 0;
-        if (sent < wire::kGateHeaderBytes) {
-          iov[n++] = {shdr + sent, wire::kGateHeaderBytes - size_t(sent)};
-          if (bytes) iov[n++] = {const_cast<uint8_t *>(out), size_t(bytes)};
-        } else {
-          uint64_t off = sent - wire::kGateHeaderBytes;
-          iov[n++] = {const_cast<uint8_t *>(out) + off, size_t(bytes - off)};
-        }
-        ssize_t r = os::sendv_nosignal(fd, iov, n);
+        ssize_t r = tcp::send_stream(fd, shdr, out, sent, total);
         if (r > 0) {
           sent += uint64_t(r);
           progress = true;
-        } else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        } else if (r < 0 && !tcp::retry_later(errno)) {
           return io_fail(mine, errno, sent, got, total, err);
         }
       }
       if (got < total) {
-        iovec iov[2];
-        int n = 0;
-        if (got < wire::kGateHeaderBytes) {
-          iov[n++] = {rhdr + got, wire::kGateHeaderBytes - size_t(got)};
-          if (bytes) iov[n++] = {in, size_t(bytes)};
-        } else {
-          uint64_t off = got - wire::kGateHeaderBytes;
-          iov[n++] = {in + off, size_t(bytes - off)};
-        }
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = size_t(n);
-        ssize_t r = ::recvmsg(fd, &msg, MSG_DONTWAIT);
+        ssize_t r = tcp::recv_stream(fd, rhdr, in, got, total);
         if (r > 0) {
           if (got == 0) seen_ns_ = 1;  // stamped below with the progress clock read
           got += uint64_t(r);
@@ -139,7 +118,7 @@ class TcpTransport final : public Transport {
           }
         } else if (r == 0) {
           return closed(mine, got, total, err);
-        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        } else if (!tcp::retry_later(errno)) {
           return io_fail(mine, errno, sent, got, total, err);
         }
       }

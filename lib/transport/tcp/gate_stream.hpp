@@ -1,0 +1,42 @@
+// A gate on the tcp data connection is one byte stream each way: the
+// gate header (wire::kGateHeaderBytes), then the payload. Both tcp
+// strategies, the full-duplex exchange (transport.cpp) and the alternating
+// big gate (big_exchange.cpp), move their part of it with these.
+// Non-blocking, no allocation: gate path.
+#pragma once
+
+#include <cerrno>
+#include <cstdint>
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "net/socket.hpp"
+#include "os/os.hpp"
+#include "wire/gate_header.hpp"
+
+namespace ds4tp::tcp {
+
+// Sends what the socket takes of the stream's bytes [sent, limit): the
+// sendmsg result (-1 with errno, EAGAIN when the socket is full).
+inline ssize_t send_stream(int fd, const uint8_t *hdr, const uint8_t *body, uint64_t sent,
+                           uint64_t limit) {
+  iovec iov[2];
+  const int n = net::stream_iov(hdr, wire::kGateHeaderBytes, body, sent, limit, iov);
+  return os::sendv_nosignal(fd, iov, n);
+}
+
+// Reads what the socket holds of the stream's bytes [got, total): the
+// recvmsg result (0 at EOF, -1 with errno, EAGAIN when nothing is there).
+inline ssize_t recv_stream(int fd, uint8_t *hdr, uint8_t *body, uint64_t got, uint64_t total) {
+  iovec iov[2];
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = size_t(net::stream_iov(hdr, wire::kGateHeaderBytes, body, got, total, iov));
+  return ::recvmsg(fd, &msg, MSG_DONTWAIT);
+}
+
+// Errors a non-blocking retry absorbs.
+inline bool retry_later(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
+
+}  // namespace ds4tp::tcp
