@@ -344,7 +344,7 @@ TEST_CASE("trace merge estimates the offset of another host's clock", "[stats]")
 
 TEST_CASE("group stats count collectives and bytes exactly", "[stats][group]") {
   constexpr int n = 3;
-  constexpr uint64_t kCount = 5000, kReduces = 7;
+  constexpr uint64_t kCount = 5000, kReduces = 7, kBigCount = 20000;  // 80000 bytes
   ds4tp_group *gs[n] = {};
   ds4tp_group_options o;
   ds4tp_group_options_init(&o);
@@ -358,6 +358,10 @@ TEST_CASE("group stats count collectives and bytes exactly", "[stats][group]") {
       std::vector<float> buf(kCount, 1.0f);
       for (uint64_t i = 0; i < kReduces && rcs[r] == 0; i++)
         rcs[r] = ds4tp_group_all_reduce(gs[r], buf.data(), kCount, DS4TP_DTYPE_F32, DS4TP_OP_SUM);
+      // One large enough to run two-shot (64 KiB and up): counted the same.
+      std::vector<float> big(kBigCount, 1.0f);
+      if (rcs[r] == 0)
+        rcs[r] = ds4tp_group_all_reduce(gs[r], big.data(), kBigCount, DS4TP_DTYPE_F32, DS4TP_OP_SUM);
       if (rcs[r] == 0) rcs[r] = ds4tp_group_barrier(gs[r]);
     });
   for (auto &t : ts) t.join();
@@ -368,12 +372,12 @@ TEST_CASE("group stats count collectives and bytes exactly", "[stats][group]") {
     s.size = sizeof s;
     REQUIRE(ds4tp_group_stats_read(gs[r], &s) == DS4TP_OK);
     CHECK(s.rank == r);
-    CHECK(s.all_reduces == kReduces);
+    CHECK(s.all_reduces == kReduces + 1);
     CHECK(s.barriers == 1);
-    CHECK(s.all_reduce.count == kReduces);
+    CHECK(s.all_reduce.count == kReduces + 1);
     CHECK(hist_ok(s.all_reduce));
-    CHECK(s.bytes_sent == kReduces * kCount * 4);
-    CHECK(s.bytes_received == kReduces * kCount * 4 * (n - 1));
+    CHECK(s.bytes_sent == (kReduces * kCount + kBigCount) * 4);
+    CHECK(s.bytes_received == (kReduces * kCount + kBigCount) * 4 * (n - 1));
     CHECK(s.row_gates == 0);
     size_t need = 0;
     CHECK(ds4tp_group_stats_prometheus(gs[r], nullptr, 0, &need) == DS4TP_ENOMEM);
@@ -383,7 +387,7 @@ TEST_CASE("group stats count collectives and bytes exactly", "[stats][group]") {
     INFO(text);
     CHECK(check_exposition(text) == "");
     CHECK(text.find("ds4tp_collectives_total{rank=\"" + std::to_string(r) +
-                    "\",transport=\"shm\",kind=\"all_reduce\"} 7\n") != std::string::npos);
+                    "\",transport=\"shm\",kind=\"all_reduce\"} 8\n") != std::string::npos);
     REQUIRE(ds4tp_group_stats_reset(gs[r]) == DS4TP_OK);
     REQUIRE(ds4tp_group_stats_read(gs[r], &s) == DS4TP_OK);
     CHECK(s.all_reduces == 0);

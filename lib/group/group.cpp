@@ -158,11 +158,22 @@ int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
   if (int rc = begin(err)) return rc;
   const uint64_t t0 = stats_.timed() ? now_ns() : 0;
   const size_t esz = dtype_bytes(t);
-  if (count * esz >= medium_->two_shot_bytes() && count >= uint64_t(opt_.size))
-    return two_shot(static_cast<uint8_t *>(buf), count, t, err);
+  const int rc = count * esz >= medium_->two_shot_bytes() && count >= uint64_t(opt_.size)
+                     ? two_shot(static_cast<uint8_t *>(buf), count, t, err)
+                     : one_shot(static_cast<uint8_t *>(buf), count, t, err);
+  if (rc != DS4TP_OK) return rc;
+  // Bytes: this rank's contribution out, every other rank's in.
+  const uint64_t b = count * esz;
+  stats_.collective_done(stats::cAllReduce, b, b * uint64_t(opt_.size - 1), t0, DS4TP_OK);
+  return DS4TP_OK;
+}
+
+// One-shot: every rank publishes its vector (in chunk_bytes steps) and
+// sums every rank's, in rank order.
+int Group::one_shot(uint8_t *p, uint64_t count, Dtype t, Error &err) {
+  const size_t esz = dtype_bytes(t);
   const uint64_t per = opt_.chunk_bytes / esz;
   const void *views[kMaxRanks];
-  auto *p = static_cast<uint8_t *>(buf);
   uint64_t off = 0;
   do {
     uint64_t m = count - off < per ? count - off : per;
@@ -173,9 +184,6 @@ int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
     medium_->done(step);
     off += m;
   } while (off < count);
-  // Bytes: this rank's contribution out, every other rank's in.
-  const uint64_t b = count * esz;
-  stats_.collective_done(stats::cAllReduce, b, b * uint64_t(opt_.size - 1), t0, DS4TP_OK);
   return DS4TP_OK;
 }
 

@@ -106,6 +106,7 @@ class Group {
 
  private:
   int begin(Error &err) const;
+  int one_shot(uint8_t *p, uint64_t count, Dtype t, Error &err);
   int two_shot(uint8_t *p, uint64_t count, Dtype t, Error &err);
   int finish(int rc, const Error &err);
 
