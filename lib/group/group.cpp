@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "common/clock.hpp"
@@ -83,23 +84,25 @@ int Group::finish(int rc, const Error &err) {
   return rc;
 }
 
+namespace {
+// The number in environment variable `name`; nullopt when unset or empty.
+std::optional<int64_t> env_number(const char *name) {
+  const char *v = std::getenv(name);
+  if (v == nullptr || *v == 0) return std::nullopt;
+  return int64_t(std::strtoll(v, nullptr, 10));
+}
+// Microseconds from the environment, negative read as 0; -1 when unset.
+int64_t env_us(const char *name) {
+  const auto us = env_number(name);
+  return !us ? -1 : *us < 0 ? 0 : *us;
+}
+}  // namespace
+
 uint64_t two_shot_threshold(int transport) {
-  static const int64_t env = [] {
-    const char *v = std::getenv("DS4TP_GROUP_TWO_SHOT_BYTES");
-    return v != nullptr && *v != 0 ? int64_t(std::strtoll(v, nullptr, 10)) : int64_t(-1);
-  }();
+  static const int64_t env = env_number("DS4TP_GROUP_TWO_SHOT_BYTES").value_or(-1);
   if (env >= 0) return uint64_t(env);
   return transport == DS4TP_TRANSPORT_SHM ? kTwoShotShmBytes : kTwoShotTcpBytes;
 }
-
-namespace {
-int64_t env_us(const char *name) {  // -1 when unset
-  const char *v = std::getenv(name);
-  if (v == nullptr || *v == 0) return -1;
-  const int64_t us = std::strtoll(v, nullptr, 10);
-  return us < 0 ? 0 : us;
-}
-}  // namespace
 
 WaitBudget wait_budget(int ranks, int64_t spin_option_ns) {
   static const int64_t spin_env = env_us("DS4TP_GROUP_SPIN_US"),
