@@ -130,6 +130,7 @@ int Channel::write_frame(wire::FrameType type, uint8_t *buf, uint32_t bytes, int
 // next frame may come along with it.
 int Channel::fill(size_t need, ReadClock &clock, const char *what, size_t frame_len,
                   Error &err) {
+  if (rpos_ == rend_) rpos_ = rend_ = 0;  // all consumed: the whole buffer is room again
   if (rpos_ + need > rcap_) {  // make room: unread bytes to the front, grow if still short
     const size_t have = rend_ - rpos_;
     if (need > rcap_) {
