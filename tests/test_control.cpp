@@ -405,6 +405,44 @@ TEST_CASE("the liveness scan finds a STOP or a worker's error among unread frame
           talk::Pending::Replies);
 }
 
+TEST_CASE("a leader closing right after its STOP is the normal end, even before the worker's session notes the STOP") {
+  // The worker's reader has taken the last frame and the leader has hung
+  // up; the session has not looked at the frame yet (close_expected says
+  // no). After a STOP nothing may latch; after any other command the close
+  // is a failure.
+  auto samples = test::frame_samples();
+  for (FrameType last : {FrameType::Stop, FrameType::Eval}) {
+    INFO("last frame " << frame_name(uint16_t(last)));
+    TcpPair tp;
+    const auto &payload = samples[size_t(last) - 1].payload;
+    auto bytes = header(uint16_t(last), uint32_t(payload.size()), 1);
+    bytes.insert(bytes.end(), payload.begin(), payload.end());
+    raw_write(tp.a, bytes);
+    Channel ch(tp.b, cfg(DS4TP_ROLE_WORKER));
+    Error err;
+    Frame f;
+    REQUIRE(ch.recv(f, 1000, "last command", err) == DS4TP_OK);
+    REQUIRE(f.type() == last);
+    REQUIRE(ch.stop_received() == (last == FrameType::Stop));
+    close(tp.a);
+    tp.a = -1;
+    std::atomic<int> dead_code{0};
+    talk::LivenessHooks hooks;
+    hooks.close_expected = [] { return false; };
+    hooks.dead = [&](int code, const std::string &, int) { dead_code.store(code); };
+    talk::LivenessConfig lc;
+    lc.role = DS4TP_ROLE_WORKER;
+    lc.channel = &ch;
+    std::unique_ptr<talk::Liveness> watch;
+    REQUIRE(talk::Liveness::start(tp.b, lc, std::move(hooks), Logger{}, watch, err) == DS4TP_OK);
+    // Past the 250 ms grace a busy reader gets.
+    for (int i = 0; i < 60 && dead_code.load() == 0; i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    watch.reset();
+    CHECK(dead_code.load() == (last == FrameType::Stop ? 0 : DS4TP_EPEERCLOSED));
+  }
+}
+
 TEST_CASE("frames that arrive together are read in one go and returned one by one, heartbeats included") {
   TcpPair tp;
   // Three frames and a heartbeat in the socket before the first recv.

@@ -274,21 +274,23 @@ size_t Channel::drain_heartbeats() {
   }
 }
 
-void Channel::peek_unread(std::vector<uint8_t> &out, size_t max) {
+bool Channel::peek_unread(std::vector<uint8_t> &out, size_t max) {
   out.clear();
+  bool whole = false;
   {
     std::unique_lock<std::mutex> lock(read_mu_, std::try_to_lock);
     // While the session reads, its buffer holds only part of the frame it
     // waits for, whose rest is in the socket: the socket alone is looked at.
-    if (lock.owns_lock())
-      out.assign(rbuf_.get() + rpos_, rbuf_.get() + rpos_ + std::min(rend_ - rpos_, max));
+    whole = lock.owns_lock();
+    if (whole) out.assign(rbuf_.get() + rpos_, rbuf_.get() + rpos_ + std::min(rend_ - rpos_, max));
   }
   const size_t room = max - out.size(), avail = std::min(unread_bytes(fd_), room);
-  if (avail == 0) return;
+  if (avail == 0) return whole;
   const size_t have = out.size();
   out.resize(have + avail);
   ssize_t n = ::recv(fd_, out.data() + have, avail, MSG_PEEK | MSG_DONTWAIT);
   out.resize(have + (n > 0 ? size_t(n) : 0));
+  return whole;
 }
 
 int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err,
@@ -335,6 +337,7 @@ int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err,
   // The size is now bounded by max_frame_bytes and the type's rule.
   if (int rc = fill(hb + h.bytes, clock, what, hb + h.bytes, err)) return rc;
   rx_counter_ = h.counter;
+  if (h.type == uint16_t(wire::FrameType::Stop)) stop_received_.store(true, std::memory_order_release);
   out.header = h;
   out.payload = rbuf_.get() + rpos_ + hb;
   rpos_ += hb + h.bytes;

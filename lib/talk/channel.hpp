@@ -98,7 +98,14 @@ class Channel {
   // Liveness watcher only. Copies up to `max` unread bytes into `out`: the
   // read-ahead (when the session is not reading: it then starts at a frame
   // boundary), then what the socket holds, peeked.
-  void peek_unread(std::vector<uint8_t> &out, size_t max);
+  // Returns false when the session was reading, so its buffer was not
+  // looked at (a frame it holds may be the STOP or error that explains a
+  // close).
+  bool peek_unread(std::vector<uint8_t> &out, size_t max);
+  // True once recv() returned a STOP (any thread). Set before the reader
+  // lets go of the frame, so a close that follows is never judged in the
+  // gap before the session notes the STOP itself.
+  bool stop_received() const { return stop_received_.load(std::memory_order_acquire); }
   // Bytes read from the control connection so far (any thread).
   uint64_t bytes_received() const { return rx_bytes_.load(std::memory_order_relaxed); }
   // Latches "give up": every wait that finds nothing to read or no room to
@@ -134,6 +141,7 @@ class Channel {
   int wake_[2] = {-1, -1};  // os::wake_open: [0] readable once abandoned
   ChannelConfig cfg_;
   std::atomic<bool> abandoned_{false};
+  std::atomic<bool> stop_received_{false};
   uint32_t tx_counter_ = 0;
   uint32_t rx_counter_ = 0;
   std::unique_ptr<uint8_t[]> sbuf_;

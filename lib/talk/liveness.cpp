@@ -86,10 +86,18 @@ struct Liveness::Impl {
   uint64_t last_tick = 0;    // the previous beat
   uint64_t last_total = 0;   // control bytes received + unread at the last beat
 
+  // STOP sent or received: the peer closing is the normal end. The
+  // channel's own mark covers the moment between its reader taking the
+  // STOP and the session noting it.
+  bool lockstep_ended() const {
+    if (cfg.channel != nullptr && cfg.channel->stop_received()) return true;
+    return hooks.close_expected && hooks.close_expected();
+  }
+
   // Every heartbeat period: send ours, take the peer's, judge silence.
   void on_beat() {
     if (decided || cfg.channel == nullptr || cfg.peer == nullptr) return;
-    if (hooks.close_expected && hooks.close_expected()) return;  // after STOP: nothing to judge
+    if (lockstep_ended()) return;  // after STOP: nothing to judge
     const uint64_t now = now_ns();
     os::PeerState &ps = *cfg.peer;
     // This thread ran late (the process was stopped, the host starved it):
@@ -128,7 +136,7 @@ struct Liveness::Impl {
   // whether that ends the pair, and why, from what is still unread.
   void evaluate(int uv_status) {
     if (decided) return;
-    if (hooks.close_expected && hooks.close_expected()) {
+    if (lockstep_ended()) {
       decided = true;
       log.debug("control connection closed by the peer after STOP");
       return;
@@ -147,14 +155,15 @@ struct Liveness::Impl {
     }
     // What is still unread: the channel's read-ahead, then the socket.
     std::vector<uint8_t> peek;
+    bool reader_busy = false;  // the session holds bytes we could not look at
     if (cfg.channel != nullptr) {
-      cfg.channel->peek_unread(peek, kPeekMax);
+      reader_busy = !cfg.channel->peek_unread(peek, kPeekMax);
     } else if (int avail = 0; ioctl(fd, FIONREAD, &avail) == 0 && avail > 0) {
       peek.resize(size_t(avail) < kPeekMax ? size_t(avail) : kPeekMax);
       ssize_t n = ::recv(fd, peek.data(), peek.size(), MSG_PEEK | MSG_DONTWAIT);
       peek.resize(n > 0 ? size_t(n) : 0);
     }
-    if (!peek.empty()) {
+    if (!peek.empty() || reader_busy) {
       std::string why;
       int status = 0;
       Pending p = scan_pending(peek.data(), peek.size(), cfg.max_frame_bytes, why, status);

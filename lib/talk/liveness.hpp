@@ -20,8 +20,10 @@
 // worker sent before it closed makes the leader's failure name the
 // worker's reason and status; a STOP the worker has not read yet means
 // the leader ended the lockstep normally, so nothing latches. When the
-// unread bytes start mid-frame (a reader is inside a frame) the verdict
-// waits up to 250 ms for the reader to reach a frame boundary.
+// unread bytes start mid-frame (a reader is inside a frame), or the
+// session is reading so its buffer cannot be looked at, the verdict waits
+// up to 250 ms for the reader to reach a frame boundary. A STOP the
+// session already took counts from the moment its channel returned it.
 //
 // Threading: start() spawns the thread; the destructor stops and joins it
 // (no callback runs after the destructor returns). The hooks run on the
