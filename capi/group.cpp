@@ -107,6 +107,9 @@ int options_from_c(const ds4tp_group_options *copt, const ds4tp_identity *cid, b
   if (c.spin_us < -1 || c.spin_us > 1'000'000)
     return err.set(DS4TP_EINVAL, "spin_us {}: 0 (default), -1 (never) or 1..1000000", c.spin_us);
   o.spin_ns = c.spin_us == 0 ? -1 : c.spin_us < 0 ? 0 : int64_t(c.spin_us) * 1000;
+  if (c.peer_silence_ms < 200 || c.peer_silence_ms > 600000)
+    return err.set(DS4TP_EINVAL, "peer_silence_ms {}: 200..600000", c.peer_silence_ms);
+  o.peer_silence_ns = uint64_t(c.peer_silence_ms) * 1'000'000;
   std::string source;
   if (int rc = ds4tp::auth::load_key(c.psk, c.psk_bytes, nullptr, o.key, source, err)) return rc;
   if (cid != nullptr)
@@ -129,6 +132,7 @@ void ds4tp_group_options_init(ds4tp_group_options *opt) {
   opt->connect_timeout_ms = 60000;
   opt->op_timeout_ms = 10000;
   opt->chunk_bytes = 1u << 20;
+  opt->peer_silence_ms = 1000;
 }
 
 int ds4tp_group_new(ds4tp_group **out, const ds4tp_group_options *opt,

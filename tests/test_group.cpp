@@ -121,6 +121,30 @@ TEST_CASE("group: threads N=2,3,4,8 get identical bits", "[group]") {
   }
 }
 
+TEST_CASE("group: option values out of range are refused, naming the option", "[group]") {
+  struct Bad {
+    const char *name;
+    void (*edit)(ds4tp_group_options &);
+  };
+  const Bad bad[] = {
+      {"peer_silence_ms", [](ds4tp_group_options &o) { o.peer_silence_ms = 100; }},
+      {"peer_silence_ms", [](ds4tp_group_options &o) { o.peer_silence_ms = 600001; }},
+      {"spin_us", [](ds4tp_group_options &o) { o.spin_us = -2; }},
+      {"chunk_bytes", [](ds4tp_group_options &o) { o.chunk_bytes = 1000; }},
+  };
+  for (const Bad &b : bad) {
+    ds4tp_group_options o = local_options();
+    b.edit(o);
+    ds4tp_group *gs[2] = {nullptr, nullptr};
+    INFO(b.name);
+    CHECK(ds4tp_group_new_local(gs, 2, &o, nullptr) == DS4TP_EINVAL);
+    const std::string why = ds4tp_last_error();
+    INFO(why);
+    CHECK(why.find(b.name) != std::string::npos);
+    CHECK(gs[0] == nullptr);
+  }
+}
+
 TEST_CASE("group: mark_failed releases the other threads", "[group]") {
   std::vector<ds4tp_group *> gs(3);
   ds4tp_group_options o = local_options();
@@ -301,23 +325,60 @@ TEST_CASE("group: two-shot sizes around each threshold, processes N=2,3,4", "[gr
     }
 }
 
-// A stopped rank is alive, and groups send no heartbeats. shm ranks read
-// the awaited rank's run state and fail after it has been stopped for 1 s
-// (Linux, macOS); where the platform cannot tell (portable POSIX) and over
-// tcp, op_timeout_ms releases them (5 s and 1 s here). Errors are named.
+// Busy is not silent: a tcp rank that computes for 2.5 s between calls
+// (past the 1 s peer_silence_ms) still beats from its heartbeat thread,
+// so the others wait for it inside op_timeout_ms and nobody fails.
+TEST_CASE("group: a tcp rank late by more than peer_silence_ms is waited for", "[group][fault]") {
+  GroupRun run = run_group_procs(
+      3, DS4TP_TRANSPORT_TCP,
+      [](ds4tp_group *g, int rank, uint64_t &d, std::string &why) {
+        std::vector<float> v(1024, float(rank + 1));
+        for (int i = 0; i < 3; i++) {
+          if (rank == 1 && i == 1) usleep(2'500'000);
+          if (int rc = ds4tp_group_all_reduce(g, v.data(), v.size(), DS4TP_DTYPE_F32, DS4TP_OP_SUM)) {
+            why = ds4tp_group_errmsg(g);
+            return rc;
+          }
+        }
+        d = uint64_t(v[0]);  // 6, then 18, then 54
+        if (ds4tp_group_failed(g)) {
+          why = "failed after the calls: " + std::string(ds4tp_group_errmsg(g));
+          return int(DS4TP_EFAILED);
+        }
+        return 0;
+      },
+      {}, 20000);
+  INFO(run.why);
+  REQUIRE(run.rc == 0);
+  for (int r = 0; r < 3; r++) CHECK(run.digests[size_t(r)] == 54);
+}
+
+// A stopped rank is alive. shm ranks read the awaited rank's run state and
+// fail after it has been stopped for 1 s (Linux, macOS; where the platform
+// cannot tell, portable POSIX, op_timeout_ms releases them: 5 s here). tcp
+// ranks hear each other's heartbeat: a rank not heard for peer_silence_ms
+// (1 s) fails the group on every rank, named by all of them, long before
+// the 30 s op_timeout_ms. Rank 0 is the one that judges and tells the
+// others, so it is stopped too.
 TEST_CASE("group: a SIGSTOPped rank releases the others", "[group][fault]") {
   const bool posix = std::strcmp(ds4tp::os::platform_name(), "linux-posix") == 0 ||
                      std::strcmp(ds4tp::os::platform_name(), "posix") == 0;
-  for (int transport : {DS4TP_TRANSPORT_SHM, DS4TP_TRANSPORT_TCP}) {
-    INFO("transport " << ds4tp_transport_name(transport));
-    const bool shm = transport == DS4TP_TRANSPORT_SHM;
+  struct Case {
+    int transport, stopped;
+  };
+  for (Case c : {Case{DS4TP_TRANSPORT_SHM, 3}, Case{DS4TP_TRANSPORT_TCP, 3},
+                 Case{DS4TP_TRANSPORT_TCP, 0}}) {
+    INFO("transport " << ds4tp_transport_name(c.transport) << ", rank " << c.stopped
+                      << " stopped");
+    const bool shm = c.transport == DS4TP_TRANSPORT_SHM;
     const uint64_t bound_ms = shm && posix ? 6500 : 2500;
+    const int stopped = c.stopped;
     GroupRun run = run_group_procs(
-        4, transport,
-        [](ds4tp_group *g, int rank, uint64_t &ms, std::string &why) {
+        4, c.transport,
+        [stopped](ds4tp_group *g, int rank, uint64_t &ms, std::string &why) {
           std::vector<float> v(2560, 1.0f);
           for (int i = 0;; i++) {
-            if (rank == 3 && i == 200) {
+            if (rank == stopped && i == 200) {
               const pid_t me = getpid();
               if (fork() == 0) {  // ends the stopped rank later, so it can be reaped at once
                 usleep(7'000'000);
@@ -336,17 +397,25 @@ TEST_CASE("group: a SIGSTOPped rank releases the others", "[group][fault]") {
           }
         },
         [shm](int, ds4tp_group_options &o, ds4tp_identity &) {
-          o.op_timeout_ms = shm ? 5000 : 1000;
+          o.op_timeout_ms = shm ? 5000 : 30000;
         },
         9000);
+    const std::string culprit = "rank " + std::to_string(stopped);
     bool named = false;
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < 4; r++) {
+      if (r == stopped) continue;
       INFO("rank " << r << ": " << run.msgs[size_t(r)] << " after " << run.digests[size_t(r)]
                    << " ms");
-      CHECK((run.rcs[size_t(r)] == DS4TP_ETIMEDOUT || run.rcs[size_t(r)] == DS4TP_EFAILED ||
-             run.rcs[size_t(r)] == DS4TP_EPEERCLOSED));
       CHECK(run.digests[size_t(r)] < bound_ms);
-      named = named || run.msgs[size_t(r)].find("rank 3") != std::string::npos;
+      if (shm) {
+        CHECK((run.rcs[size_t(r)] == DS4TP_ETIMEDOUT || run.rcs[size_t(r)] == DS4TP_EFAILED ||
+               run.rcs[size_t(r)] == DS4TP_EPEERCLOSED));
+        named = named || run.msgs[size_t(r)].find(culprit) != std::string::npos;
+      } else {  // every rank gets the heartbeat's verdict
+        CHECK(run.rcs[size_t(r)] == DS4TP_ETIMEDOUT);
+        CHECK(run.msgs[size_t(r)].find(culprit + " has not been heard") != std::string::npos);
+        named = true;
+      }
     }
     CHECK(named);
   }

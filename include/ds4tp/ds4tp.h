@@ -975,6 +975,12 @@ typedef struct ds4tp_group_options {
    * phase. 0 is also what an older caller's struct holds here (init
    * zeroes the padding). */
   int32_t spin_us;
+  /* tcp groups: every rank beats on its rendezvous connection; a rank
+   * not heard for peer_silence_ms (stopped, frozen, link cut) fails the
+   * group on every rank with DS4TP_ETIMEDOUT naming it, even between
+   * calls (default 1000, 200..600000; shm groups read the ranks' process
+   * state instead). Fields added later: older callers get the default. */
+  int32_t peer_silence_ms;
 } ds4tp_group_options;
 
 /* Fills `opt` with defaults (rank and size from the environment). */

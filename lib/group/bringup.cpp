@@ -321,7 +321,7 @@ int Group::connect(Error &err) {
                    : tcp_medium(std::move(fds), 0, opt_.chunk_bytes, opt_.op_timeout_ns, opt_.spin_ns);
     ctl_ = std::move(ctl);
     listen_fd_.reset();
-    return DS4TP_OK;
+    return start_heartbeat(err);
   }
 
   // Ranks 1..N-1: join at rank 0, then open the data links.
@@ -375,7 +375,7 @@ int Group::connect(Error &err) {
                  : tcp_medium(std::move(fds), opt_.rank, opt_.chunk_bytes, opt_.op_timeout_ns, opt_.spin_ns);
   ctl_.clear();
   ctl_.push_back(std::move(c));
-  return DS4TP_OK;
+  return start_heartbeat(err);
 }
 
 }  // namespace ds4tp::group

@@ -23,6 +23,7 @@ Group::Group(Options o) : opt_(std::move(o)) {
 }
 
 Group::~Group() {
+  heartbeat_.reset();  // no verdict after this point
   if (medium_) medium_->abort(opt_.rank);
   medium_.reset();
   std::free(buffer_);
@@ -74,14 +75,30 @@ int Group::begin(Error &err) const {
 }
 
 // Any failure inside a collective ends the group: peers may be mid-step,
-// so no later step could line up again.
-int Group::finish(int rc, const Error &err) {
+// so no later step could line up again. A failure latched first (the
+// heartbeat's verdict, mark_failed) is the cause the caller gets.
+int Group::finish(int rc, Error &err) {
   if (rc != DS4TP_OK) {
     stats_.failed_call(rc);
     fail(rc, err.message);
     if (medium_) medium_->abort(opt_.rank);
+    rc = failed();
+    err.set(rc, "{}", message());
   }
   return rc;
+}
+
+// tcp groups beat on the rendezvous connections (heartbeat.hpp); shm ranks
+// read each other's process state instead (shm.cpp).
+int Group::start_heartbeat(Error &err) {
+  if (!medium_ || medium_->transport() != DS4TP_TRANSPORT_TCP) return DS4TP_OK;
+  HeartbeatConfig hc;
+  hc.rank = opt_.rank;
+  hc.silence_ns = opt_.peer_silence_ns;
+  for (int r = 0; r < int(ctl_.size()); r++)
+    if (ctl_[size_t(r)].valid()) hc.links.push_back({ctl_[size_t(r)].get(), opt_.rank == 0 ? r : 0});
+  return Heartbeat::start(hc, [this](int code, const std::string &why) { abort_with(code, why); },
+                          heartbeat_, err);
 }
 
 namespace {

@@ -19,6 +19,7 @@
 
 #include "auth/key.hpp"
 #include "common/error.hpp"
+#include "group/heartbeat.hpp"
 #include "group/reduce.hpp"
 #include "net/socket.hpp"
 #include "stats/stats.hpp"
@@ -38,6 +39,7 @@ struct Options {
   uint64_t op_timeout_ns = 10'000'000'000ull;
   size_t chunk_bytes = 1u << 20;
   int64_t spin_ns = -1;  // busy-poll before blocking; -1 = by core count
+  uint64_t peer_silence_ns = 1'000'000'000;  // tcp: a rank not heard this long fails the group
   auth::Key key;
   wire::Identity id;
 };
@@ -108,7 +110,8 @@ class Group {
   int begin(Error &err) const;
   int one_shot(uint8_t *p, uint64_t count, Dtype t, Error &err);
   int two_shot(uint8_t *p, uint64_t count, Dtype t, Error &err);
-  int finish(int rc, const Error &err);
+  int finish(int rc, Error &err);
+  int start_heartbeat(Error &err);
 
   Options opt_;
   std::unique_ptr<Medium> medium_;
@@ -117,9 +120,11 @@ class Group {
   uint8_t *scratch_ = nullptr;  // two-shot staging: chunk_bytes, never the user's buffer_
   net::Fd listen_fd_;
   // Rendezvous sockets, kept for the group's life: their hang-up tells a
-  // peer's death where nothing else does (an shm group, a zombie rank).
+  // peer's death where nothing else does (an shm group, a zombie rank),
+  // and tcp groups beat on them (heartbeat.hpp).
   // Rank 0 holds one per rank (index = rank); the others hold [0].
   std::vector<net::Fd> ctl_;
+  std::unique_ptr<Heartbeat> heartbeat_;  // tcp only; joined before ctl_ closes
   std::atomic<int> failed_{0};
   mutable std::mutex mu_;
   std::string msg_;

@@ -148,6 +148,7 @@ static void print_layout(void) {
   FIELD(ds4tp_group_options, psk);
   FIELD(ds4tp_group_options, psk_bytes);
   FIELD(ds4tp_group_options, spin_us);
+  FIELD(ds4tp_group_options, peer_silence_ms);
 
   SIZE(ds4tp_batch_item);
   FIELD(ds4tp_batch_item, session_id);

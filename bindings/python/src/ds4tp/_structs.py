@@ -167,6 +167,7 @@ class GroupOptions(_Struct):
         ("psk", c_void_p),
         ("psk_bytes", c_uint32),
         ("spin_us", c_int32),
+        ("peer_silence_ms", c_int32),
     ]
 
     def __setattr__(self, name, value):

@@ -645,6 +645,8 @@ pub struct ds4tp_group_options {
     pub psk_bytes: u32,
     /// shm busy-poll before sleeping (us): 0 default, -1 never; DS4TP_GROUP_SPIN_US overrides.
     pub spin_us: i32,
+    /// tcp: a rank not heard this long (ms) fails the group (default 1000, 200..600000).
+    pub peer_silence_ms: i32,
 }
 
 extern "C" {

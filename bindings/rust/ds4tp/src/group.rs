@@ -65,6 +65,8 @@ pub struct GroupOptions {
     pub psk: Option<Vec<u8>>,
     /// shm busy-poll before sleeping, us (-1 never); DS4TP_GROUP_SPIN_US overrides.
     pub spin_us: Option<i32>,
+    /// tcp: a rank not heard this long fails the group, ms (200..600000).
+    pub peer_silence_ms: Option<i32>,
 }
 
 impl GroupOptions {
@@ -105,6 +107,9 @@ impl GroupOptions {
         }
         if let Some(v) = self.spin_us {
             o.spin_us = v;
+        }
+        if let Some(v) = self.peer_silence_ms {
+            o.peer_silence_ms = v;
         }
         o
     }

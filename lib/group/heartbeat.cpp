@@ -1,0 +1,148 @@
+// The tcp group's heartbeat thread (heartbeat.hpp).
+#include "group/heartbeat.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "common/clock.hpp"
+#include "group/group.hpp"
+#include "os/os.hpp"
+
+namespace ds4tp::group {
+
+struct Heartbeat::Impl {
+  struct Link {
+    HeartbeatLink at;
+    bool open = true;
+    uint64_t heard_ns = 0;
+    uint8_t notice[3] = {};
+    int notice_got = 0;  // bytes of a notice read so far (0: none under way)
+  };
+  HeartbeatConfig cfg;
+  Verdict verdict;
+  std::vector<Link> links;
+  int wake[2] = {-1, -1};
+  std::thread thread;
+
+  void run() {
+    os::name_this_thread("ds4tp-gbeat");
+    const uint64_t beat = std::min(cfg.beat_ns, cfg.silence_ns / 4);
+    uint64_t now = now_ns(), next_beat = now, last_tick = now;
+    for (auto &l : links) l.heard_ns = now;
+    for (;;) {
+      pollfd pf[kMaxRanks + 1];
+      int idx[kMaxRanks + 1];
+      int np = 0;
+      pf[np++] = {wake[0], POLLIN, 0};
+      for (int i = 0; i < int(links.size()); i++)
+        if (links[size_t(i)].open) {
+          idx[np] = i;
+          pf[np++] = {links[size_t(i)].at.fd, POLLIN, 0};
+        }
+      const int ms = next_beat > now ? int((next_beat - now) / 1'000'000) + 1 : 0;
+      if (poll(pf, nfds_t(np), ms) < 0 && errno != EINTR) return;
+      if (pf[0].revents != 0) return;  // the destructor
+      now = now_ns();
+      for (int k = 1; k < np; k++)
+        if (pf[k].revents != 0 && read_link(links[size_t(idx[k])], now)) return;
+      if (now < next_beat) continue;
+      // This thread ran late (the process was stopped or starved): what it
+      // did not see is not the peers' silence.
+      if (now - last_tick > cfg.silence_ns / 2)
+        for (auto &l : links) l.heard_ns = now;
+      last_tick = now;
+      next_beat = now + beat;
+      for (auto &l : links)
+        if (l.open) (void)os::send_nosignal(l.at.fd, &kBeat, 1);  // a full socket: it is not reading
+      for (auto &l : links)
+        if (l.open && now - l.heard_ns >= cfg.silence_ns) {
+          decide(DS4TP_ETIMEDOUT,
+                 fmt::format("rank {} has not been heard for {} ms (stopped, frozen, or the link "
+                             "to it is cut); rank {} gave up on it",
+                             l.at.rank, (now - l.heard_ns) / 1'000'000, cfg.rank),
+                 l.at.rank);
+          return;
+        }
+    }
+  }
+
+  // Takes what the link holds. true when it brought a verdict.
+  bool read_link(Link &l, uint64_t now) {
+    uint8_t buf[256];
+    for (;;) {
+      const ssize_t n = ::recv(l.at.fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        l.open = false;  // closed: the data links tell whether that matters
+        return false;
+      }
+      if (n < 0) return false;
+      l.heard_ns = now;
+      for (ssize_t i = 0; i < n; i++) {
+        const uint8_t b = buf[i];
+        if (l.notice_got > 0) {
+          l.notice[l.notice_got++] = b;
+          if (l.notice_got == 3) return notice(l);
+        } else if (b == kNotice && l.at.rank == 0) {
+          l.notice[0] = b;
+          l.notice_got = 1;
+        } else if (b != kBeat) {
+          decide(DS4TP_EPROTO,
+                 fmt::format("rank {} sent byte 0x{:02x} on its rendezvous connection (a "
+                             "heartbeat or rank 0's notice expected)",
+                             l.at.rank, b),
+                 l.at.rank);
+          return true;
+        }
+      }
+    }
+  }
+
+  bool notice(const Link &l) {
+    const int culprit = l.notice[1], code = -int(l.notice[2]);
+    if (code == DS4TP_ETIMEDOUT)
+      verdict(code, fmt::format("rank {} has not been heard by rank 0 for over {} ms (stopped, "
+                                "frozen, or its link is cut); rank 0 told rank {}",
+                                culprit, cfg.silence_ns / 1'000'000, cfg.rank));
+    else
+      verdict(code, fmt::format("rank {} failed ({}); rank 0 told rank {}", culprit,
+                                ds4tp_strerror(code), cfg.rank));
+    return true;
+  }
+
+  // Rank 0 first tells every other rank who failed, so all name it.
+  void decide(int code, const std::string &why, int culprit) {
+    if (cfg.rank == 0) {
+      const uint8_t msg[3] = {kNotice, uint8_t(culprit), uint8_t(-code)};
+      for (auto &l : links)
+        if (l.open && l.at.rank != culprit) (void)os::send_nosignal(l.at.fd, msg, sizeof msg);
+    }
+    verdict(code, why);
+  }
+};
+
+int Heartbeat::start(const HeartbeatConfig &cfg, Verdict verdict, std::unique_ptr<Heartbeat> &out,
+                     Error &err) {
+  std::unique_ptr<Heartbeat> h(new Heartbeat());
+  h->impl_ = std::make_unique<Impl>();
+  Impl &im = *h->impl_;
+  im.cfg = cfg;
+  im.verdict = std::move(verdict);
+  for (const auto &l : cfg.links) im.links.push_back(Impl::Link{l});
+  if (!os::wake_open(im.wake))
+    return err.set(DS4TP_EIO, "group heartbeat: wake-up handle: {}", std::strerror(errno));
+  im.thread = std::thread([&im] { im.run(); });
+  out = std::move(h);
+  return DS4TP_OK;
+}
+
+Heartbeat::~Heartbeat() {
+  if (!impl_) return;
+  os::wake_signal(impl_->wake);
+  if (impl_->thread.joinable()) impl_->thread.join();
+  os::wake_close(impl_->wake);
+}
+
+}  // namespace ds4tp::group

@@ -1,0 +1,60 @@
+// Liveness for tcp groups: a thread per rank that beats on the rendezvous
+// connections (rank 0 to every rank, every rank to rank 0) and judges the
+// ranks it hears. A rank not heard for silence_ns (stopped, frozen, or
+// its link cut: nothing closes the socket) fails the group here; rank 0
+// then tells every other rank which rank it was, so all of them name it.
+//
+// Wire (after the rendezvous "go" byte, both directions): kBeat bytes,
+// and from rank 0 a 3-byte notice: kNotice, the silent rank, and the
+// error code negated. A connection that closes is left to the data
+// links: a rank that exits after its last collective is not a failure,
+// and one that dies mid-collective already fails its peers' steps.
+//
+// Threading: start() spawns the thread ("ds4tp-gbeat"); the destructor
+// stops and joins it, so no verdict runs after it returns. The verdict
+// runs on the thread, at most once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace ds4tp::group {
+
+constexpr uint8_t kBeat = 0x48;    // 'H'
+constexpr uint8_t kNotice = 0x46;  // 'F'
+
+struct HeartbeatLink {
+  int fd = -1;   // borrowed rendezvous socket; outlives the thread
+  int rank = -1;  // the rank at its other end
+};
+
+struct HeartbeatConfig {
+  int rank = 0;  // this rank; rank 0 relays its verdicts
+  std::vector<HeartbeatLink> links;
+  uint64_t silence_ns = 1'000'000'000;
+  uint64_t beat_ns = 100'000'000;  // at most silence_ns / 4 is used
+};
+
+using Verdict = std::function<void(int code, const std::string &why)>;
+
+class Heartbeat {
+ public:
+  static int start(const HeartbeatConfig &cfg, Verdict verdict, std::unique_ptr<Heartbeat> &out,
+                   Error &err);
+  ~Heartbeat();
+  Heartbeat(const Heartbeat &) = delete;
+  Heartbeat &operator=(const Heartbeat &) = delete;
+
+  struct Impl;
+
+ private:
+  Heartbeat() = default;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ds4tp::group
