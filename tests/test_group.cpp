@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "group/heartbeat.hpp"
 #include "group/reduce.hpp"
 #include "group/wire.hpp"
 #include "group_util.hpp"
@@ -112,6 +113,29 @@ TEST_CASE("group: wire codecs round-trip and refuse bad input", "[group]") {
   group::encode_step_header(5, 100, h);
   CHECK(group::check_step_header(h, 5, 100, 1, err) == 0);
   CHECK(group::check_step_header(h, 6, 100, 1, err) == DS4TP_EDESYNC);
+}
+
+TEST_CASE("group: the heartbeat stream reads beats, a notice split across reads, and refuses other bytes", "[group]") {
+  using group::BeatReader;
+  const uint8_t stream[] = {group::kBeat, group::kNotice, 2, uint8_t(-DS4TP_ETIMEDOUT), group::kBeat};
+  BeatReader r(true);
+  size_t used = 0;
+  CHECK(r.feed(stream, 3, used) == BeatReader::kNone);  // the notice's last byte is still to come
+  CHECK(used == 3);
+  CHECK(r.feed(stream + 3, 2, used) == BeatReader::kNoticed);
+  CHECK(used == 1);
+  CHECK(r.notice_rank() == 2);
+  CHECK(r.notice_code() == DS4TP_ETIMEDOUT);
+  CHECK(r.feed(stream + 4, 1, used) == BeatReader::kNone);
+  // Only rank 0 sends notices; anything else is a protocol error.
+  BeatReader from_peer(false);
+  CHECK(from_peer.feed(stream, sizeof stream, used) == BeatReader::kBadByte);
+  CHECK(used == 2);
+  CHECK(from_peer.bad_byte() == group::kNotice);
+  const uint8_t junk[] = {group::kBeat, 0x00};
+  BeatReader r2(true);
+  CHECK(r2.feed(junk, sizeof junk, used) == BeatReader::kBadByte);
+  CHECK(r2.bad_byte() == 0x00);
 }
 
 TEST_CASE("group: threads N=2,3,4,8 get identical bits", "[group]") {

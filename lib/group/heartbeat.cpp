@@ -13,13 +13,32 @@
 
 namespace ds4tp::group {
 
+BeatReader::Event BeatReader::feed(const uint8_t *p, size_t n, size_t &used) {
+  for (used = 0; used < n;) {
+    const uint8_t b = p[used++];
+    if (n_ > 0) {
+      got_[n_++] = b;
+      if (n_ == 3) {
+        n_ = 0;
+        return kNoticed;
+      }
+    } else if (b == kNotice && notices_) {
+      got_[0] = b;
+      n_ = 1;
+    } else if (b != kBeat) {
+      bad_ = b;
+      return kBadByte;
+    }
+  }
+  return kNone;
+}
+
 struct Heartbeat::Impl {
   struct Link {
     HeartbeatLink at;
+    BeatReader reader{false};  // set from the link rank at start()
     bool open = true;
     uint64_t heard_ns = 0;
-    uint8_t notice[3] = {};
-    int notice_got = 0;  // bytes of a notice read so far (0: none under way)
   };
   HeartbeatConfig cfg;
   Verdict verdict;
@@ -80,28 +99,23 @@ struct Heartbeat::Impl {
       }
       if (n < 0) return false;
       l.heard_ns = now;
-      for (ssize_t i = 0; i < n; i++) {
-        const uint8_t b = buf[i];
-        if (l.notice_got > 0) {
-          l.notice[l.notice_got++] = b;
-          if (l.notice_got == 3) return notice(l);
-        } else if (b == kNotice && l.at.rank == 0) {
-          l.notice[0] = b;
-          l.notice_got = 1;
-        } else if (b != kBeat) {
+      size_t used = 0;
+      switch (l.reader.feed(buf, size_t(n), used)) {
+        case BeatReader::kNone: break;
+        case BeatReader::kNoticed: return notice(l.reader);
+        case BeatReader::kBadByte:
           decide(DS4TP_EPROTO,
                  fmt::format("rank {} sent byte 0x{:02x} on its rendezvous connection (a "
                              "heartbeat or rank 0's notice expected)",
-                             l.at.rank, b),
+                             l.at.rank, l.reader.bad_byte()),
                  l.at.rank);
           return true;
-        }
       }
     }
   }
 
-  bool notice(const Link &l) {
-    const int culprit = l.notice[1], code = -int(l.notice[2]);
+  bool notice(const BeatReader &r) {
+    const int culprit = r.notice_rank(), code = r.notice_code();
     if (code == DS4TP_ETIMEDOUT)
       verdict(code, fmt::format("rank {} has not been heard by rank 0 for over {} ms (stopped, "
                                 "frozen, or its link is cut); rank 0 told rank {}",
@@ -130,7 +144,7 @@ int Heartbeat::start(const HeartbeatConfig &cfg, Verdict verdict, std::unique_pt
   Impl &im = *h->impl_;
   im.cfg = cfg;
   im.verdict = std::move(verdict);
-  for (const auto &l : cfg.links) im.links.push_back(Impl::Link{l});
+  for (const auto &l : cfg.links) im.links.push_back(Impl::Link{l, BeatReader(l.rank == 0)});
   if (!os::wake_open(im.wake))
     return err.set(DS4TP_EIO, "group heartbeat: wake-up handle: {}", std::strerror(errno));
   im.thread = std::thread([&im] { im.run(); });

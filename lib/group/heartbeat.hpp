@@ -28,6 +28,25 @@ namespace ds4tp::group {
 constexpr uint8_t kBeat = 0x48;    // 'H'
 constexpr uint8_t kNotice = 0x46;  // 'F'
 
+// Reads one link's byte stream as it arrives (a notice may be split
+// across reads). feed() stops at the first notice or bad byte: `used`
+// says how many bytes it took.
+class BeatReader {
+ public:
+  enum Event { kNone, kNoticed, kBadByte };
+  explicit BeatReader(bool notices_allowed) : notices_(notices_allowed) {}
+  Event feed(const uint8_t *p, size_t n, size_t &used);
+  int notice_rank() const { return got_[1]; }
+  int notice_code() const { return -int(got_[2]); }  // a ds4tp_status
+  uint8_t bad_byte() const { return bad_; }
+
+ private:
+  bool notices_;  // only rank 0 sends them
+  uint8_t got_[3] = {};
+  int n_ = 0;  // bytes of a notice read so far (0: none under way)
+  uint8_t bad_ = 0;
+};
+
 struct HeartbeatLink {
   int fd = -1;   // borrowed rendezvous socket; outlives the thread
   int rank = -1;  // the rank at its other end

@@ -1,10 +1,13 @@
-// Group bring-up and step messages (lib/group/wire.hpp): byte 0 picks the
-// decoder, the rest is its input. A decoded message re-encodes to bytes
-// that decode to the same values.
+// Group bring-up and step messages (lib/group/wire.hpp) and the tcp
+// heartbeat stream (lib/group/heartbeat.hpp): byte 0 picks the decoder,
+// the rest is its input. A decoded message re-encodes to bytes that
+// decode to the same values.
 #include "fuzz/fuzz.hpp"
 
+#include <algorithm>
 #include <cstring>
 
+#include "group/heartbeat.hpp"
 #include "group/wire.hpp"
 
 namespace ds4tp::fuzz {
@@ -12,7 +15,7 @@ namespace ds4tp::fuzz {
 int group_frames(const uint8_t *d, size_t n) {
   using namespace ds4tp::group;
   if (n == 0) return 0;
-  const uint8_t which = d[0] % 5;
+  const uint8_t which = d[0] % 6;
   d++;
   n--;
   Error err;
@@ -67,6 +70,24 @@ int group_frames(const uint8_t *d, size_t n) {
       FUZZ_CHECK(rc == DS4TP_OK || rc == DS4TP_EPROTO || rc == DS4TP_EDESYNC);
       break;
     }
+    case 5: {  // fed in pieces whose sizes the input's bytes pick
+      BeatReader r(true);
+      size_t off = 0;
+      while (off < n) {
+        const size_t piece = std::min<size_t>(n - off, 1 + d[off] % 7);
+        size_t took = 0;
+        const BeatReader::Event e = r.feed(d + off, piece, took);
+        FUZZ_CHECK(took >= 1 && took <= piece);
+        if (e == BeatReader::kBadByte) {
+          FUZZ_CHECK(r.bad_byte() != kBeat && r.bad_byte() != kNotice);
+          break;
+        }
+        if (e == BeatReader::kNoticed) FUZZ_CHECK(r.notice_rank() >= 0 && r.notice_code() <= 0);
+        if (e == BeatReader::kNone) FUZZ_CHECK(took == piece);
+        off += took;
+      }
+      break;
+    }
   }
   return 0;
 }
@@ -110,6 +131,8 @@ std::vector<Bytes> group_seeds() {
   uint8_t sb[kStepHeaderBytes];
   encode_step_header(7, 4096, sb);
   add(4, sb, sizeof sb);
+  const uint8_t beats[] = {kBeat, kBeat, kNotice, 3, uint8_t(-DS4TP_ETIMEDOUT), kBeat};
+  add(5, beats, sizeof beats);
   return out;
 }
 
