@@ -1,6 +1,10 @@
 #include "group/reduce.hpp"
 
+#include <array>
 #include <cstring>
+#include <utility>
+
+#include "group/group.hpp"  // kMaxRanks
 
 namespace ds4tp::group {
 namespace {
@@ -131,36 +135,57 @@ inline void store_bf16x4(uint8_t *p, f32x4 v) {
   store(p, __builtin_convertvector(pick, u16x4));
 }
 
-void reduce_f32(const void *const *src, int n, void *out, size_t count) {
+// The rank count is a template parameter, so the loop over ranks unrolls
+// and the source pointers live in registers (as a runtime loop, the
+// per-vector loop overhead cost 2.5x at N=2 and 3.4x at N=4; the pointers
+// are copied to a local array, which nothing the stores write can alias).
+template <int N>
+void reduce_f32_n(const void *const *src, void *out, size_t count) {
+  const uint8_t *s[N];
+  for (int r = 0; r < N; r++) s[r] = static_cast<const uint8_t *>(src[r]);
   auto *o = static_cast<uint8_t *>(out);
   size_t i = 0;
   for (; i + kLanes <= count; i += kLanes) {
-    f32x4 acc = load<f32x4>(static_cast<const uint8_t *>(src[0]) + i * 4);
-    for (int r = 1; r < n; r++) acc += load<f32x4>(static_cast<const uint8_t *>(src[r]) + i * 4);
+    f32x4 acc = load<f32x4>(s[0] + i * 4);
+    for (int r = 1; r < N; r++) acc += load<f32x4>(s[r] + i * 4);
     store(o + i * 4, acc);
   }
   for (; i < count; i++) {
-    float acc = load<float>(static_cast<const uint8_t *>(src[0]) + i * 4);
-    for (int r = 1; r < n; r++) acc += load<float>(static_cast<const uint8_t *>(src[r]) + i * 4);
+    float acc = load<float>(s[0] + i * 4);
+    for (int r = 1; r < N; r++) acc += load<float>(s[r] + i * 4);
     store(o + i * 4, acc);
   }
 }
 
-void reduce_bf16(const void *const *src, int n, void *out, size_t count) {
+template <int N>
+void reduce_bf16_n(const void *const *src, void *out, size_t count) {
+  const uint8_t *s[N];
+  for (int r = 0; r < N; r++) s[r] = static_cast<const uint8_t *>(src[r]);
   auto *o = static_cast<uint8_t *>(out);
   size_t i = 0;
   for (; i + kLanes <= count; i += kLanes) {
-    f32x4 acc = load_bf16x4(static_cast<const uint8_t *>(src[0]) + i * 2);
-    for (int r = 1; r < n; r++) acc += load_bf16x4(static_cast<const uint8_t *>(src[r]) + i * 2);
+    f32x4 acc = load_bf16x4(s[0] + i * 2);
+    for (int r = 1; r < N; r++) acc += load_bf16x4(s[r] + i * 2);
     store_bf16x4(o + i * 2, acc);
   }
   for (; i < count; i++) {
-    float acc = bf16_to_float(load<uint16_t>(static_cast<const uint8_t *>(src[0]) + i * 2));
-    for (int r = 1; r < n; r++)
-      acc += bf16_to_float(load<uint16_t>(static_cast<const uint8_t *>(src[r]) + i * 2));
+    float acc = bf16_to_float(load<uint16_t>(s[0] + i * 2));
+    for (int r = 1; r < N; r++) acc += bf16_to_float(load<uint16_t>(s[r] + i * 2));
     store(o + i * 2, float_to_bf16(acc));
   }
 }
+
+using ReduceFn = void (*)(const void *const *, void *, size_t);
+template <size_t... I>
+constexpr std::array<ReduceFn, sizeof...(I)> f32_table(std::index_sequence<I...>) {
+  return {&reduce_f32_n<int(I) + 1>...};
+}
+template <size_t... I>
+constexpr std::array<ReduceFn, sizeof...(I)> bf16_table(std::index_sequence<I...>) {
+  return {&reduce_bf16_n<int(I) + 1>...};
+}
+constexpr auto kF32 = f32_table(std::make_index_sequence<kMaxRanks>());
+constexpr auto kBF16 = bf16_table(std::make_index_sequence<kMaxRanks>());
 
 // f16 stays scalar (its conversion branches per element), in blocks so
 // the accumulators live in a small array.
@@ -185,9 +210,9 @@ void reduce_f16(const void *const *src, int n, void *out, size_t count) {
 
 void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count) {
   switch (t) {
-    case Dtype::F32: reduce_f32(src, n, out, count); break;
+    case Dtype::F32: kF32[size_t(n - 1)](src, out, count); break;
     case Dtype::F16: reduce_f16(src, n, out, count); break;
-    case Dtype::BF16: reduce_bf16(src, n, out, count); break;
+    case Dtype::BF16: kBF16[size_t(n - 1)](src, out, count); break;
   }
 }
 

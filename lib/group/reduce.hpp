@@ -22,7 +22,8 @@ float bf16_to_float(uint16_t h);
 uint16_t float_to_bf16(float f);  // round to nearest even; NaN stays NaN
 
 // out[i] = round(src[0][i] + src[1][i] + ... + src[n-1][i]) in f32, left to
-// right. `out` may alias any src (each block is read before it is written).
+// right, for n = 1..16 ranks. `out` may alias any src at the same offset
+// (each element is read from every src before it is written).
 void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count);
 
 }  // namespace ds4tp::group
