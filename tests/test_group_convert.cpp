@@ -185,3 +185,47 @@ TEST_CASE("group: the rank-order sum matches the scalar loop bit for bit at ever
       }
   }
 }
+
+// The f16 sum's four-lane conversions against the scalar ones: every half
+// through half -> float -> half (a 1-rank sum), every half plus a spread of
+// others (the rounding of real sums, ties included), and float -> half
+// over a sweep of float bit patterns dense around the subnormal and
+// overflow edges.
+TEST_CASE("group: the four-lane f16 conversions give the scalar's bits", "[group][convert]") {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t h = 0; h < 65536; h++) all[h] = uint16_t(h);
+  std::vector<uint16_t> out(65536);
+  const void *one[1] = {all.data()};
+  group::reduce_sum(group::Dtype::F16, one, 1, out.data(), all.size());
+  for (uint32_t h = 0; h < 65536; h++) {
+    const uint16_t want = group::float_to_half(group::half_to_float(uint16_t(h)));
+    if (out[h] != want) FAIL_CHECK("half 0x" << std::hex << h << ": vector 0x" << out[h] << ", scalar 0x" << want);
+  }
+  const uint16_t others[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00, 0xbc00, 0x3c01,
+                             0x1400, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x4200, 0x2c00, 0x0200};
+  for (uint16_t b : others) {
+    std::vector<uint16_t> rhs(65536, b);
+    const void *two[2] = {all.data(), rhs.data()};
+    group::reduce_sum(group::Dtype::F16, two, 2, out.data(), all.size());
+    size_t bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+      const float sum = group::half_to_float(uint16_t(h)) + group::half_to_float(b);
+      if (out[h] != group::float_to_half(sum) && bad++ < 5)
+        FAIL_CHECK("0x" << std::hex << h << " + 0x" << b << ": vector 0x" << out[h] << ", scalar 0x"
+                        << group::float_to_half(sum));
+    }
+  }
+  std::vector<float> f;
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 4099) f.push_back(ffrom(uint32_t(u)));
+  for (uint32_t u = 0x32000000u; u < 0x39000000u; u += 61) f.push_back(ffrom(u));  // subnormal halves
+  for (uint32_t u = 0x477f0000u; u < 0x47810000u; u++) f.push_back(ffrom(u));      // 65504..65536
+  for (float x : std::vector<float>(f)) f.push_back(-x);
+  std::vector<uint16_t> h(f.size());
+  group::floats_to_half(f.data(), h.data(), f.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < f.size(); i++)
+    if (h[i] != group::float_to_half(f[i]) && bad++ < 5)
+      FAIL_CHECK("float 0x" << std::hex << fbits(f[i]) << ": vector 0x" << h[i] << ", scalar 0x"
+                            << group::float_to_half(f[i]));
+  CHECK(bad == 0);
+}

@@ -88,16 +88,17 @@ uint16_t float_to_bf16(float f) {
 
 namespace {
 
-// Four lanes per step through the compilers' generic vector types (SSE2
-// on x86-64, NEON on Arm: the baselines, so no dispatch): each lane adds the same values in the same
-// rank order as the scalar tail below, so the bits do not depend on where
-// a block boundary falls. Loads and stores go through memcpy: buffers
-// need no alignment.
+// Eight elements per step in two four-lane vectors, through the
+// compilers' generic vector types (SSE2 on x86-64, NEON on Arm: the
+// baselines, so no dispatch): each lane adds the same values in the same
+// rank order as the scalar tail, so the bits do not depend on where a
+// step boundary falls. Loads and stores go through memcpy: buffers need
+// no alignment.
 typedef float f32x4 __attribute__((vector_size(16)));
 typedef uint32_t u32x4 __attribute__((vector_size(16)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
-typedef uint16_t u16x4 __attribute__((vector_size(8)));
-constexpr size_t kLanes = 4;
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+constexpr size_t kStep = 8;  // elements per step: two f32x4 accumulators
 
 template <class V>
 inline V load(const void *p) {
@@ -120,100 +121,155 @@ inline u32x4 as_u32(f32x4 v) {
   return u;
 }
 
-inline f32x4 load_bf16x4(const uint8_t *p) {
-  return as_f32(__builtin_convertvector(load<u16x4>(p), u32x4) << 16);
+inline u32x4 pick(i32x4 mask, u32x4 yes, u32x4 no) {
+  return (yes & u32x4(mask)) | (no & ~u32x4(mask));
 }
+
+// Eight 16-bit elements as two u32x4 (zero-extended) and back (the low
+// halves): whole 16-byte shuffles, which SSE2 and NEON do in one or two
+// instructions (an 8-byte vector would be taken apart element by element).
+// Element order assumes a little-endian host, like the shm words.
+inline void widen(const uint8_t *p, u32x4 &lo, u32x4 &hi) {
+  const u16x8 h = load<u16x8>(p), z = {};
+  u16x8 a = __builtin_shufflevector(h, z, 0, 8, 1, 9, 2, 10, 3, 11);
+  u16x8 b = __builtin_shufflevector(h, z, 4, 12, 5, 13, 6, 14, 7, 15);
+  std::memcpy(&lo, &a, sizeof lo);
+  std::memcpy(&hi, &b, sizeof hi);
+}
+inline void narrow(uint8_t *p, u32x4 lo, u32x4 hi) {
+  u16x8 a, b;
+  std::memcpy(&a, &lo, sizeof a);
+  std::memcpy(&b, &hi, sizeof b);
+  store(p, __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14));
+}
+
+inline f32x4 bf16_lanes(u32x4 h) { return as_f32(h << 16); }
 
 // float_to_bf16 in four lanes: NaN keeps its top bits and turns quiet,
 // everything else rounds to nearest even.
-inline void store_bf16x4(uint8_t *p, f32x4 v) {
+inline u32x4 lanes_bf16(f32x4 v) {
   const u32x4 x = as_u32(v);
   const u32x4 rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
   const u32x4 quiet = (x >> 16) | 0x40u;
-  const i32x4 nan = (x & 0x7fffffffu) > 0x7f800000u;  // all ones where NaN
-  const u32x4 pick = (quiet & u32x4(nan)) | (rounded & ~u32x4(nan));
-  store(p, __builtin_convertvector(pick, u16x4));
+  return pick((x & 0x7fffffffu) > 0x7f800000u, quiet, rounded);
 }
+
+// half_to_float in four lanes, without branches and as exactly: the
+// exponent and significand move into float position and the exponent is
+// rebiased; inf/NaN get the rest of the float bias; a subnormal half
+// (exponent 0) is rebuilt as 2^-14 * (1 + m/1024) and 2^-14 taken away,
+// which leaves m * 2^-24 exactly.
+inline f32x4 f16_lanes(u32x4 h) {
+  const u32x4 shifted_exp = u32x4{} + (0x7c00u << 13);
+  u32x4 o = ((h & 0x7fffu) << 13) + ((127u - 15u) << 23);
+  const u32x4 exp = (h << 13) & shifted_exp;
+  o = pick(exp == shifted_exp, o + ((128u - 16u) << 23), o);
+  const f32x4 renormed = as_f32(o + (1u << 23)) - as_f32(u32x4{} + (113u << 23));
+  o = pick(exp == 0u, as_u32(renormed), o);
+  return as_f32(o | ((h & 0x8000u) << 16));
+}
+
+// float_to_half in four lanes, the scalar's results bit for bit: NaN
+// stays quiet with its top payload bits, from 65520 up is inf, a half
+// subnormal comes from one float add (the magic 0.5 puts the 2^-24 grid in
+// the last place, so the hardware's nearest-even rounding is the
+// rounding), a normal half from rebiasing with the round-half-even bias.
+inline u32x4 lanes_f16(f32x4 v) {
+  const u32x4 u = as_u32(v);
+  const u32x4 sign = (u >> 16) & 0x8000u;
+  const u32x4 a = u & 0x7fffffffu;
+  const u32x4 nan = 0x7e00u | ((a >> 13) & 0x3ffu);
+  const u32x4 big = pick(a > 0x7f800000u, nan, u32x4{} + 0x7c00u);
+  const u32x4 magic = u32x4{} + (126u << 23);  // 0.5f
+  const u32x4 sub = as_u32(as_f32(a) + as_f32(magic)) - magic;
+  const u32x4 normal = (a + ((15u - 127u) << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  return pick(a >= 0x477ff000u, big, pick(a < (113u << 23), sub, normal)) | sign;
+}
+
+// Element codecs: eight elements (two f32x4) and one, in f32 arithmetic.
+struct F32 {
+  static constexpr size_t kBytes = 4;
+  static void load8(const uint8_t *p, f32x4 &a, f32x4 &b) {
+    a = load<f32x4>(p);
+    b = load<f32x4>(p + 16);
+  }
+  static void store8(uint8_t *p, f32x4 a, f32x4 b) {
+    store(p, a);
+    store(p + 16, b);
+  }
+  static float load1(const uint8_t *p) { return load<float>(p); }
+  static void store1(uint8_t *p, float v) { store(p, v); }
+};
+// The 16-bit formats: widen, convert each half, and back.
+template <f32x4 (*ToF32)(u32x4), u32x4 (*FromF32)(f32x4), float (*Scalar)(uint16_t),
+          uint16_t (*ToScalar)(float)>
+struct Half16 {
+  static constexpr size_t kBytes = 2;
+  static void load8(const uint8_t *p, f32x4 &a, f32x4 &b) {
+    u32x4 lo, hi;
+    widen(p, lo, hi);
+    a = ToF32(lo);
+    b = ToF32(hi);
+  }
+  static void store8(uint8_t *p, f32x4 a, f32x4 b) { narrow(p, FromF32(a), FromF32(b)); }
+  static float load1(const uint8_t *p) { return Scalar(load<uint16_t>(p)); }
+  static void store1(uint8_t *p, float v) { store(p, ToScalar(v)); }
+};
+using BF16 = Half16<bf16_lanes, lanes_bf16, bf16_to_float, float_to_bf16>;
+using F16 = Half16<f16_lanes, lanes_f16, half_to_float, float_to_half>;
 
 // The rank count is a template parameter, so the loop over ranks unrolls
 // and the source pointers live in registers (as a runtime loop, the
 // per-vector loop overhead cost 2.5x at N=2 and 3.4x at N=4; the pointers
 // are copied to a local array, which nothing the stores write can alias).
-template <int N>
-void reduce_f32_n(const void *const *src, void *out, size_t count) {
+template <class C, int N>
+void reduce_n(const void *const *src, void *out, size_t count) {
   const uint8_t *s[N];
   for (int r = 0; r < N; r++) s[r] = static_cast<const uint8_t *>(src[r]);
   auto *o = static_cast<uint8_t *>(out);
   size_t i = 0;
-  for (; i + kLanes <= count; i += kLanes) {
-    f32x4 acc = load<f32x4>(s[0] + i * 4);
-    for (int r = 1; r < N; r++) acc += load<f32x4>(s[r] + i * 4);
-    store(o + i * 4, acc);
+  for (; i + kStep <= count; i += kStep) {
+    f32x4 a, b;
+    C::load8(s[0] + i * C::kBytes, a, b);
+    for (int r = 1; r < N; r++) {
+      f32x4 c, d;
+      C::load8(s[r] + i * C::kBytes, c, d);
+      a += c;
+      b += d;
+    }
+    C::store8(o + i * C::kBytes, a, b);
   }
   for (; i < count; i++) {
-    float acc = load<float>(s[0] + i * 4);
-    for (int r = 1; r < N; r++) acc += load<float>(s[r] + i * 4);
-    store(o + i * 4, acc);
-  }
-}
-
-template <int N>
-void reduce_bf16_n(const void *const *src, void *out, size_t count) {
-  const uint8_t *s[N];
-  for (int r = 0; r < N; r++) s[r] = static_cast<const uint8_t *>(src[r]);
-  auto *o = static_cast<uint8_t *>(out);
-  size_t i = 0;
-  for (; i + kLanes <= count; i += kLanes) {
-    f32x4 acc = load_bf16x4(s[0] + i * 2);
-    for (int r = 1; r < N; r++) acc += load_bf16x4(s[r] + i * 2);
-    store_bf16x4(o + i * 2, acc);
-  }
-  for (; i < count; i++) {
-    float acc = bf16_to_float(load<uint16_t>(s[0] + i * 2));
-    for (int r = 1; r < N; r++) acc += bf16_to_float(load<uint16_t>(s[r] + i * 2));
-    store(o + i * 2, float_to_bf16(acc));
+    float acc = C::load1(s[0] + i * C::kBytes);
+    for (int r = 1; r < N; r++) acc += C::load1(s[r] + i * C::kBytes);
+    C::store1(o + i * C::kBytes, acc);
   }
 }
 
 using ReduceFn = void (*)(const void *const *, void *, size_t);
-template <size_t... I>
-constexpr std::array<ReduceFn, sizeof...(I)> f32_table(std::index_sequence<I...>) {
-  return {&reduce_f32_n<int(I) + 1>...};
+template <class C, size_t... I>
+constexpr std::array<ReduceFn, sizeof...(I)> table(std::index_sequence<I...>) {
+  return {&reduce_n<C, int(I) + 1>...};
 }
-template <size_t... I>
-constexpr std::array<ReduceFn, sizeof...(I)> bf16_table(std::index_sequence<I...>) {
-  return {&reduce_bf16_n<int(I) + 1>...};
-}
-constexpr auto kF32 = f32_table(std::make_index_sequence<kMaxRanks>());
-constexpr auto kBF16 = bf16_table(std::make_index_sequence<kMaxRanks>());
-
-// f16 stays scalar (its conversion branches per element), in blocks so
-// the accumulators live in a small array.
-void reduce_f16(const void *const *src, int n, void *out, size_t count) {
-  constexpr size_t kBlock = 256;
-  float acc[kBlock];
-  auto *o = static_cast<uint8_t *>(out);
-  for (size_t base = 0; base < count; base += kBlock) {
-    const size_t m = count - base < kBlock ? count - base : kBlock;
-    for (int r = 0; r < n; r++) {
-      const auto *s = static_cast<const uint8_t *>(src[r]) + base * 2;
-      for (size_t j = 0; j < m; j++) {
-        const float v = half_to_float(load<uint16_t>(s + j * 2));
-        acc[j] = r == 0 ? v : acc[j] + v;
-      }
-    }
-    for (size_t j = 0; j < m; j++) store(o + (base + j) * 2, float_to_half(acc[j]));
-  }
-}
+constexpr auto kF32 = table<F32>(std::make_index_sequence<kMaxRanks>());
+constexpr auto kBF16 = table<BF16>(std::make_index_sequence<kMaxRanks>());
+constexpr auto kF16 = table<F16>(std::make_index_sequence<kMaxRanks>());
 
 }  // namespace
 
 void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count) {
   switch (t) {
     case Dtype::F32: kF32[size_t(n - 1)](src, out, count); break;
-    case Dtype::F16: reduce_f16(src, n, out, count); break;
+    case Dtype::F16: kF16[size_t(n - 1)](src, out, count); break;
     case Dtype::BF16: kBF16[size_t(n - 1)](src, out, count); break;
   }
+}
+
+void floats_to_half(const float *in, uint16_t *out, size_t count) {
+  auto *o = reinterpret_cast<uint8_t *>(out);
+  size_t i = 0;
+  for (; i + kStep <= count; i += kStep) F16::store8(o + i * 2, load<f32x4>(in + i), load<f32x4>(in + i + 4));
+  for (; i < count; i++) store(o + i * 2, float_to_half(in[i]));
 }
 
 }  // namespace ds4tp::group
