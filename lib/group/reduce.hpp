@@ -26,7 +26,7 @@ uint16_t float_to_bf16(float f);  // round to nearest even; NaN stays NaN
 // (each element is read from every src before it is written).
 void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count);
 
-// float_to_half over an array, four lanes at a time as reduce_sum's f16
+// float_to_half over an array, in vector lanes as reduce_sum's f16
 // path does it (the tests hold it to the scalar bit for bit).
 void floats_to_half(const float *in, uint16_t *out, size_t count);
 
