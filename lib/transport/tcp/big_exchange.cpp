@@ -155,15 +155,14 @@ constexpr uint64_t kWakeBytes = 256u << 10;
 int alternate_exchange(const BigLink &link, const BigPlan &plan, const GateHeader &mine,
                        const uint8_t *out, uint8_t *in, uint64_t bytes, Error &err) {
   uint8_t shdr[wire::kGateHeaderBytes];
-  uint8_t rhdr[wire::kGateHeaderBytes];
   wire::encode_gate_header(mine, shdr);
 
   const int fd = link.fd;
   const DataConfig &cfg = *link.cfg;
   const uint64_t meet_ns = cfg.arrival(true), progress_ns = cfg.big_gate_timeout_ns;
   const uint64_t total = wire::kGateHeaderBytes + bytes;
-  uint64_t sent = 0, got = 0;
-  bool header_checked = false;
+  uint64_t sent = 0;
+  GateInbound rx{mine, in, total};
   Fail f{mine, plan, 0, 0, total};
   os::PeerWatch watch;
   watch.watch_socket(fd, "data connection");
@@ -182,61 +181,58 @@ int alternate_exchange(const BigLink &link, const BigPlan &plan, const GateHeade
   uint64_t deadline = os::deadline_after(started, meet_ns);
   LowWater low{fd};
 
-  while (sent < total || got < total) {
+  while (sent < total || rx.got < total) {
     bool progress = false;
-    const uint64_t limit = send_limit(plan, got, total);
+    const uint64_t limit = send_limit(plan, rx.got, total);
     if (sent < limit) {
       ssize_t r = send_stream(fd, shdr, out, sent, limit);
       if (r > 0) {
         sent += uint64_t(r);
         progress = true;
       } else if (r < 0 && !retry_later(errno)) {
-        f.sent = sent, f.got = got;
+        f.sent = sent, f.got = rx.got;
         return f.io(errno, err);
       }
     }
-    if (got < total) {
-      ssize_t r = recv_stream(fd, rhdr, in, got, total);
+    if (rx.got < total) {
+      const bool first = rx.got == 0;
+      ssize_t r;
+      if (int rc = rx.read(fd, r, err)) return rc;
       if (r > 0) {
-        if (got == 0) *link.seen_ns = 1;  // stamped below with the progress clock read
-        got += uint64_t(r);
+        if (first) *link.seen_ns = 1;  // stamped below with the progress clock read
         progress = true;
-        if (!header_checked && got >= wire::kGateHeaderBytes) {
-          if (int rc = wire::check_peer_gate_header(mine, rhdr, err)) return rc;
-          header_checked = true;
-        }
       } else if (r == 0) {
-        f.sent = sent, f.got = got;
+        f.sent = sent, f.got = rx.got;
         return f.closed(err);
       } else if (!retry_later(errno)) {
-        f.sent = sent, f.got = got;
+        f.sent = sent, f.got = rx.got;
         return f.io(errno, err);
       }
     }
     if (progress) {
       w.progress();
       if (*link.seen_ns == 1) *link.seen_ns = w.last_progress();
-      deadline = got > 0 ? w.last_progress() + progress_ns : os::deadline_after(started, meet_ns);
+      deadline = rx.got > 0 ? w.last_progress() + progress_ns : os::deadline_after(started, meet_ns);
       continue;
     }
     int perr = 0;
-    const bool want_out = sent < send_limit(plan, got, total);
-    if (!want_out && header_checked && got < total) {
+    const bool want_out = sent < send_limit(plan, rx.got, total);
+    if (!want_out && rx.header_checked && rx.got < total) {
       // Only receiving: wake once a good slice has landed, never asking
       // for more than the peer sends before it waits for our next round.
-      uint64_t round_end = std::min(total, (got / plan.round + 1) * plan.round);
-      low.set(int(std::min(round_end - got, kWakeBytes)));
+      uint64_t round_end = std::min(total, (rx.got / plan.round + 1) * plan.round);
+      low.set(int(std::min(round_end - rx.got, kWakeBytes)));
     }
     int rc = w.idle(deadline, [&](uint64_t) {
-      pollfd p{fd, short((got < total ? POLLIN : 0) | (want_out ? POLLOUT : 0)), 0};
+      pollfd p{fd, short((rx.got < total ? POLLIN : 0) | (want_out ? POLLOUT : 0)), 0};
       if (::poll(&p, 1, std::min(ms_left(deadline), kLivenessSliceMs)) < 0 && errno != EINTR)
         perr = errno;
     });
-    f.sent = sent, f.got = got;
+    f.sent = sent, f.got = rx.got;
     if (perr != 0) return f.io(perr, err);
-    if (rc == DS4TP_ETIMEDOUT && got == 0 && cfg.peer != nullptr)
+    if (rc == DS4TP_ETIMEDOUT && rx.got == 0 && cfg.peer != nullptr)
       return f.never(*cfg.peer, meet_ns, err);
-    if (rc == DS4TP_ETIMEDOUT) return f.timeout(got == 0 ? meet_ns : progress_ns, err);
+    if (rc == DS4TP_ETIMEDOUT) return f.timeout(rx.got == 0 ? meet_ns : progress_ns, err);
     if (rc == DS4TP_EPEERCLOSED && watch.silent()) return f.silent(watch, err);
     if (rc == DS4TP_EPEERCLOSED) return f.closed(err);
   }

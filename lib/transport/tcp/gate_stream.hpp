@@ -36,6 +36,30 @@ inline ssize_t recv_stream(int fd, uint8_t *hdr, uint8_t *body, uint64_t got, ui
   return ::recvmsg(fd, &msg, MSG_DONTWAIT);
 }
 
+// The receiving half of one gate's stream: the peer's header, checked
+// against ours once it is whole, then the payload into `body`.
+struct GateInbound {
+  GateInbound(const wire::GateHeader &m, uint8_t *b, uint64_t t) : mine(m), body(b), total(t) {}
+  const wire::GateHeader &mine;
+  uint8_t *body;
+  uint64_t total;  // header + payload bytes
+  uint64_t got = 0;
+  bool header_checked = false;
+  uint8_t hdr[wire::kGateHeaderBytes];
+
+  // Reads what the socket holds: DS4TP_OK with `r` the recvmsg result (> 0
+  // bytes, 0 at EOF, -1 with errno untouched), or the header check's error
+  // (EDESYNC, EPROTO) in `err`.
+  int read(int fd, ssize_t &r, Error &err) {
+    r = recv_stream(fd, hdr, body, got, total);
+    if (r <= 0) return DS4TP_OK;
+    got += uint64_t(r);
+    if (header_checked || got < wire::kGateHeaderBytes) return DS4TP_OK;
+    header_checked = true;
+    return wire::check_peer_gate_header(mine, hdr, err);
+  }
+};
+
 // Errors a non-blocking retry absorbs.
 inline bool retry_later(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
 

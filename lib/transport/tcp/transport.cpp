@@ -76,13 +76,12 @@ class TcpTransport final : public Transport {
   int exchange(const GateHeader &mine, const uint8_t *out, uint8_t *in, uint64_t bytes,
                uint64_t meet_ns, uint64_t progress_ns, Error &err) {
     uint8_t shdr[wire::kGateHeaderBytes];
-    uint8_t rhdr[wire::kGateHeaderBytes];
     wire::encode_gate_header(mine, shdr);
 
     const int fd = fd_.get();
     const uint64_t total = wire::kGateHeaderBytes + bytes;
-    uint64_t sent = 0, got = 0;
-    bool header_checked = false;
+    uint64_t sent = 0;
+    tcp::GateInbound rx{mine, in, total};
     // The data path reads the socket itself, so a closed peer normally
     // shows as EOF there; the watch covers a peer that is gone while
     // neither direction can move.
@@ -95,7 +94,7 @@ class TcpTransport final : public Transport {
     seen_ns_ = 0;
     uint64_t deadline = os::deadline_after(started, meet_ns);
 
-    while (sent < total || got < total) {
+    while (sent < total || rx.got < total) {
       bool progress = false;
       if (sent < total) {
         ssize_t r = tcp::send_stream(fd, shdr, out, sent, total);
@@ -103,46 +102,43 @@ class TcpTransport final : public Transport {
           sent += uint64_t(r);
           progress = true;
         } else if (r < 0 && !tcp::retry_later(errno)) {
-          return io_fail(mine, errno, sent, got, total, err);
+          return io_fail(mine, errno, sent, rx.got, total, err);
         }
       }
-      if (got < total) {
-        ssize_t r = tcp::recv_stream(fd, rhdr, in, got, total);
+      if (rx.got < total) {
+        const bool first = rx.got == 0;
+        ssize_t r;
+        if (int rc = rx.read(fd, r, err)) return rc;
         if (r > 0) {
-          if (got == 0) seen_ns_ = 1;  // stamped below with the progress clock read
-          got += uint64_t(r);
+          if (first) seen_ns_ = 1;  // stamped below with the progress clock read
           progress = true;
-          if (!header_checked && got >= wire::kGateHeaderBytes) {
-            if (int rc = wire::check_peer_gate_header(mine, rhdr, err)) return rc;
-            header_checked = true;
-          }
         } else if (r == 0) {
-          return closed(mine, got, total, err);
+          return closed(mine, rx.got, total, err);
         } else if (!tcp::retry_later(errno)) {
-          return io_fail(mine, errno, sent, got, total, err);
+          return io_fail(mine, errno, sent, rx.got, total, err);
         }
       }
       if (progress) {
         w.progress();
         if (seen_ns_ == 1) seen_ns_ = w.last_progress();
         // Once the peer has shown up, the in-gate timeout applies.
-        deadline = got > 0 ? w.last_progress() + progress_ns : os::deadline_after(started, meet_ns);
+        deadline = rx.got > 0 ? w.last_progress() + progress_ns : os::deadline_after(started, meet_ns);
         continue;
       }
       int perr = 0;
       int rc = w.idle(deadline, [&](uint64_t) {
-        pollfd p{fd, short((got < total ? POLLIN : 0) | (sent < total ? POLLOUT : 0)), 0};
+        pollfd p{fd, short((rx.got < total ? POLLIN : 0) | (sent < total ? POLLOUT : 0)), 0};
         // In slices, so the peer's liveness verdict is read while blocked.
         if (::poll(&p, 1, std::min(ms_left(deadline), kLivenessSliceMs)) < 0 && errno != EINTR)
           perr = errno;
       });
-      if (perr != 0) return io_fail(mine, perr, sent, got, total, err);
-      if (rc == DS4TP_ETIMEDOUT && got == 0 && cfg_.peer != nullptr)
+      if (perr != 0) return io_fail(mine, perr, sent, rx.got, total, err);
+      if (rc == DS4TP_ETIMEDOUT && rx.got == 0 && cfg_.peer != nullptr)
         return never_reached(mine, meet_ns, err);
       if (rc == DS4TP_ETIMEDOUT)
-        return timeout(mine, got == 0 ? meet_ns : progress_ns, sent, got, total, err);
-      if (rc == DS4TP_EPEERCLOSED && watch.silent()) return silent(mine, watch, got, total, err);
-      if (rc == DS4TP_EPEERCLOSED) return closed(mine, got, total, err);
+        return timeout(mine, rx.got == 0 ? meet_ns : progress_ns, sent, rx.got, total, err);
+      if (rc == DS4TP_EPEERCLOSED && watch.silent()) return silent(mine, watch, rx.got, total, err);
+      if (rc == DS4TP_EPEERCLOSED) return closed(mine, rx.got, total, err);
     }
     return DS4TP_OK;
   }
