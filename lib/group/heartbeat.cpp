@@ -35,8 +35,9 @@ BeatReader::Event BeatReader::feed(const uint8_t *p, size_t n, size_t &used) {
 
 struct Heartbeat::Impl {
   struct Link {
+    explicit Link(const HeartbeatLink &l) : at(l), reader(l.rank == 0) {}  // rank 0 sends notices
     HeartbeatLink at;
-    BeatReader reader{false};  // set from the link rank at start()
+    BeatReader reader;
     bool open = true;
     uint64_t heard_ns = 0;
   };
@@ -144,7 +145,7 @@ int Heartbeat::start(const HeartbeatConfig &cfg, Verdict verdict, std::unique_pt
   Impl &im = *h->impl_;
   im.cfg = cfg;
   im.verdict = std::move(verdict);
-  for (const auto &l : cfg.links) im.links.push_back(Impl::Link{l, BeatReader(l.rank == 0)});
+  for (const auto &l : cfg.links) im.links.emplace_back(l);
   if (!os::wake_open(im.wake))
     return err.set(DS4TP_EIO, "group heartbeat: wake-up handle: {}", std::strerror(errno));
   im.thread = std::thread([&im] { im.run(); });
