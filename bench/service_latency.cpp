@@ -83,8 +83,8 @@ struct Rank {
   int bad = 0;
 
   uint32_t slots() const { return l.slots; }
-  float *out(uint32_t s) const { return reinterpret_cast<float *>(slab + l.out_offset + s * l.vec_stride); }
-  float *in(uint32_t s) const { return reinterpret_cast<float *>(slab + l.in_offset + s * l.vec_stride); }
+  float *out(uint32_t s) const { return reinterpret_cast<float *>(slab + l.out_offset + s * l.slot_stride); }
+  float *in(uint32_t s) const { return reinterpret_cast<float *>(slab + l.in_offset + s * l.slot_stride); }
   uint64_t *ready(uint32_t s) const {
     return reinterpret_cast<uint64_t *>(slab + l.gpu_flags_offset + s * l.flag_stride);
   }

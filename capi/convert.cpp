@@ -154,8 +154,8 @@ void fill_layout(const slab::Layout &l, ds4tp_slab_layout *out) {
   c.vec_bytes = l.vec_bytes;
   c.vec_stride = l.vec_stride;
   c.flag_stride = l.flag_stride;
-  c.out_offset = l.out;
-  c.in_offset = l.in;
+  c.out_offset = l.out_vec(0);
+  c.in_offset = l.in_vec(0);
   c.in_seq_offset = l.in_seq;
   c.token_offset = l.token;
   c.gpu_flags_offset = l.gpu_flags;
@@ -166,6 +166,7 @@ void fill_layout(const slab::Layout &l, ds4tp_slab_layout *out) {
   c.big_in_offset = l.big_in;
   c.big_staging_bytes = l.big_staging;
   c.gpu_release_offset = l.gpu_release;
+  c.slot_stride = l.slot_stride;
   uint32_t sz = out->size < sizeof c ? out->size : uint32_t(sizeof c);
   std::memcpy(out, &c, sz);
   out->size = sz;

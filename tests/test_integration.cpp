@@ -58,10 +58,10 @@ struct Words {
     return reinterpret_cast<uint64_t *>(base + l.gpu_release_offset + slot * l.flag_stride);
   }
   float *out(uint32_t slot) const {
-    return reinterpret_cast<float *>(base + l.out_offset + slot * l.vec_stride);
+    return reinterpret_cast<float *>(base + l.out_offset + slot * l.slot_stride);
   }
   float *in(uint32_t slot) const {
-    return reinterpret_cast<float *>(base + l.in_offset + slot * l.vec_stride);
+    return reinterpret_cast<float *>(base + l.in_offset + slot * l.slot_stride);
   }
 };
 

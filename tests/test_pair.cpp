@@ -12,6 +12,7 @@
 
 #include "support/ranks.hpp"
 #include "wire/codec.hpp"
+#include "wire/gate_header.hpp"
 #include "wire/hello.hpp"
 
 using namespace ds4tp::test;
@@ -78,6 +79,69 @@ TEST_CASE("row gates, batch gates and a 64 MiB big gate cross two processes bit 
     rc = token_loop(tp, 20);
     if (rc) return rc;
     return big_gate(tp, 64ull << 20);
+  };
+  Outcome o = run_pair(s, body, body);
+  REQUIRE_RANKS_OK(o);
+}
+
+// Row-gate slots: 64 bytes of header room, then the vector, then padding
+// up to the next slot. A gate writes only its own in vector and, over tcp,
+// the peer's gate header into the 32 bytes just before it: one contiguous
+// receive (tcp/gate_stream.hpp). Everything else keeps the sentinel.
+TEST_CASE("a row gate writes its in vector and, over tcp, the header room before it only") {
+  int transport = GENERATE(from_range(local_transports()));
+  RankSetup s;
+  s.transport = transport;
+  s.leader_id = s.worker_id = small_identity(3, 4100);  // 16400-byte vectors: 48 bytes of padding
+  auto body = [](ds4tp_pair *tp, Ctx &) -> int {
+    if (int rc = connect_attach(tp)) return rc;
+    const int rank = ds4tp_rank(tp);
+    auto *slab = static_cast<uint8_t *>(ds4tp_slab_base(tp));
+    ds4tp_slab_layout l{};
+    l.size = sizeof l;
+    ds4tp_slab_layout_get(tp, &l);
+    CHILD_EXPECT(l.slot_stride == l.vec_stride + 64 && l.vec_stride > l.vec_bytes, tp,
+                 "slot_stride %llu vec_stride %llu", (unsigned long long)l.slot_stride,
+                 (unsigned long long)l.vec_stride);
+    uint8_t *region = slab + l.in_offset - 64;
+    std::memset(region, 0xEE, l.slots * l.slot_stride);
+    // A batch gate as a barrier: over shm the peer writes our in vectors
+    // directly, so neither rank may start row gates before both have set
+    // the sentinel.
+    CHILD_EXPECT_OK(ds4tp_batch_gate_exchange(tp, 0, 1, 1), tp);
+    const bool tcp = ds4tp_transport_active(tp) == DS4TP_TRANSPORT_TCP;
+    const uint64_t floats = l.vec_bytes / 4;
+    for (uint32_t slot = 0; slot < l.slots; slot++) {
+      const uint64_t seq = slot + 1;
+      auto *out = reinterpret_cast<float *>(slab + l.out_offset + slot * l.slot_stride);
+      for (uint64_t i = 0; i < floats; i++) out[i] = pattern(rank, seq, i);
+      CHILD_EXPECT_OK(ds4tp_gate_exchange(tp, slot / 2, slot % 2, seq), tp);
+    }
+    for (uint32_t slot = 0; slot < l.slots; slot++) {
+      const uint8_t *room = region + slot * l.slot_stride, *vec = room + 64;
+      for (uint64_t i = 0; i < floats; i++) {
+        float want = pattern(1 - rank, slot + 1, i);
+        CHILD_EXPECT(std::memcmp(vec + 4 * i, &want, 4) == 0, tp, "slot %u float %llu", slot,
+                     (unsigned long long)i);
+      }
+      for (uint64_t b = l.vec_bytes; b < l.vec_stride; b++)
+        CHILD_EXPECT(vec[b] == 0xEE, tp, "slot %u padding byte %llu was written", slot,
+                     (unsigned long long)b);
+      for (int b = 0; b < 32; b++)
+        CHILD_EXPECT(room[b] == 0xEE, tp, "slot %u room byte %d was written", slot, b);
+      ds4tp::wire::GateHeader h;
+      ds4tp::Error err;
+      const int rc = ds4tp::wire::decode_gate_header(room + 32, 32, h, err);
+      if (tcp) {
+        CHILD_EXPECT(rc == DS4TP_OK && h.seq == slot + 1 && h.layer == slot / 2, tp,
+                     "slot %u: the peer's header is not in the room (%s)", slot,
+                     err.message.c_str());
+      } else {
+        for (int b = 32; b < 64; b++)
+          CHILD_EXPECT(room[b] == 0xEE, tp, "slot %u room byte %d was written", slot, b);
+      }
+    }
+    return 0;
   };
   Outcome o = run_pair(s, body, body);
   REQUIRE_RANKS_OK(o);

@@ -296,7 +296,7 @@ TEST_CASE("row gates: receives posted ahead land in the schedule's slots, no TCP
   Rig rig(c);
   // Sentinel in every in vector: slots outside the schedule must keep it.
   for (int r = 0; r < 2; r++)
-    std::memset(rig.slab[r] + rig.layout.in, 0xEE, rig.layout.slots * rig.layout.vec_stride);
+    std::memset(rig.slab[r] + rig.layout.in, 0xEE, rig.layout.slots * rig.layout.slot_stride);
   REQUIRE_ATTACHED(rig);
   const uint64_t gates = 40;
   auto rc = rig.run([&](int r) {

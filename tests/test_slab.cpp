@@ -20,8 +20,8 @@ TEST_CASE("layout regions do not overlap and are aligned") {
         uint64_t start, bytes;
       };
       std::vector<R> regions = {
-          {l.out, l.slots * l.vec_stride},
-          {l.in, l.slots * l.vec_stride},
+          {l.out, l.slots * l.slot_stride},
+          {l.in, l.slots * l.slot_stride},
           {l.in_seq, l.slots * l.flag_stride},
           {l.token, 64},
           {l.gpu_flags, l.slots * l.flag_stride},
@@ -43,6 +43,12 @@ TEST_CASE("layout regions do not overlap and are aligned") {
       REQUIRE(l.vec_bytes == uint64_t(n_embd) * 4);
       REQUIRE(l.vec_stride >= l.vec_bytes);
       REQUIRE(l.vec_stride % kVectorAlign == 0);
+      // Row slots: the library's header room, then the vector, aligned.
+      REQUIRE(l.slot_stride == l.vec_stride + kGateRoom);
+      REQUIRE(l.out_vec(0) == l.out + kGateRoom);
+      REQUIRE(l.in_vec(1) - l.in_vec(0) == l.slot_stride);
+      REQUIRE(l.out_vec(0) % kVectorAlign == 0);
+      REQUIRE(l.in_vec(l.slots - 1) % kVectorAlign == 0);
       REQUIRE(l.slots == n_layer * 2);
       REQUIRE(l.total % kRegionAlign == 0);
       // The last vector of each region ends inside the region.
@@ -71,7 +77,11 @@ TEST_CASE("C layout matches the internal one and honours a smaller struct") {
   Layout l;
   compute_layout(43, 4096, l);
   REQUIRE(out.total_bytes == l.total);
-  REQUIRE(out.in_offset == l.in);
+  // out/in_offset name slot 0's vector, past its header room.
+  REQUIRE(out.out_offset == l.out_vec(0));
+  REQUIRE(out.in_offset == l.in_vec(0));
+  REQUIRE(out.slot_stride == l.slot_stride);
+  REQUIRE(out.out_offset + 5 * out.slot_stride == l.out_vec(5));
   REQUIRE(out.big_in_offset == l.big_in);
   // An older caller whose struct ends after total_bytes gets just that.
   ds4tp_slab_layout small{};

@@ -24,7 +24,7 @@ namespace {
 float *vec(ds4tp_pair *tp, uint64_t region, uint32_t slot) {
   const ds4tp_slab_layout l = layout_of(tp);
   return reinterpret_cast<float *>(static_cast<uint8_t *>(ds4tp_slab_base(tp)) + region +
-                                   slot * l.vec_stride);
+                                   slot * l.slot_stride);
 }
 
 int start_stream(ds4tp_pair *tp, CpuStream &st, uint32_t bits, int mode) {

@@ -207,9 +207,9 @@ static void *lane_main(void *arg) {
     if (e->quit) break;
     for (int slot = 0; slot < c->layers * 2 && !e->error; slot++) {
       const block *b = &e->blocks[slot];
-      float *out = (float *)(e->slab + e->lay.out_offset + (uint64_t)slot * e->lay.vec_stride);
+      float *out = (float *)(e->slab + e->lay.out_offset + (uint64_t)slot * e->lay.slot_stride);
       const float *in =
-          (const float *)(e->slab + e->lay.in_offset + (uint64_t)slot * e->lay.vec_stride);
+          (const float *)(e->slab + e->lay.in_offset + (uint64_t)slot * e->lay.slot_stride);
       float inv = rms_inv(e->h, embd); /* every lane, same order: same value */
       for (int i = elo; i < ehi; i++) e->x[i] = e->h[i] * inv;
       pthread_barrier_wait(&e->step);

@@ -41,7 +41,7 @@ constexpr uint64_t kKernelGiveUpNs = 60ull * 1000000000ull;  // a kernel never w
 // Offsets a kernel needs, copied from ds4tp_slab_layout.
 struct SlabView {
   uint8_t *base;  // device pointer of the mapped slab
-  uint64_t out, in, ready, release, vec_stride, flag_stride;
+  uint64_t out, in, ready, release, slot_stride, flag_stride;
 };
 
 // Kernel-to-host report, in mapped memory.
@@ -70,8 +70,8 @@ __global__ void decode_kernel(SlabView s, int rank, int slots, int embd, int tok
   for (int t = 0; t < tokens; t++) {
     for (int slot = 0; slot < slots; slot++) {
       const uint64_t seq = uint64_t(t) * slots + slot + 1;
-      auto *out = reinterpret_cast<volatile float *>(s.base + s.out + slot * s.vec_stride);
-      auto *in = reinterpret_cast<volatile float *>(s.base + s.in + slot * s.vec_stride);
+      auto *out = reinterpret_cast<volatile float *>(s.base + s.out + slot * s.slot_stride);
+      auto *in = reinterpret_cast<volatile float *>(s.base + s.in + slot * s.slot_stride);
       for (int e = tid; e < embd; e += blockDim.x) out[e] = partial_dev(rank, seq, e, h[e]);
       __syncthreads();
       if (tid == 0) {
@@ -143,7 +143,7 @@ int run_rank(const Config &c, ds4tp_pair *tp) {
     return 1;
   }
   SlabView view{static_cast<uint8_t *>(dslab), l.out_offset, l.in_offset, l.gpu_flags_offset,
-                l.gpu_release_offset, l.vec_stride, l.flag_stride};
+                l.gpu_release_offset, l.slot_stride, l.flag_stride};
   const auto t0 = std::chrono::steady_clock::now();
   decode_kernel<<<1, kThreads>>>(view, rank, slots, embd, c.tokens, dh, dstatus);
   CUDA_OK(cudaGetLastError());

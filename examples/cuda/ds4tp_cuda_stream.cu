@@ -70,11 +70,11 @@ struct Rank {
   }
   float *out(int slot) const {
     if (g != nullptr) return reinterpret_cast<float *>(dev(w.data) + slot * w.slot_bytes);
-    return reinterpret_cast<float *>(dslab + l.out_offset + slot * l.vec_stride);
+    return reinterpret_cast<float *>(dslab + l.out_offset + slot * l.slot_stride);
   }
   float *in(int slot) const {
     if (g != nullptr) return out(slot);  // all-reduced in place
-    return reinterpret_cast<float *>(dslab + l.in_offset + slot * l.vec_stride);
+    return reinterpret_cast<float *>(dslab + l.in_offset + slot * l.slot_stride);
   }
   void *ready(int slot) const { return dev(w.ready) + slot * w.stride; }
   void *release(int slot) const { return dev(w.release) + slot * w.stride; }

@@ -46,7 +46,7 @@ extern "C" {
   ((DS4TP_VERSION_MAJOR << 16) | (DS4TP_VERSION_MINOR << 8) |              \
    DS4TP_VERSION_PATCH)
 /* Wire protocol version carried in the hello; both ranks must agree. */
-#define DS4TP_PROTOCOL_VERSION 2
+#define DS4TP_PROTOCOL_VERSION 3
 
 /* Returns DS4TP_VERSION_HEX of the linked library. */
 DS4TP_API unsigned ds4tp_version(void);
@@ -265,6 +265,11 @@ DS4TP_API int64_t ds4tp_schedule_slot(const ds4tp_identity *id,
 /* ------------------------------------------------------------------ */
 /* Slab layout. All offsets are from the slab base; every region starts  */
 /* on a 4096-byte boundary and every vector on a 64-byte one.           */
+/* Row-gate vector `slot` (= layer * 2 + gate) is at                     */
+/* out_offset + slot * slot_stride; the 64 bytes before each one belong  */
+/* to the library (the tcp transport puts the gate header there, so a    */
+/* gate is one send and one receive). Batch rows lie vec_stride apart,   */
+/* back to back when n_embd is a multiple of 16.                         */
 
 typedef struct ds4tp_slab_layout {
   uint32_t size;        /* sizeof(ds4tp_slab_layout), set by caller */
@@ -273,10 +278,10 @@ typedef struct ds4tp_slab_layout {
   uint32_t batch_rows;  /* DS4TP_BATCH_MAX_ROWS */
   uint64_t total_bytes;
   uint64_t vec_bytes;   /* n_embd * 4 */
-  uint64_t vec_stride;  /* distance between consecutive vectors */
+  uint64_t vec_stride;  /* distance between consecutive batch rows */
   uint64_t flag_stride; /* distance between consecutive flag words */
-  uint64_t out_offset;  /* slots vectors: this rank's partials */
-  uint64_t in_offset;   /* slots vectors: the peer's partials */
+  uint64_t out_offset;  /* slot 0's vector; this rank's partials */
+  uint64_t in_offset;   /* slot 0's vector; the peer's partials */
   uint64_t in_seq_offset;    /* slots u64: seq of the landed in vector */
   uint64_t token_offset;     /* {u64 seq, i32 token}, 64 bytes */
   uint64_t gpu_flags_offset; /* slots u64: engine "gate reached" words */
@@ -287,6 +292,7 @@ typedef struct ds4tp_slab_layout {
   uint64_t big_in_offset;
   uint64_t big_staging_bytes;
   uint64_t gpu_release_offset; /* slots u64: gate service "gate done" words */
+  uint64_t slot_stride; /* distance between row-gate vectors: vec_stride + 64 */
 } ds4tp_slab_layout;
 
 /* Computes the layout for `id`. `out->size` must be set by the caller.

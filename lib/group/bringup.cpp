@@ -318,7 +318,8 @@ int Group::connect(Error &err) {
     for (int r = 1; r < opt_.size; r++) watch[size_t(r)] = ctl[size_t(r)].get();
     medium_ = area ? shm_medium(area, 0, true, opt_.op_timeout_ns, opt_.spin_ns,
                                      std::move(watch))
-                   : tcp_medium(std::move(fds), 0, opt_.chunk_bytes, opt_.op_timeout_ns, opt_.spin_ns);
+                   : tcp_medium(std::move(fds), 0, opt_.chunk_bytes, opt_.op_timeout_ns, opt_.spin_ns,
+                                buffer_);
     ctl_ = std::move(ctl);
     listen_fd_.reset();
     return start_heartbeat(err);
@@ -372,7 +373,8 @@ int Group::connect(Error &err) {
   watch[0] = c.get();
   medium_ = area ? shm_medium(area, opt_.rank, true, opt_.op_timeout_ns, opt_.spin_ns,
                                      std::move(watch))
-                 : tcp_medium(std::move(fds), opt_.rank, opt_.chunk_bytes, opt_.op_timeout_ns, opt_.spin_ns);
+                 : tcp_medium(std::move(fds), opt_.rank, opt_.chunk_bytes, opt_.op_timeout_ns,
+                              opt_.spin_ns, buffer_);
   ctl_.clear();
   ctl_.push_back(std::move(c));
   return start_heartbeat(err);

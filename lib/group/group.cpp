@@ -12,12 +12,14 @@
 namespace ds4tp::group {
 
 Group::Group(Options o) : opt_(std::move(o)) {
-  buffer_ = std::aligned_alloc(64, (opt_.chunk_bytes + 63) & ~size_t(63));
-  if (buffer_ == nullptr) throw std::bad_alloc();
+  auto *b = static_cast<uint8_t *>(
+      std::aligned_alloc(64, kBufferRoom + ((opt_.chunk_bytes + 63) & ~size_t(63))));
+  if (b == nullptr) throw std::bad_alloc();
+  buffer_ = b + kBufferRoom;
   std::memset(buffer_, 0, opt_.chunk_bytes);
   scratch_ = static_cast<uint8_t *>(std::aligned_alloc(64, (opt_.chunk_bytes + 63) & ~size_t(63)));
   if (scratch_ == nullptr) {
-    std::free(buffer_);
+    std::free(b);
     throw std::bad_alloc();
   }
 }
@@ -26,7 +28,7 @@ Group::~Group() {
   heartbeat_.reset();  // no verdict after this point
   if (medium_) medium_->abort(opt_.rank);
   medium_.reset();
-  std::free(buffer_);
+  std::free(buffer_ - kBufferRoom);
   std::free(scratch_);
 }
 

@@ -116,7 +116,10 @@ class Group {
   Options opt_;
   std::unique_ptr<Medium> medium_;
   uint64_t step_ = 0;
-  void *buffer_ = nullptr;
+  // ds4tp_group_buffer: kBufferRoom bytes the medium may use, then the
+  // caller's chunk_bytes (buffer_ points past the room).
+  static constexpr size_t kBufferRoom = 64;
+  uint8_t *buffer_ = nullptr;
   uint8_t *scratch_ = nullptr;  // two-shot staging: chunk_bytes, never the user's buffer_
   net::Fd listen_fd_;
   // Rendezvous sockets, kept for the group's life: their hang-up tells a
@@ -164,7 +167,10 @@ void shm_area_unlink(const std::string &name);
 std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
                                    uint64_t op_timeout_ns, int64_t spin_ns,
                                    std::vector<int> ctl = {});
+// `roomy`: the group buffer; a step sending from its start puts the step
+// header in the kBufferRoom bytes before it (one plain send per peer).
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
-                                   uint64_t op_timeout_ns, int64_t spin_ns);
+                                   uint64_t op_timeout_ns, int64_t spin_ns,
+                                   const uint8_t *roomy);
 
 }  // namespace ds4tp::group

@@ -2,7 +2,10 @@
 // header plus its bytes to every peer, and reads every other
 // contributor's header and bytes into a per-rank staging buffer, all in
 // one loop over non-blocking sockets so large steps cannot deadlock on
-// full socket buffers. It waits like the shm medium (wait_budget).
+// full socket buffers. Each staging buffer has room for the header right
+// before it, so a peer's step lands with one plain recv (a two-piece
+// recvmsg costs more per call, and the wait polls with it). A step sent
+// from the start of the group buffer does the same on the sending side. It waits like the shm medium (wait_budget).
 // A failure shuts every socket down, so the peers see this rank leave
 // (group-wide failure); a peer that closes fails the step with
 // EPEERCLOSED naming it. Staging is allocated once, at set-up.
@@ -23,9 +26,10 @@ namespace {
 
 class TcpMedium final : public Medium {
  public:
-  TcpMedium(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout, int64_t spin)
-      : fds_(std::move(fds)), rank_(rank), n_(int(fds_.size())), timeout_(timeout),
-        staging_(size_t(n_) * chunk), chunk_(chunk), wait_(wait_budget(n_, spin)) {
+  TcpMedium(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout, int64_t spin,
+            const uint8_t *roomy)
+      : fds_(std::move(fds)), rank_(rank), n_(int(fds_.size())), timeout_(timeout), roomy_(roomy),
+        staging_(size_t(n_) * (kRoom + chunk)), chunk_(chunk), wait_(wait_budget(n_, spin)) {
     for (auto &f : fds_)
       if (f.valid()) net::set_nonblocking(f.get());
   }
@@ -61,8 +65,12 @@ class TcpMedium final : public Medium {
   struct Peer {
     size_t sent = 0, got = 0;
     bool send = false, recv = false;
-    uint8_t in_hdr[kStepHeaderBytes];
   };
+  static constexpr size_t kRoom = 64;  // before each landing: header room, alignment kept
+  static_assert(kRoom >= kStepHeaderBytes);
+
+  // Where rank r's bytes of a step land; its header goes just before.
+  uint8_t *landing(int r) { return staging_.data() + size_t(r) * (kRoom + chunk_) + kRoom; }
 
   // Sends src[r] (bytes) to every peer r when src is set, receives
   // `bytes` from every peer (or only root) into staging. Every socket is
@@ -72,7 +80,11 @@ class TcpMedium final : public Medium {
           Error &err) {
     if (aborted_.load(std::memory_order_acquire))
       return err.set(DS4TP_EFAILED, "group failed: marked failed");
-    uint8_t hdr[kStepHeaderBytes];
+    uint8_t own[kStepHeaderBytes];
+    // From the group buffer's start the header goes in the room before it.
+    uint8_t *hdr = src != nullptr && src[0] == roomy_ && src[n_ - 1] == roomy_
+                       ? const_cast<uint8_t *>(roomy_) - kStepHeaderBytes
+                       : own;
     encode_step_header(step, bytes, hdr);
     Peer peers[kMaxRanks];
     int pending = 0;
@@ -99,7 +111,7 @@ class TcpMedium final : public Medium {
           if (int rc = pump_recv(step, bytes, r, p, moved, err)) return fail(rc);
           if (!p.recv) {
             pending--;
-            views[r] = staging_.data() + size_t(r) * chunk_;
+            views[r] = landing(r);
           }
         }
       }
@@ -144,16 +156,12 @@ class TcpMedium final : public Medium {
   }
 
   // Reads what rank r's socket holds of this step: header and bytes in
-  // one call (the header first goes to in_hdr, the bytes to staging).
+  // one call, into the header room and the landing after it.
   int pump_recv(uint64_t step, size_t bytes, int r, Peer &p, bool &moved, Error &err) {
     const size_t total = kStepHeaderBytes + bytes;
-    uint8_t *dst = staging_.data() + size_t(r) * chunk_;
+    uint8_t *hdr = landing(r) - kStepHeaderBytes;
     while (p.recv) {
-      iovec iov[2];
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = size_t(net::stream_iov(p.in_hdr, kStepHeaderBytes, dst, p.got, total, iov));
-      const ssize_t k = ::recvmsg(fds_[r].get(), &msg, MSG_DONTWAIT);
+      const ssize_t k = ::recv(fds_[r].get(), hdr + p.got, total - p.got, MSG_DONTWAIT);
       if (k == 0)
         return err.set(DS4TP_EPEERCLOSED, "rank {} closed its connection (step {})", r, step);
       if (k < 0) {
@@ -164,7 +172,7 @@ class TcpMedium final : public Medium {
       p.got += size_t(k);
       moved = true;
       if (hdr_done)
-        if (int rc = check_step_header(p.in_hdr, step, bytes, r, err)) return rc;
+        if (int rc = check_step_header(hdr, step, bytes, r, err)) return rc;
       if (p.got == total) p.recv = false;
     }
     return DS4TP_OK;
@@ -174,9 +182,14 @@ class TcpMedium final : public Medium {
                 Peer &p, bool &moved, Error &err) {
     const size_t total = kStepHeaderBytes + bytes;
     while (p.send) {
-      iovec iov[2];
-      const int cnt = net::stream_iov(hdr, kStepHeaderBytes, src, p.sent, total, iov);
-      const ssize_t k = os::sendv_nosignal(fds_[r].get(), iov, cnt);
+      ssize_t k;
+      if (hdr + kStepHeaderBytes == src) {
+        k = os::send_nosignal(fds_[r].get(), hdr + p.sent, total - p.sent);
+      } else {
+        iovec iov[2];
+        const int cnt = net::stream_iov(hdr, kStepHeaderBytes, src, p.sent, total, iov);
+        k = os::sendv_nosignal(fds_[r].get(), iov, cnt);
+      }
       if (k < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return DS4TP_OK;
         return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", r, std::strerror(errno), step);
@@ -197,6 +210,7 @@ class TcpMedium final : public Medium {
   int rank_;
   int n_;
   uint64_t timeout_;
+  const uint8_t *roomy_;  // the group buffer (see tcp_medium)
   std::vector<uint8_t> staging_;
   size_t chunk_;
   std::atomic<bool> aborted_{false};
@@ -208,8 +222,9 @@ class TcpMedium final : public Medium {
 }  // namespace
 
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
-                                   uint64_t op_timeout_ns, int64_t spin_ns) {
-  return std::make_unique<TcpMedium>(std::move(fds), rank, chunk, op_timeout_ns, spin_ns);
+                                   uint64_t op_timeout_ns, int64_t spin_ns,
+                                   const uint8_t *roomy) {
+  return std::make_unique<TcpMedium>(std::move(fds), rank, chunk, op_timeout_ns, spin_ns, roomy);
 }
 
 }  // namespace ds4tp::group

@@ -97,6 +97,15 @@ class PeerWatch {
   void watch_peer(const PeerState *state) { state_ = state; }
   const PeerState *peer_state() const { return state_; }
 
+  // The first wait that uses this watch starts at `now`: its first socket
+  // and process looks come a period later, so a wait that ends within a
+  // period (most gates) makes no system call for them. The flag and the
+  // verdict are read at every check from the start. Later calls keep the
+  // schedule. Waiter's constructor calls it.
+  void arm(uint64_t now) {
+    if (next_socket_ == 0) next_socket_ = now + kSocketCheckNs;
+    if (next_process_ == 0) next_process_ = now + kProcessCheckNs;
+  }
   // True once the peer is known gone (and stays true). Cheap between
   // the periods above.
   bool check(uint64_t now);
@@ -155,9 +164,12 @@ inline void set_spin(WaitPolicy &p, SpinBudget &budget, uint64_t spin_ns, bool a
 
 class Waiter {
  public:
-  // `last_progress`: when the wait's spin window starts (now by default).
-  Waiter(const WaitPolicy &policy, PeerWatch *watch, uint64_t last_progress = now_ns())
-      : p_(policy), watch_(watch), last_(last_progress), now_(now_ns()) {
+  // `last_progress`: when the wait's spin window starts, in the past; 0
+  // (the default) is now. One clock read either way.
+  explicit Waiter(const WaitPolicy &policy, PeerWatch *watch, uint64_t last_progress = 0)
+      : p_(policy), watch_(watch), now_(now_ns()) {
+    last_ = last_progress != 0 ? last_progress : now_;
+    if (watch_ != nullptr) watch_->arm(now_);
     if (p_.budget != nullptr) {
       p_.spin_ns = p_.budget->begin();
       // No window: the host is oversubscribed, where a yield loop competes
@@ -167,6 +179,9 @@ class Waiter {
     }
     spinning_ = now_ - last_ < p_.spin_ns;
   }
+  Waiter(const Waiter &) = delete;
+  Waiter &operator=(const Waiter &) = delete;
+
   // Tells the budget how long the wait's last quiet stretch was. The clock
   // is read again only when the wait yielded or blocked since the last
   // read: a spinning wait ends within clock_every polls of now_.
@@ -175,12 +190,17 @@ class Waiter {
     const uint64_t end = kernel_ ? now_ns() : now_;
     p_.budget->ended(p_.spin_ns, end > last_ ? end - last_ : 0, preempted_);
   }
-  Waiter(const Waiter &) = delete;
-  Waiter &operator=(const Waiter &) = delete;
 
   // Something moved: the spin window starts again.
   void progress() {
     last_ = now_ = now_ns();
+    spinning_ = p_.spin_ns > 0;
+    kernel_ = false;
+  }
+  // The same without a clock read, for a poll pass that began right after
+  // one (the wait's first): progress is dated at that read.
+  void progress_at_last_read() {
+    last_ = now_;
     spinning_ = p_.spin_ns > 0;
     kernel_ = false;
   }

@@ -14,6 +14,7 @@ bool compute_layout(uint32_t n_layer, uint32_t n_embd, Layout &l) {
   l.batch_gates = n_layer * kBatchGatesPerLayer;
   l.vec_bytes = uint64_t(n_embd) * 4;
   l.vec_stride = align_up(l.vec_bytes, kVectorAlign);
+  l.slot_stride = kGateRoom + l.vec_stride;
   l.batch_gate_stride = uint64_t(l.batch_rows) * l.vec_stride;
 
   uint64_t at = 0;
@@ -22,8 +23,8 @@ bool compute_layout(uint32_t n_layer, uint32_t n_embd, Layout &l) {
     at = start + bytes;
     return start;
   };
-  l.out = region(uint64_t(l.slots) * l.vec_stride);
-  l.in = region(uint64_t(l.slots) * l.vec_stride);
+  l.out = region(uint64_t(l.slots) * l.slot_stride);
+  l.in = region(uint64_t(l.slots) * l.slot_stride);
   l.in_seq = region(uint64_t(l.slots) * l.flag_stride);
   l.token = region(64);
   l.gpu_flags = region(uint64_t(l.slots) * l.flag_stride);

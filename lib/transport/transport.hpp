@@ -83,6 +83,9 @@ class Transport {
   // data (tcp: its first bytes; shm: its arrival stamp), from a clock read
   // the wait made anyway; 0 when this transport cannot tell. Gate thread.
   uint64_t peer_seen_ns() const { return seen_ns_; }
+  // peer_seen_ns() when the peer's first bytes came with its last: the
+  // gate ended as they arrived (the stats' end clock read dates it).
+  static constexpr uint64_t kSeenAtEnd = UINT64_MAX;
   // When the last gate started, from the clock read its deadline needed;
   // 0 when this transport does not stamp it (the pair reads the clock).
   uint64_t gate_start_ns() const { return start_ns_; }

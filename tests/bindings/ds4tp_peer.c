@@ -120,6 +120,7 @@ static void print_layout(void) {
   FIELD(ds4tp_slab_layout, big_in_offset);
   FIELD(ds4tp_slab_layout, big_staging_bytes);
   FIELD(ds4tp_slab_layout, gpu_release_offset);
+  FIELD(ds4tp_slab_layout, slot_stride);
 
   SIZE(ds4tp_staging_hooks);
   FIELD(ds4tp_staging_hooks, size);

@@ -104,7 +104,8 @@ def test_schedule_and_layout():
     layout = ds4tp.slab_layout(ds4tp.Identity(n_layer=4, n_embd=256))
     assert layout.slots == 8 and layout.vec_bytes == 1024
     assert layout.batch_rows == ds4tp.BATCH_MAX_ROWS
-    assert layout.out_offset % 4096 == 0 and layout.vec_stride % 64 == 0
+    assert layout.out_offset % 64 == 0 and layout.vec_stride % 64 == 0
+    assert layout.slot_stride == layout.vec_stride + 64
     with pytest.raises(ds4tp.Error) as e:
         ds4tp.slab_layout(ds4tp.Identity())
     assert e.value.status == ds4tp.Status.EINVAL
@@ -131,7 +132,7 @@ def test_leader_handle_queries_and_close():
         assert not tp.failed and tp.errmsg == "" and tp.peer_ctx_size == 0
         layout = tp.layout()
         assert tp.slab_bytes == layout.total_bytes
-        assert tp.out_offset(1, ds4tp.GATE_FFN) == layout.out_offset + 3 * layout.vec_stride
+        assert tp.out_offset(1, ds4tp.GATE_FFN) == layout.out_offset + 3 * layout.slot_stride
         assert tp.in_offset(0, 0) == layout.in_offset
         assert tp.batch_out_offset(3) == layout.batch_out_offset + 3 * layout.batch_gate_stride
         assert tp.batch_in_offset(0) == layout.batch_in_offset

@@ -2,6 +2,9 @@
 // gate header (wire::kGateHeaderBytes), then the payload. Both tcp
 // strategies, the full-duplex exchange (transport.cpp) and the alternating
 // big gate (big_exchange.cpp), move their part of it with these.
+// When the header sits right before the payload (row gates: the slab's
+// header room) the stream is one buffer and moves with plain send/recv;
+// a two-piece sendmsg/recvmsg measured ~8% slower at 16 KiB on loopback.
 // Non-blocking, no allocation: gate path.
 #pragma once
 
@@ -21,6 +24,7 @@ namespace ds4tp::tcp {
 // sendmsg result (-1 with errno, EAGAIN when the socket is full).
 inline ssize_t send_stream(int fd, const uint8_t *hdr, const uint8_t *body, uint64_t sent,
                            uint64_t limit) {
+  if (hdr + wire::kGateHeaderBytes == body) return os::send_nosignal(fd, hdr + sent, limit - sent);
   iovec iov[2];
   const int n = net::stream_iov(hdr, wire::kGateHeaderBytes, body, sent, limit, iov);
   return os::sendv_nosignal(fd, iov, n);
@@ -29,6 +33,7 @@ inline ssize_t send_stream(int fd, const uint8_t *hdr, const uint8_t *body, uint
 // Reads what the socket holds of the stream's bytes [got, total): the
 // recvmsg result (0 at EOF, -1 with errno, EAGAIN when nothing is there).
 inline ssize_t recv_stream(int fd, uint8_t *hdr, uint8_t *body, uint64_t got, uint64_t total) {
+  if (hdr + wire::kGateHeaderBytes == body) return ::recv(fd, hdr + got, total - got, MSG_DONTWAIT);
   iovec iov[2];
   msghdr msg{};
   msg.msg_iov = iov;
@@ -37,15 +42,20 @@ inline ssize_t recv_stream(int fd, uint8_t *hdr, uint8_t *body, uint64_t got, ui
 }
 
 // The receiving half of one gate's stream: the peer's header, checked
-// against ours once it is whole, then the payload into `body`.
+// against ours once it is whole, then the payload into `body`. With
+// `room` the header lands in the kGateHeaderBytes before `body`.
 struct GateInbound {
-  GateInbound(const wire::GateHeader &m, uint8_t *b, uint64_t t) : mine(m), body(b), total(t) {}
+  GateInbound(const wire::GateHeader &m, uint8_t *b, uint64_t t, bool room = false)
+      : mine(m), body(b), total(t), hdr(room ? b - wire::kGateHeaderBytes : own) {}
+  GateInbound(const GateInbound &) = delete;  // hdr may point into itself
+  GateInbound &operator=(const GateInbound &) = delete;
   const wire::GateHeader &mine;
   uint8_t *body;
   uint64_t total;  // header + payload bytes
   uint64_t got = 0;
   bool header_checked = false;
-  uint8_t hdr[wire::kGateHeaderBytes];
+  uint8_t own[wire::kGateHeaderBytes];
+  uint8_t *hdr;
 
   // Reads what the socket holds: DS4TP_OK with `r` the recvmsg result (> 0
   // bytes, 0 at EOF, -1 with errno untouched), or the header check's error

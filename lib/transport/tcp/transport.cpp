@@ -19,6 +19,8 @@ namespace {
 using wire::GateHeader;
 using wire::GateKind;
 
+static_assert(slab::kGateRoom >= wire::kGateHeaderBytes, "row slots hold a gate header");
+
 // After a hang-up, bytes the peer sent before it still drain this long.
 constexpr uint64_t kGoneGraceNs = 2000000;
 
@@ -45,7 +47,8 @@ class TcpTransport final : public Transport {
            Error &err) override {
     GateHeader h{uint16_t(GateKind::Row), layer, gate, seq, layout_.vec_bytes};
     return exchange(h, base_ + layout_.out_vec(slot), base_ + layout_.in_vec(slot),
-                    layout_.vec_bytes, cfg_.arrival(false), cfg_.gate_timeout_ns, err);
+                    layout_.vec_bytes, cfg_.arrival(false), cfg_.gate_timeout_ns, err,
+                    /*room=*/true);
   }
 
   int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) override {
@@ -72,16 +75,18 @@ class TcpTransport final : public Transport {
  private:
   // Full-duplex exchange of header+payload. `meet_ns` bounds the wait for
   // the peer's first bytes; after that `progress_ns` applies to every
-  // stretch without progress.
+  // stretch without progress. With `room` (row slots) the headers go in
+  // the slab's header room before `out` and `in`: one buffer each way.
   int exchange(const GateHeader &mine, const uint8_t *out, uint8_t *in, uint64_t bytes,
-               uint64_t meet_ns, uint64_t progress_ns, Error &err) {
-    uint8_t shdr[wire::kGateHeaderBytes];
+               uint64_t meet_ns, uint64_t progress_ns, Error &err, bool room = false) {
+    uint8_t own[wire::kGateHeaderBytes];
+    uint8_t *shdr = room ? const_cast<uint8_t *>(out) - wire::kGateHeaderBytes : own;
     wire::encode_gate_header(mine, shdr);
 
     const int fd = fd_.get();
     const uint64_t total = wire::kGateHeaderBytes + bytes;
     uint64_t sent = 0;
-    tcp::GateInbound rx{mine, in, total};
+    tcp::GateInbound rx{mine, in, total, room};
     // The data path reads the socket itself, so a closed peer normally
     // shows as EOF there; the watch covers a peer that is gone while
     // neither direction can move.
@@ -93,6 +98,7 @@ class TcpTransport final : public Transport {
     start_ns_ = started;
     seen_ns_ = 0;
     uint64_t deadline = os::deadline_after(started, meet_ns);
+    bool first_pass = true;
 
     while (sent < total || rx.got < total) {
       bool progress = false;
@@ -119,12 +125,21 @@ class TcpTransport final : public Transport {
         }
       }
       if (progress) {
-        w.progress();
+        // No clock read when the gate is done (Stats reads the end) or
+        // when this was the first pass (the Waiter's read dated it).
+        if (sent == total && rx.got == total) {
+          w.progress_at_last_read();
+          if (seen_ns_ == 1) seen_ns_ = kSeenAtEnd;
+          break;
+        }
+        if (first_pass) w.progress_at_last_read(); else w.progress();
+        first_pass = false;
         if (seen_ns_ == 1) seen_ns_ = w.last_progress();
         // Once the peer has shown up, the in-gate timeout applies.
         deadline = rx.got > 0 ? w.last_progress() + progress_ns : os::deadline_after(started, meet_ns);
         continue;
       }
+      first_pass = false;
       int perr = 0;
       int rc = w.idle(deadline, [&](uint64_t) {
         pollfd p{fd, short((rx.got < total ? POLLIN : 0) | (sent < total ? POLLOUT : 0)), 0};

@@ -7,7 +7,7 @@ import enum
 # them against the linked library).
 
 VERSION_MAJOR, VERSION_MINOR, VERSION_PATCH = 0, 1, 0
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 
 class Status(enum.IntEnum):

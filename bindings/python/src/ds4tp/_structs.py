@@ -234,6 +234,7 @@ class SlabLayout(_Struct):
         ("big_in_offset", c_uint64),
         ("big_staging_bytes", c_uint64),
         ("gpu_release_offset", c_uint64),
+        ("slot_stride", c_uint64),
     ]
 
 

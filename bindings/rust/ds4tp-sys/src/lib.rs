@@ -24,7 +24,7 @@ pub const DS4TP_VERSION_PATCH: u32 = 0;
 pub const DS4TP_VERSION_HEX: u32 =
     (DS4TP_VERSION_MAJOR << 16) | (DS4TP_VERSION_MINOR << 8) | DS4TP_VERSION_PATCH;
 /// Wire protocol version carried in the hello; both ranks must agree.
-pub const DS4TP_PROTOCOL_VERSION: u32 = 2;
+pub const DS4TP_PROTOCOL_VERSION: u32 = 3;
 
 extern "C" {
     /// Returns DS4TP_VERSION_HEX of the linked library.
@@ -241,13 +241,13 @@ pub struct ds4tp_slab_layout {
     pub total_bytes: u64,
     /// n_embd * 4
     pub vec_bytes: u64,
-    /// distance between consecutive vectors
+    /// distance between consecutive batch rows
     pub vec_stride: u64,
     /// distance between consecutive flag words
     pub flag_stride: u64,
-    /// slots vectors: this rank's partials
+    /// slot 0's vector; this rank's partials
     pub out_offset: u64,
-    /// slots vectors: the peer's partials
+    /// slot 0's vector; the peer's partials
     pub in_offset: u64,
     /// slots u64: seq of the landed in vector
     pub in_seq_offset: u64,
@@ -269,6 +269,8 @@ pub struct ds4tp_slab_layout {
     pub big_staging_bytes: u64,
     /// slots u64: gate service "gate done" words
     pub gpu_release_offset: u64,
+    /// distance between row-gate vectors: vec_stride + 64
+    pub slot_stride: u64,
 }
 
 extern "C" {

@@ -68,7 +68,7 @@ fn leader_handle_queries() {
     assert_eq!((tp.rank(), tp.transport(), tp.failed()), (0, Transport::Auto, false));
     let l = tp.layout();
     assert_eq!(tp.slab_bytes(), l.total_bytes);
-    assert_eq!(tp.out_offset(1, GATE_FFN), Some(l.out_offset + 3 * l.vec_stride));
+    assert_eq!(tp.out_offset(1, GATE_FFN), Some(l.out_offset + 3 * l.slot_stride));
     assert_eq!(tp.out_offset(2, 0), None);
     assert_eq!(tp.out_vector(0, 0).unwrap_err().status(), Some(Status::ESTATE));
     assert_eq!(tp.gate_exchange(0, 0, 1).unwrap_err().status(), Some(Status::ESTATE));

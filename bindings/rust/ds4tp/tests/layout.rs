@@ -56,7 +56,7 @@ fn structs_match_the_c_compiler() {
         ("ds4tp_slab_layout", rust_fields!(sys::ds4tp_slab_layout, size, slots, batch_gates, batch_rows,
             total_bytes, vec_bytes, vec_stride, flag_stride, out_offset, in_offset, in_seq_offset,
             token_offset, gpu_flags_offset, batch_out_offset, batch_in_offset, batch_gate_stride,
-            big_out_offset, big_in_offset, big_staging_bytes, gpu_release_offset)),
+            big_out_offset, big_in_offset, big_staging_bytes, gpu_release_offset, slot_stride)),
         ("ds4tp_staging_hooks", rust_fields!(sys::ds4tp_staging_hooks, size, user_data, before_exchange,
             after_exchange)),
         ("ds4tp_gate_service_options", rust_fields!(sys::ds4tp_gate_service_options, size, spin_us,
