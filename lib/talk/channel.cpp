@@ -93,6 +93,7 @@ int Channel::io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t t
   while (true) {
     if (int e = net::send_until_blocked(fd_, p, len, done)) return io_error(e, what().c_str(), err);
     if (done == len) break;
+    if (deadline == 0) deadline = deadline_for(timeout_ms);  // first full socket: the clock starts
     if (abandoned() && cfg_.peer != nullptr && cfg_.peer->silent())
       return err.set(DS4TP_ETIMEDOUT, "{}: {} ({} of {} bytes written)", what(),
                      cfg_.peer->silence(), done, len);
@@ -118,8 +119,7 @@ int Channel::write_frame(wire::FrameType type, uint8_t *buf, uint32_t bytes, int
   h.counter = tx_counter_ + 1;
   wire::encode_frame_header(h, buf);
   std::lock_guard<std::mutex> lock(write_mu_);
-  int rc = io_write(buf, wire::kFrameHeaderBytes + bytes, deadline_for(timeout_ms), timeout_ms,
-                    type, err);
+  int rc = io_write(buf, wire::kFrameHeaderBytes + bytes, 0, timeout_ms, type, err);
   if (rc == DS4TP_OK) tx_counter_ = h.counter;
   return rc;
 }
@@ -152,7 +152,7 @@ int Channel::fill(size_t need, ReadClock &clock, const char *what, size_t frame_
   while (rend_ - rpos_ < need) {
     ssize_t n = ::recv(fd_, rbuf_.get() + rend_, rcap_ - rend_, MSG_DONTWAIT);
     if (n > 0) {
-      if (rend_ == rpos_) clock.rest = deadline_for(clock.timeout_ms);  // the frame's first byte
+      if (rend_ == rpos_) clock.rest = 0;  // the frame's first byte: its clock starts at the next wait
       rend_ += size_t(n);
       rx_bytes_.fetch_add(uint64_t(n), std::memory_order_relaxed);
       spin_until = 0;
@@ -175,6 +175,10 @@ int Channel::fill(size_t need, ReadClock &clock, const char *what, size_t frame_
     if (abandoned())
       return err.set(DS4TP_EFAILED, "{}: abandoned, the pair failed while waiting", what);
     const bool started = got > 0;
+    // Read the clock only now that a wait begins; a frame that arrived
+    // whole never needs it.
+    if (started && clock.rest == 0) clock.rest = deadline_for(clock.timeout_ms);
+    if (!started && clock.meet == 0) clock.meet = deadline_for(clock.meet_ms);
     const uint64_t deadline = started ? clock.rest : clock.meet;
     if (cfg_.spin_ns > 0) {
       // The clock every 8th round: a round is a system call or two already.
@@ -184,10 +188,11 @@ int Channel::fill(size_t need, ReadClock &clock, const char *what, size_t frame_
         spinning = t < spin_until && t < deadline;
       }
       if (spinning) {
-        // Yielding lets a peer that shares this CPU (more spinning threads
-        // than free cores) run and answer, instead of waiting for our spin
-        // to run out.
-        os::yield_thread();
+        // Yielding every 8th round lets a peer that shares this CPU (more
+        // spinning threads than free cores) run and answer, instead of
+        // waiting for our spin to run out; a yield every round made each
+        // round two system calls, and the reply was seen that much later.
+        if ((spins & 7) == 0) os::yield_thread(); else os::cpu_relax();
         continue;
       }
     }
@@ -301,12 +306,12 @@ int Channel::recv(Frame &out, int64_t timeout_ms, const char *what, Error &err,
   int64_t meet_ms = timeout_ms;
   if (cfg_.peer != nullptr && timeout_ms >= 0 && arrival_ms != 0)
     meet_ms = arrival_ms < 0 ? kNoTimeout : std::max(arrival_ms, timeout_ms);
-  ReadClock clock{deadline_for(meet_ms), meet_ms, timeout_ms};
+  ReadClock clock{0, meet_ms, timeout_ms};
   const size_t hb = wire::kFrameHeaderBytes;
   wire::FrameHeader h;
   for (;;) {
     // Bytes buffered by the last read: this frame's first byte is in.
-    if (rend_ > rpos_) clock.rest = deadline_for(timeout_ms);
+    if (rend_ > rpos_) clock.rest = 0;
     if (int rc = fill(hb, clock, what, hb, err)) return rc;
     if (int rc = wire::decode_frame_header(rbuf_.get() + rpos_, hb, cfg_.max_frame_bytes, h, err)) {
       err.message = fmt::format("{}: {}", what, err.message);

@@ -124,14 +124,17 @@ class Channel {
   uint8_t *send_buffer(uint64_t total);
   int write_frame(wire::FrameType type, uint8_t *buf, uint32_t bytes, int64_t timeout_ms,
                   Error &err);
+  // `deadline` 0: timeout_ms from the first time the socket is full (no
+  // clock read for a frame the socket takes at once).
   int io_write(const uint8_t *p, size_t len, uint64_t deadline, int64_t timeout_ms,
                wire::FrameType type, Error &err);
   // A read's deadlines: `meet` until the frame's first byte (the peer may
   // be late), then timeout_ms from that byte for the rest of the frame.
+  // Both 0 until a wait needs them (one clock read then).
   struct ReadClock {
     uint64_t meet;
     int64_t meet_ms, timeout_ms;
-    uint64_t rest = 0;  // set at the frame's first byte
+    uint64_t rest = 0;
   };
   int fill(size_t need, ReadClock &clock, const char *what, size_t frame_len, Error &err);
   int wait(short events, uint64_t deadline, Error &err);
