@@ -5,7 +5,8 @@
 // full socket buffers. Each staging buffer has room for the header right
 // before it, so a peer's step lands with one plain recv (a two-piece
 // recvmsg costs more per call, and the wait polls with it). A step sent
-// from the start of the group buffer does the same on the sending side. It waits like the shm medium (wait_budget).
+// from the start of the group buffer does the same on the sending side.
+// It waits like the shm medium (wait_budget).
 // A failure shuts every socket down, so the peers see this rank leave
 // (group-wide failure); a peer that closes fails the step with
 // EPEERCLOSED naming it. Staging is allocated once, at set-up.

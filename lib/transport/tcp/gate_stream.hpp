@@ -21,7 +21,7 @@
 namespace ds4tp::tcp {
 
 // Sends what the socket takes of the stream's bytes [sent, limit): the
-// sendmsg result (-1 with errno, EAGAIN when the socket is full).
+// send/sendmsg result (-1 with errno, EAGAIN when the socket is full).
 inline ssize_t send_stream(int fd, const uint8_t *hdr, const uint8_t *body, uint64_t sent,
                            uint64_t limit) {
   if (hdr + wire::kGateHeaderBytes == body) return os::send_nosignal(fd, hdr + sent, limit - sent);
@@ -31,7 +31,7 @@ inline ssize_t send_stream(int fd, const uint8_t *hdr, const uint8_t *body, uint
 }
 
 // Reads what the socket holds of the stream's bytes [got, total): the
-// recvmsg result (0 at EOF, -1 with errno, EAGAIN when nothing is there).
+// recv/recvmsg result (0 at EOF, -1 with errno, EAGAIN when nothing is there).
 inline ssize_t recv_stream(int fd, uint8_t *hdr, uint8_t *body, uint64_t got, uint64_t total) {
   if (hdr + wire::kGateHeaderBytes == body) return ::recv(fd, hdr + got, total - got, MSG_DONTWAIT);
   iovec iov[2];
