@@ -183,14 +183,7 @@ class TcpMedium final : public Medium {
                 Peer &p, bool &moved, Error &err) {
     const size_t total = kStepHeaderBytes + bytes;
     while (p.send) {
-      ssize_t k;
-      if (hdr + kStepHeaderBytes == src) {
-        k = os::send_nosignal(fds_[r].get(), hdr + p.sent, total - p.sent);
-      } else {
-        iovec iov[2];
-        const int cnt = net::stream_iov(hdr, kStepHeaderBytes, src, p.sent, total, iov);
-        k = os::sendv_nosignal(fds_[r].get(), iov, cnt);
-      }
+      const ssize_t k = net::send_stream(fds_[r].get(), hdr, kStepHeaderBytes, src, p.sent, total);
       if (k < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return DS4TP_OK;
         return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", r, std::strerror(errno), step);

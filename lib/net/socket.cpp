@@ -66,6 +66,14 @@ int wait_fd(int fd, short events, uint64_t deadline_ns, size_t done, size_t len,
 
 }  // namespace
 
+ssize_t send_stream(int fd, const uint8_t *head, size_t head_len, const uint8_t *body,
+                    uint64_t sent, uint64_t limit) {
+  if (head + head_len == body) return os::send_nosignal(fd, head + sent, size_t(limit - sent));
+  iovec iov[2];
+  const int n = stream_iov(head, head_len, body, sent, limit, iov);
+  return os::sendv_nosignal(fd, iov, n);
+}
+
 int send_until_blocked(int fd, const uint8_t *p, size_t len, size_t &done) {
   while (done < len) {
     ssize_t n = os::send_nosignal(fd, p + done, len - done);

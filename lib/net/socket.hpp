@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include "common/error.hpp"
@@ -79,6 +80,14 @@ inline int stream_iov(const uint8_t *head, size_t head_len, const uint8_t *body,
   }
   return n;
 }
+
+// Sends what the socket takes of such a stream's bytes [sent, limit),
+// without SIGPIPE and without blocking: the send result (-1 with errno,
+// EAGAIN when the socket is full). When the header sits right before the
+// body (header room) the stream is one buffer and goes with a plain send;
+// a two-piece sendmsg costs more per call.
+ssize_t send_stream(int fd, const uint8_t *head, size_t head_len, const uint8_t *body,
+                    uint64_t sent, uint64_t limit);
 
 // True when the peer has closed or reset `fd` (non-blocking peek).
 bool peer_gone(int fd);

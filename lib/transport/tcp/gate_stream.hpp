@@ -15,7 +15,6 @@
 #include <sys/uio.h>
 
 #include "net/socket.hpp"
-#include "os/os.hpp"
 #include "wire/gate_header.hpp"
 
 namespace ds4tp::tcp {
@@ -24,10 +23,7 @@ namespace ds4tp::tcp {
 // send/sendmsg result (-1 with errno, EAGAIN when the socket is full).
 inline ssize_t send_stream(int fd, const uint8_t *hdr, const uint8_t *body, uint64_t sent,
                            uint64_t limit) {
-  if (hdr + wire::kGateHeaderBytes == body) return os::send_nosignal(fd, hdr + sent, limit - sent);
-  iovec iov[2];
-  const int n = net::stream_iov(hdr, wire::kGateHeaderBytes, body, sent, limit, iov);
-  return os::sendv_nosignal(fd, iov, n);
+  return net::send_stream(fd, hdr, wire::kGateHeaderBytes, body, sent, limit);
 }
 
 // Reads what the socket holds of the stream's bytes [got, total): the
