@@ -28,6 +28,14 @@ float ffrom(uint32_t u) {
   return f;
 }
 
+// Every sum kernel this CPU can run: the portable one, and the x86-64
+// AVX2 + F16C one where the CPU has it (each is held to the scalar bits).
+std::vector<group::Kernel> usable_kernels() {
+  std::vector<group::Kernel> k = {group::Kernel::Portable};
+  if (group::kernel_usable(group::Kernel::X86Avx2)) k.push_back(group::Kernel::X86Avx2);
+  return k;
+}
+
 // The value of a finite half from the IEEE definition.
 double half_value(uint16_t h) {
   const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
@@ -135,11 +143,12 @@ TEST_CASE("group: bf16 round trip and rounding", "[group][convert]") {
 // boundaries, 1 to 8 ranks, f32 and bf16, also when the output is one of
 // the inputs (the in-place all-reduce).
 TEST_CASE("group: the rank-order sum matches the scalar loop bit for bit at every block boundary", "[group][convert]") {
-  for (group::Dtype t : {group::Dtype::F32, group::Dtype::BF16}) {
+  for (group::Kernel k : usable_kernels())
+  for (group::Dtype t : {group::Dtype::F32, group::Dtype::F16, group::Dtype::BF16}) {
     const size_t esz = group::dtype_bytes(t);
     for (int n = 1; n <= 8; n++)
       for (size_t count = 0; count <= 100; count++) {
-        INFO(group::dtype_name(t) << " n=" << n << " count=" << count);
+        INFO(group::kernel_name(k) << " kernel, " << group::dtype_name(t) << " n=" << n << " count=" << count);
         std::vector<std::vector<uint8_t>> in(size_t(n), std::vector<uint8_t>(count * esz));
         for (int r = 0; r < n; r++)
           for (size_t i = 0; i < count; i++) {
@@ -148,7 +157,7 @@ TEST_CASE("group: the rank-order sum matches the scalar loop bit for bit at ever
             if (t == group::Dtype::F32) {
               std::memcpy(in[size_t(r)].data() + i * 4, &v, 4);
             } else {
-              const uint16_t h = group::float_to_bf16(v);
+              const uint16_t h = t == group::Dtype::F16 ? group::float_to_half(v) : group::float_to_bf16(v);
               std::memcpy(in[size_t(r)].data() + i * 2, &h, 2);
             }
           }
@@ -162,25 +171,25 @@ TEST_CASE("group: the rank-order sum matches the scalar loop bit for bit at ever
             } else {
               uint16_t h;
               std::memcpy(&h, in[size_t(r)].data() + i * 2, 2);
-              v = group::bf16_to_float(h);
+              v = t == group::Dtype::F16 ? group::half_to_float(h) : group::bf16_to_float(h);
             }
             acc = r == 0 ? v : acc + v;
           }
           if (t == group::Dtype::F32) {
             std::memcpy(want.data() + i * 4, &acc, 4);
           } else {
-            const uint16_t h = group::float_to_bf16(acc);
+            const uint16_t h = t == group::Dtype::F16 ? group::float_to_half(acc) : group::float_to_bf16(acc);
             std::memcpy(want.data() + i * 2, &h, 2);
           }
         }
         const void *src[8];
         for (int r = 0; r < n; r++) src[r] = in[size_t(r)].data();
         std::vector<uint8_t> out(count * esz + 1, 0xee);
-        group::reduce_sum(t, src, n, out.data(), count);
+        group::reduce_sum_with(k, t, src, n, out.data(), count);
         CHECK(std::equal(want.begin(), want.end(), out.begin()));
         CHECK(out[count * esz] == 0xee);  // nothing written past the end
         // In place: the last rank's buffer receives the sum.
-        group::reduce_sum(t, src, n, in[size_t(n - 1)].data(), count);
+        group::reduce_sum_with(k, t, src, n, in[size_t(n - 1)].data(), count);
         CHECK(in[size_t(n - 1)] == want);
       }
   }
@@ -191,12 +200,14 @@ TEST_CASE("group: the rank-order sum matches the scalar loop bit for bit at ever
 // others (the rounding of real sums, ties included), and float -> half
 // over a sweep of float bit patterns dense around the subnormal and
 // overflow edges.
-TEST_CASE("group: the four-lane f16 conversions give the scalar's bits", "[group][convert]") {
+TEST_CASE("group: the f16 vector conversions give the scalar's bits", "[group][convert]") {
+  for (group::Kernel k : usable_kernels()) {
+  INFO(group::kernel_name(k) << " kernel");
   std::vector<uint16_t> all(65536);
   for (uint32_t h = 0; h < 65536; h++) all[h] = uint16_t(h);
   std::vector<uint16_t> out(65536);
   const void *one[1] = {all.data()};
-  group::reduce_sum(group::Dtype::F16, one, 1, out.data(), all.size());
+  group::reduce_sum_with(k, group::Dtype::F16, one, 1, out.data(), all.size());
   for (uint32_t h = 0; h < 65536; h++) {
     const uint16_t want = group::float_to_half(group::half_to_float(uint16_t(h)));
     if (out[h] != want) FAIL_CHECK("half 0x" << std::hex << h << ": vector 0x" << out[h] << ", scalar 0x" << want);
@@ -206,7 +217,7 @@ TEST_CASE("group: the four-lane f16 conversions give the scalar's bits", "[group
   for (uint16_t b : others) {
     std::vector<uint16_t> rhs(65536, b);
     const void *two[2] = {all.data(), rhs.data()};
-    group::reduce_sum(group::Dtype::F16, two, 2, out.data(), all.size());
+    group::reduce_sum_with(k, group::Dtype::F16, two, 2, out.data(), all.size());
     size_t bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {
       const float sum = group::half_to_float(uint16_t(h)) + group::half_to_float(b);
@@ -221,11 +232,12 @@ TEST_CASE("group: the four-lane f16 conversions give the scalar's bits", "[group
   for (uint32_t u = 0x477f0000u; u < 0x47810000u; u++) f.push_back(ffrom(u));      // 65504..65536
   for (float x : std::vector<float>(f)) f.push_back(-x);
   std::vector<uint16_t> h(f.size());
-  group::floats_to_half(f.data(), h.data(), f.size());
+  group::floats_to_half_with(k, f.data(), h.data(), f.size());
   size_t bad = 0;
   for (size_t i = 0; i < f.size(); i++)
     if (h[i] != group::float_to_half(f[i]) && bad++ < 5)
       FAIL_CHECK("float 0x" << std::hex << fbits(f[i]) << ": vector 0x" << h[i] << ", scalar 0x"
                             << group::float_to_half(f[i]));
   CHECK(bad == 0);
+  }
 }

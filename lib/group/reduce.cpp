@@ -1,8 +1,13 @@
 #include "group/reduce.hpp"
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
+
+#if defined(DS4TP_SUM_X86)
+#include <cpuid.h>
+#endif
 
 #include "group/group.hpp"  // kMaxRanks
 
@@ -255,9 +260,7 @@ constexpr auto kF32 = table<F32>(std::make_index_sequence<kMaxRanks>());
 constexpr auto kBF16 = table<BF16>(std::make_index_sequence<kMaxRanks>());
 constexpr auto kF16 = table<F16>(std::make_index_sequence<kMaxRanks>());
 
-}  // namespace
-
-void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count) {
+void portable_sum(Dtype t, const void *const *src, int n, void *out, size_t count) {
   switch (t) {
     case Dtype::F32: kF32[size_t(n - 1)](src, out, count); break;
     case Dtype::F16: kF16[size_t(n - 1)](src, out, count); break;
@@ -265,11 +268,76 @@ void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count)
   }
 }
 
-void floats_to_half(const float *in, uint16_t *out, size_t count) {
+void portable_floats_to_half(const float *in, uint16_t *out, size_t count) {
   auto *o = reinterpret_cast<uint8_t *>(out);
   size_t i = 0;
   for (; i + kStep <= count; i += kStep) F16::store8(o + i * 2, load<f32x4>(in + i), load<f32x4>(in + i + 4));
   for (; i < count; i++) store(o + i * 2, float_to_half(in[i]));
+}
+
+#if defined(DS4TP_SUM_X86)
+// AVX2 and F16C, and the OS saving the ymm registers (XCR0 bits 1 and 2),
+// from cpuid itself: runs before main, and every compiler we build with
+// (Zig's clang for macOS too) has <cpuid.h>.
+bool cpu_has_avx2_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+  if (!osxsave || !avx || !f16c) return false;
+  unsigned xcr0 = 0, high = 0;
+  __asm__("xgetbv" : "=a"(xcr0), "=d"(high) : "c"(0));
+  if ((xcr0 & 6u) != 6u || __get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid_count(7, 0, a, b, c, d);
+  return (b & (1u << 5)) != 0;  // AVX2
+}
+#endif
+
+Kernel pick_kernel() {
+  const char *env = std::getenv("DS4TP_SUM_KERNEL");
+  if (env != nullptr && std::strcmp(env, "portable") == 0) return Kernel::Portable;
+  return kernel_usable(Kernel::X86Avx2) ? Kernel::X86Avx2 : Kernel::Portable;
+}
+
+// Picked before main (no first-call race, no check per call).
+const Kernel kActive = pick_kernel();
+
+}  // namespace
+
+bool kernel_usable(Kernel k) {
+  if (k == Kernel::Portable) return true;
+#if defined(DS4TP_SUM_X86)
+  return cpu_has_avx2_f16c();
+#else
+  return false;
+#endif
+}
+
+Kernel active_kernel() { return kActive; }
+
+const char *kernel_name(Kernel k) { return k == Kernel::X86Avx2 ? "avx2+f16c" : "portable"; }
+
+void reduce_sum_with(Kernel k, Dtype t, const void *const *src, int n, void *out, size_t count) {
+#if defined(DS4TP_SUM_X86)
+  if (k == Kernel::X86Avx2) return x86::reduce_sum(t, src, n, out, count);
+#endif
+  (void)k;
+  portable_sum(t, src, n, out, count);
+}
+
+void floats_to_half_with(Kernel k, const float *in, uint16_t *out, size_t count) {
+#if defined(DS4TP_SUM_X86)
+  if (k == Kernel::X86Avx2) return x86::floats_to_half(in, out, count);
+#endif
+  (void)k;
+  portable_floats_to_half(in, out, count);
+}
+
+void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count) {
+  reduce_sum_with(kActive, t, src, n, out, count);
+}
+
+void floats_to_half(const float *in, uint16_t *out, size_t count) {
+  floats_to_half_with(kActive, in, out, count);
 }
 
 }  // namespace ds4tp::group
