@@ -9,7 +9,7 @@
 #include <cpuid.h>
 #endif
 
-#include "group/group.hpp"  // kMaxRanks
+#include "group/reduce_loop.hpp"
 
 namespace ds4tp::group {
 namespace {
@@ -93,26 +93,23 @@ uint16_t float_to_bf16(float f) {
 
 namespace {
 
-// Eight elements per step in two four-lane vectors, through the
-// compilers' generic vector types (SSE2 on x86-64, NEON on Arm: the
-// baselines, so no dispatch): each lane adds the same values in the same
-// rank order as the scalar tail, so the bits do not depend on where a
-// step boundary falls. Loads and stores go through memcpy: buffers need
-// no alignment.
+// The portable kernel: eight elements per step in two four-lane vectors,
+// through the compilers' generic vector types (SSE2 on x86-64, NEON on
+// Arm: the baselines, so it runs on every CPU). Loads and stores go
+// through memcpy: buffers need no alignment.
 typedef float f32x4 __attribute__((vector_size(16)));
 typedef uint32_t u32x4 __attribute__((vector_size(16)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
-constexpr size_t kStep = 8;  // elements per step: two f32x4 accumulators
 
 template <class V>
-inline V load(const void *p) {
+inline V loadu(const void *p) {
   V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 template <class V>
-inline void store(void *p, V v) {
+inline void storeu(void *p, V v) {
   std::memcpy(p, &v, sizeof v);
 }
 inline f32x4 as_f32(u32x4 v) {
@@ -135,7 +132,7 @@ inline u32x4 pick(i32x4 mask, u32x4 yes, u32x4 no) {
 // instructions (an 8-byte vector would be taken apart element by element).
 // Element order assumes a little-endian host, like the shm words.
 inline void widen(const uint8_t *p, u32x4 &lo, u32x4 &hi) {
-  const u16x8 h = load<u16x8>(p), z = {};
+  const u16x8 h = loadu<u16x8>(p), z = {};
   u16x8 a = __builtin_shufflevector(h, z, 0, 8, 1, 9, 2, 10, 3, 11);
   u16x8 b = __builtin_shufflevector(h, z, 4, 12, 5, 13, 6, 14, 7, 15);
   std::memcpy(&lo, &a, sizeof lo);
@@ -145,7 +142,7 @@ inline void narrow(uint8_t *p, u32x4 lo, u32x4 hi) {
   u16x8 a, b;
   std::memcpy(&a, &lo, sizeof a);
   std::memcpy(&b, &hi, sizeof b);
-  store(p, __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14));
+  storeu(p, __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14));
 }
 
 inline f32x4 bf16_lanes(u32x4 h) { return as_f32(h << 16); }
@@ -191,88 +188,50 @@ inline u32x4 lanes_f16(f32x4 v) {
   return pick(a >= 0x477ff000u, big, pick(a < (113u << 23), sub, normal)) | sign;
 }
 
-// Element codecs: eight elements (two f32x4) and one, in f32 arithmetic.
-struct F32 {
+// Element codecs (reduce_loop.hpp): eight elements (two f32x4) and one,
+// in f32 arithmetic.
+struct Lanes {
+  f32x4 a, b;
+};
+struct Step {
+  static constexpr size_t kStep = 8;
+  using Lanes = group::Lanes;
+  static Lanes add(Lanes x, Lanes y) { return {x.a + y.a, x.b + y.b}; }
+};
+struct F32 : Step {
   static constexpr size_t kBytes = 4;
-  static void load8(const uint8_t *p, f32x4 &a, f32x4 &b) {
-    a = load<f32x4>(p);
-    b = load<f32x4>(p + 16);
+  static Lanes load(const uint8_t *p) { return {loadu<f32x4>(p), loadu<f32x4>(p + 16)}; }
+  static void store(uint8_t *p, Lanes v) {
+    storeu(p, v.a);
+    storeu(p + 16, v.b);
   }
-  static void store8(uint8_t *p, f32x4 a, f32x4 b) {
-    store(p, a);
-    store(p + 16, b);
-  }
-  static float load1(const uint8_t *p) { return load<float>(p); }
-  static void store1(uint8_t *p, float v) { store(p, v); }
+  static float load1(const uint8_t *p) { return loadu<float>(p); }
+  static void store1(uint8_t *p, float v) { storeu(p, v); }
 };
 // The 16-bit formats: widen, convert each half, and back.
 template <f32x4 (*ToF32)(u32x4), u32x4 (*FromF32)(f32x4), float (*Scalar)(uint16_t),
           uint16_t (*ToScalar)(float)>
-struct Half16 {
+struct Half16 : Step {
   static constexpr size_t kBytes = 2;
-  static void load8(const uint8_t *p, f32x4 &a, f32x4 &b) {
+  static Lanes load(const uint8_t *p) {
     u32x4 lo, hi;
     widen(p, lo, hi);
-    a = ToF32(lo);
-    b = ToF32(hi);
+    return {ToF32(lo), ToF32(hi)};
   }
-  static void store8(uint8_t *p, f32x4 a, f32x4 b) { narrow(p, FromF32(a), FromF32(b)); }
-  static float load1(const uint8_t *p) { return Scalar(load<uint16_t>(p)); }
-  static void store1(uint8_t *p, float v) { store(p, ToScalar(v)); }
+  static void store(uint8_t *p, Lanes v) { narrow(p, FromF32(v.a), FromF32(v.b)); }
+  static Lanes from_floats(const float *f) { return {loadu<f32x4>(f), loadu<f32x4>(f + 4)}; }
+  static float load1(const uint8_t *p) { return Scalar(loadu<uint16_t>(p)); }
+  static void store1(uint8_t *p, float v) { storeu(p, ToScalar(v)); }
 };
 using BF16 = Half16<bf16_lanes, lanes_bf16, bf16_to_float, float_to_bf16>;
 using F16 = Half16<f16_lanes, lanes_f16, half_to_float, float_to_half>;
 
-// The rank count is a template parameter, so the loop over ranks unrolls
-// and the source pointers live in registers (as a runtime loop, the
-// per-vector loop overhead cost 2.5x at N=2 and 3.4x at N=4; the pointers
-// are copied to a local array, which nothing the stores write can alias).
-template <class C, int N>
-void reduce_n(const void *const *src, void *out, size_t count) {
-  const uint8_t *s[N];
-  for (int r = 0; r < N; r++) s[r] = static_cast<const uint8_t *>(src[r]);
-  auto *o = static_cast<uint8_t *>(out);
-  size_t i = 0;
-  for (; i + kStep <= count; i += kStep) {
-    f32x4 a, b;
-    C::load8(s[0] + i * C::kBytes, a, b);
-    for (int r = 1; r < N; r++) {
-      f32x4 c, d;
-      C::load8(s[r] + i * C::kBytes, c, d);
-      a += c;
-      b += d;
-    }
-    C::store8(o + i * C::kBytes, a, b);
-  }
-  for (; i < count; i++) {
-    float acc = C::load1(s[0] + i * C::kBytes);
-    for (int r = 1; r < N; r++) acc += C::load1(s[r] + i * C::kBytes);
-    C::store1(o + i * C::kBytes, acc);
-  }
-}
-
-using ReduceFn = void (*)(const void *const *, void *, size_t);
-template <class C, size_t... I>
-constexpr std::array<ReduceFn, sizeof...(I)> table(std::index_sequence<I...>) {
-  return {&reduce_n<C, int(I) + 1>...};
-}
-constexpr auto kF32 = table<F32>(std::make_index_sequence<kMaxRanks>());
-constexpr auto kBF16 = table<BF16>(std::make_index_sequence<kMaxRanks>());
-constexpr auto kF16 = table<F16>(std::make_index_sequence<kMaxRanks>());
-
 void portable_sum(Dtype t, const void *const *src, int n, void *out, size_t count) {
-  switch (t) {
-    case Dtype::F32: kF32[size_t(n - 1)](src, out, count); break;
-    case Dtype::F16: kF16[size_t(n - 1)](src, out, count); break;
-    case Dtype::BF16: kBF16[size_t(n - 1)](src, out, count); break;
-  }
+  reduce_by_dtype<F32, F16, BF16>(t, src, n, out, count);
 }
 
 void portable_floats_to_half(const float *in, uint16_t *out, size_t count) {
-  auto *o = reinterpret_cast<uint8_t *>(out);
-  size_t i = 0;
-  for (; i + kStep <= count; i += kStep) F16::store8(o + i * 2, load<f32x4>(in + i), load<f32x4>(in + i + 4));
-  for (; i < count; i++) store(o + i * 2, float_to_half(in[i]));
+  floats_to_half_steps<F16>(in, out, count);
 }
 
 #if defined(DS4TP_SUM_X86)
@@ -298,7 +257,8 @@ Kernel pick_kernel() {
   return kernel_usable(Kernel::X86Avx2) ? Kernel::X86Avx2 : Kernel::Portable;
 }
 
-// Picked before main (no first-call race, no check per call).
+// Picked before main (no first-call race, no check per call); a call from
+// another file's static initializer before this runs sees 0, the portable one.
 const Kernel kActive = pick_kernel();
 
 }  // namespace

@@ -3,7 +3,9 @@
 // Every rank runs reduce_sum over the same N contributions in the same
 // order (rank 0, 1, ..., N-1), accumulating in f32 and rounding once to
 // the element type, so every rank produces identical bits. Compiled
-// without fast-math, so the compiler keeps that order.
+// without fast-math, so the compiler keeps that order. The one exception:
+// where two different NaNs meet, which payload the NaN result keeps is
+// the operand order the compiler gave that add (it may swap them).
 #pragma once
 
 #include <cstddef>
