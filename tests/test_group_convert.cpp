@@ -33,10 +33,11 @@ float ffrom(uint32_t u) {
 }
 
 // Every sum kernel this CPU can run: the portable one, and the x86-64
-// AVX2 + F16C one where the CPU has it (each is held to the scalar bits).
+// AVX2 + F16C or the AArch64 NEON one (each is held to the scalar bits).
 std::vector<group::Kernel> usable_kernels() {
   std::vector<group::Kernel> k = {group::Kernel::Portable};
-  if (group::kernel_usable(group::Kernel::X86Avx2)) k.push_back(group::Kernel::X86Avx2);
+  for (group::Kernel x : {group::Kernel::X86Avx2, group::Kernel::Arm64Neon})
+    if (group::kernel_usable(x)) k.push_back(x);
   return k;
 }
 

@@ -198,21 +198,16 @@ struct Step {
   using Lanes = group::Lanes;
   static Lanes add(Lanes x, Lanes y) { return {x.a + y.a, x.b + y.b}; }
 };
-struct F32 : Step {
-  static constexpr size_t kBytes = 4;
+struct F32 : Step, ScalarF32 {
   static Lanes load(const uint8_t *p) { return {loadu<f32x4>(p), loadu<f32x4>(p + 16)}; }
   static void store(uint8_t *p, Lanes v) {
     storeu(p, v.a);
     storeu(p + 16, v.b);
   }
-  static float load1(const uint8_t *p) { return loadu<float>(p); }
-  static void store1(uint8_t *p, float v) { storeu(p, v); }
 };
 // The 16-bit formats: widen, convert each half, and back.
-template <f32x4 (*ToF32)(u32x4), u32x4 (*FromF32)(f32x4), float (*Scalar)(uint16_t),
-          uint16_t (*ToScalar)(float)>
-struct Half16 : Step {
-  static constexpr size_t kBytes = 2;
+template <f32x4 (*ToF32)(u32x4), u32x4 (*FromF32)(f32x4), class Scalar>
+struct Half16 : Step, Scalar {
   static Lanes load(const uint8_t *p) {
     u32x4 lo, hi;
     widen(p, lo, hi);
@@ -220,11 +215,9 @@ struct Half16 : Step {
   }
   static void store(uint8_t *p, Lanes v) { narrow(p, FromF32(v.a), FromF32(v.b)); }
   static Lanes from_floats(const float *f) { return {loadu<f32x4>(f), loadu<f32x4>(f + 4)}; }
-  static float load1(const uint8_t *p) { return Scalar(loadu<uint16_t>(p)); }
-  static void store1(uint8_t *p, float v) { storeu(p, ToScalar(v)); }
 };
-using BF16 = Half16<bf16_lanes, lanes_bf16, bf16_to_float, float_to_bf16>;
-using F16 = Half16<f16_lanes, lanes_f16, half_to_float, float_to_half>;
+using BF16 = Half16<bf16_lanes, lanes_bf16, ScalarBF16>;
+using F16 = Half16<f16_lanes, lanes_f16, ScalarF16>;
 
 void portable_sum(Dtype t, const void *const *src, int n, void *out, size_t count) {
   reduce_by_dtype<F32, F16, BF16>(t, src, n, out, count);
@@ -254,7 +247,9 @@ bool cpu_has_avx2_f16c() {
 Kernel pick_kernel() {
   const char *env = std::getenv("DS4TP_SUM_KERNEL");
   if (env != nullptr && std::strcmp(env, "portable") == 0) return Kernel::Portable;
-  return kernel_usable(Kernel::X86Avx2) ? Kernel::X86Avx2 : Kernel::Portable;
+  for (Kernel k : {Kernel::X86Avx2, Kernel::Arm64Neon})
+    if (kernel_usable(k)) return k;
+  return Kernel::Portable;
 }
 
 // Picked before main (no first-call race, no check per call); a call from
@@ -264,21 +259,40 @@ const Kernel kActive = pick_kernel();
 }  // namespace
 
 bool kernel_usable(Kernel k) {
-  if (k == Kernel::Portable) return true;
+  switch (k) {
+    case Kernel::Portable: return true;
 #if defined(DS4TP_SUM_X86)
-  return cpu_has_avx2_f16c();
-#else
-  return false;
+    case Kernel::X86Avx2: return cpu_has_avx2_f16c();
 #endif
+#if defined(DS4TP_SUM_ARM64)
+    case Kernel::Arm64Neon: return true;
+#endif
+    default: return false;
+  }
 }
 
 Kernel active_kernel() { return kActive; }
 
-const char *kernel_name(Kernel k) { return k == Kernel::X86Avx2 ? "avx2+f16c" : "portable"; }
+const char *kernel_name(Kernel k) {
+  switch (k) {
+    case Kernel::X86Avx2: return "avx2+f16c";
+    case Kernel::Arm64Neon: return "neon";
+    default: return "portable";
+  }
+}
 
 void reduce_sum_with(Kernel k, Dtype t, const void *const *src, int n, void *out, size_t count) {
+  // One rank (tests only: groups have 2 or more) is a conversion round
+  // trip, which compilers fold away in the hardware kernels (GCC and
+  // LLVM treat f16 -> f32 -> f16 as the identity), so a signalling NaN
+  // would come back unquieted there; the portable kernel's integer
+  // conversions keep the scalar's bits.
+  if (n == 1) k = Kernel::Portable;
 #if defined(DS4TP_SUM_X86)
-  if (k == Kernel::X86Avx2) return x86::reduce_sum(t, src, n, out, count);
+  if (k == Kernel::X86Avx2) return x86::kFns.sum(t, src, n, out, count);
+#endif
+#if defined(DS4TP_SUM_ARM64)
+  if (k == Kernel::Arm64Neon) return arm64::kFns.sum(t, src, n, out, count);
 #endif
   (void)k;
   portable_sum(t, src, n, out, count);
@@ -286,7 +300,10 @@ void reduce_sum_with(Kernel k, Dtype t, const void *const *src, int n, void *out
 
 void floats_to_half_with(Kernel k, const float *in, uint16_t *out, size_t count) {
 #if defined(DS4TP_SUM_X86)
-  if (k == Kernel::X86Avx2) return x86::floats_to_half(in, out, count);
+  if (k == Kernel::X86Avx2) return x86::kFns.to_half(in, out, count);
+#endif
+#if defined(DS4TP_SUM_ARM64)
+  if (k == Kernel::Arm64Neon) return arm64::kFns.to_half(in, out, count);
 #endif
   (void)k;
   portable_floats_to_half(in, out, count);

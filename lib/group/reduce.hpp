@@ -34,23 +34,18 @@ void floats_to_half(const float *in, uint16_t *out, size_t count);
 
 // The kernels behind reduce_sum, all giving the same bits (NaN payloads
 // aside when two different NaNs meet): the portable one (the compilers'
-// generic vectors: SSE2 on x86-64, NEON on Arm) everywhere, and on x86-64
-// one with AVX2 and F16C. reduce_sum takes the best the CPU has, once per
-// process; DS4TP_SUM_KERNEL=portable in the environment keeps the portable
-// one (for comparing them, or a CPU that misreports).
-enum class Kernel : int { Portable = 0, X86Avx2 = 1 };
+// generic vectors: SSE2 on x86-64, NEON on Arm) everywhere; on x86-64 one
+// with AVX2 and F16C when the CPU has them; on AArch64 one with NEON's
+// half conversions (every AArch64 CPU). reduce_sum takes the best one,
+// once per process; DS4TP_SUM_KERNEL=portable in the environment keeps
+// the portable one (for comparing them, or a CPU that misreports).
+enum class Kernel : int { Portable = 0, X86Avx2 = 1, Arm64Neon = 2 };
 bool kernel_usable(Kernel k);
 Kernel active_kernel();
-const char *kernel_name(Kernel k);  // "portable", "avx2+f16c"
+const char *kernel_name(Kernel k);  // "portable", "avx2+f16c", "neon"
 // reduce_sum / floats_to_half with a given kernel (tests, bench); the
-// kernel must be usable.
+// kernel must be usable. A 1-rank sum always runs the portable kernel.
 void reduce_sum_with(Kernel k, Dtype t, const void *const *src, int n, void *out, size_t count);
 void floats_to_half_with(Kernel k, const float *in, uint16_t *out, size_t count);
-
-// x86-64 only (reduce_x86.cpp): the AVX2 + F16C kernel.
-namespace x86 {
-void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count);
-void floats_to_half(const float *in, uint16_t *out, size_t count);
-}  // namespace x86
 
 }  // namespace ds4tp::group

@@ -11,19 +11,63 @@
 // pointers live in registers (as a runtime loop, the per-vector loop
 // overhead cost 2.5x at N=2 and 3.4x at N=4; the pointers are copied to a
 // local array, which nothing the stores write can alias).
-// Each kernel's codecs are its own (anonymous-namespace) types, so the
-// two files' instantiations never meet, whatever flags each is built with.
+// Everything here but KernelFns lives in an anonymous namespace: each
+// kernel file builds its own copy with its own flags (-mavx2 for x86),
+// and one file's copy of an inline helper must never serve another's
+// callers on a CPU without those instructions.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "group/group.hpp"  // kMaxRanks
 #include "group/reduce.hpp"
 
 namespace ds4tp::group {
+
+// A hardware kernel's two entry points; reduce.cpp dispatches to them.
+struct KernelFns {
+  void (*sum)(Dtype t, const void *const *src, int n, void *out, size_t count);
+  void (*to_half)(const float *in, uint16_t *out, size_t count);
+};
+namespace x86 {
+extern const KernelFns kFns;  // reduce_x86.cpp: AVX2 + F16C
+}
+namespace arm64 {
+extern const KernelFns kFns;  // reduce_arm64.cpp: NEON
+}
+
+namespace {
+
+// The scalar tails every kernel shares: the portable scalar conversions.
+inline uint16_t load_u16(const uint8_t *p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+inline void store_u16(uint8_t *p, uint16_t h) { std::memcpy(p, &h, 2); }
+struct ScalarF32 {
+  static constexpr size_t kBytes = 4;
+  static float load1(const uint8_t *p) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  static void store1(uint8_t *p, float v) { std::memcpy(p, &v, 4); }
+};
+struct ScalarF16 {
+  static constexpr size_t kBytes = 2;
+  static float load1(const uint8_t *p) { return half_to_float(load_u16(p)); }
+  static void store1(uint8_t *p, float v) { store_u16(p, float_to_half(v)); }
+};
+struct ScalarBF16 {
+  static constexpr size_t kBytes = 2;
+  static float load1(const uint8_t *p) { return bf16_to_float(load_u16(p)); }
+  static void store1(uint8_t *p, float v) { store_u16(p, float_to_bf16(v)); }
+};
 
 template <class C, int N>
 void reduce_steps(const void *const *src, void *out, size_t count) {
@@ -73,4 +117,11 @@ void floats_to_half_steps(const float *in, uint16_t *out, size_t count) {
   for (; i < count; i++) F16::store1(o + i * 2, in[i]);
 }
 
+// The entry points of a kernel made of these three codecs.
+template <class F32, class F16, class BF16>
+constexpr KernelFns kernel_fns() {
+  return {&reduce_by_dtype<F32, F16, BF16>, &floats_to_half_steps<F16>};
+}
+
+}  // namespace
 }  // namespace ds4tp::group
