@@ -69,9 +69,7 @@ int main(int argc, char **argv) {
   std::vector<size_t> counts;
   for (int i = 1; i < argc; i++) counts.push_back(size_t(std::strtoull(argv[i], nullptr, 10)));
   if (counts.empty()) counts = {2560, 4096, 16384};
-  std::vector<Kernel> kernels = {Kernel::Portable};
-  for (Kernel k : {Kernel::X86Avx2, Kernel::Arm64Neon})
-    if (kernel_usable(k)) kernels.push_back(k);
+  const std::vector<Kernel> kernels = usable_kernels();
   std::printf("ds4tp_bench_sum: in-place rank-order sum, p50 of %d calls (us); active kernel: %s\n",
               kCalls, kernel_name(active_kernel()));
   std::printf("%-6s %5s %8s", "dtype", "ranks", "elements");

@@ -32,15 +32,6 @@ float ffrom(uint32_t u) {
   return f;
 }
 
-// Every sum kernel this CPU can run: the portable one, and the x86-64
-// AVX2 + F16C or the AArch64 NEON one (each is held to the scalar bits).
-std::vector<group::Kernel> usable_kernels() {
-  std::vector<group::Kernel> k = {group::Kernel::Portable};
-  for (group::Kernel x : {group::Kernel::X86Avx2, group::Kernel::Arm64Neon})
-    if (group::kernel_usable(x)) k.push_back(x);
-  return k;
-}
-
 // The value of a finite half from the IEEE definition.
 double half_value(uint16_t h) {
   const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
@@ -148,7 +139,7 @@ TEST_CASE("group: bf16 round trip and rounding", "[group][convert]") {
 // boundaries, 1 to 8 ranks, f32 and bf16, also when the output is one of
 // the inputs (the in-place all-reduce).
 TEST_CASE("group: the rank-order sum matches the scalar loop bit for bit at every block boundary", "[group][convert]") {
-  for (group::Kernel k : usable_kernels())
+  for (group::Kernel k : group::usable_kernels())
   for (group::Dtype t : {group::Dtype::F32, group::Dtype::F16, group::Dtype::BF16}) {
     const size_t esz = group::dtype_bytes(t);
     for (int n = 1; n <= 8; n++)
@@ -253,7 +244,7 @@ void check_f16_conversions(group::Kernel k) {
 }
 
 TEST_CASE("group: the f16 vector conversions give the scalar's bits", "[group][convert]") {
-  for (group::Kernel k : usable_kernels()) check_f16_conversions(k);
+  for (group::Kernel k : group::usable_kernels()) check_f16_conversions(k);
 }
 
 #if defined(__x86_64__)
@@ -263,7 +254,7 @@ TEST_CASE("group: the f16 vector conversions give the scalar's bits", "[group][c
 TEST_CASE("group: the f16 conversions give the scalar's bits under DAZ and FTZ", "[group][convert]") {
   const unsigned saved = _mm_getcsr();
   _mm_setcsr(saved | 0x8040u);  // FTZ (bit 15) and DAZ (bit 6)
-  for (group::Kernel k : usable_kernels()) check_f16_conversions(k);
+  for (group::Kernel k : group::usable_kernels()) check_f16_conversions(k);
   _mm_setcsr(saved);
 }
 #endif

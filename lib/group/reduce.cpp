@@ -102,16 +102,6 @@ typedef uint32_t u32x4 __attribute__((vector_size(16)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
 
-template <class V>
-inline V loadu(const void *p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <class V>
-inline void storeu(void *p, V v) {
-  std::memcpy(p, &v, sizeof v);
-}
 inline f32x4 as_f32(u32x4 v) {
   f32x4 f;
   std::memcpy(&f, &v, sizeof f);
@@ -247,9 +237,7 @@ bool cpu_has_avx2_f16c() {
 Kernel pick_kernel() {
   const char *env = std::getenv("DS4TP_SUM_KERNEL");
   if (env != nullptr && std::strcmp(env, "portable") == 0) return Kernel::Portable;
-  for (Kernel k : {Kernel::X86Avx2, Kernel::Arm64Neon})
-    if (kernel_usable(k)) return k;
-  return Kernel::Portable;
+  return usable_kernels().back();  // a hardware one when there is one
 }
 
 // Picked before main (no first-call race, no check per call); a call from
@@ -269,6 +257,13 @@ bool kernel_usable(Kernel k) {
 #endif
     default: return false;
   }
+}
+
+std::vector<Kernel> usable_kernels() {
+  std::vector<Kernel> all = {Kernel::Portable};
+  for (Kernel k : {Kernel::X86Avx2, Kernel::Arm64Neon})
+    if (kernel_usable(k)) all.push_back(k);
+  return all;
 }
 
 Kernel active_kernel() { return kActive; }

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace ds4tp::group {
 
@@ -41,6 +42,9 @@ void floats_to_half(const float *in, uint16_t *out, size_t count);
 // the portable one (for comparing them, or a CPU that misreports).
 enum class Kernel : int { Portable = 0, X86Avx2 = 1, Arm64Neon = 2 };
 bool kernel_usable(Kernel k);
+// Every kernel this CPU can run: the portable one first, then the
+// hardware one of this build's architecture when the CPU has it.
+std::vector<Kernel> usable_kernels();
 Kernel active_kernel();
 const char *kernel_name(Kernel k);  // "portable", "avx2+f16c", "neon"
 // reduce_sum / floats_to_half with a given kernel (tests, bench); the

@@ -1,5 +1,5 @@
-// The loop both sum kernels run (reduce.cpp: portable; reduce_x86.cpp:
-// AVX2 + F16C), over a codec C of one dtype:
+// The loop every sum kernel runs (reduce.cpp: portable; reduce_x86.cpp:
+// AVX2 + F16C; reduce_arm64.cpp: NEON), over a codec C of one dtype:
 //   C::kBytes, C::kStep        element size, elements per vector step
 //   C::Lanes                   one step's elements as f32 lanes
 //   C::load(p), C::store(p, v), C::add(a, b)   a step
@@ -42,31 +42,34 @@ extern const KernelFns kFns;  // reduce_arm64.cpp: NEON
 
 namespace {
 
-// The scalar tails every kernel shares: the portable scalar conversions.
-inline uint16_t load_u16(const uint8_t *p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return h;
+// Unaligned loads and stores of any trivially copyable value (a float, a
+// half's bits, a generic vector) through memcpy: buffers need no alignment.
+template <class V>
+inline V loadu(const void *p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
-inline void store_u16(uint8_t *p, uint16_t h) { std::memcpy(p, &h, 2); }
+template <class V>
+inline void storeu(void *p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// The scalar tails every kernel shares: the portable scalar conversions.
 struct ScalarF32 {
   static constexpr size_t kBytes = 4;
-  static float load1(const uint8_t *p) {
-    float f;
-    std::memcpy(&f, p, 4);
-    return f;
-  }
-  static void store1(uint8_t *p, float v) { std::memcpy(p, &v, 4); }
+  static float load1(const uint8_t *p) { return loadu<float>(p); }
+  static void store1(uint8_t *p, float v) { storeu(p, v); }
 };
 struct ScalarF16 {
   static constexpr size_t kBytes = 2;
-  static float load1(const uint8_t *p) { return half_to_float(load_u16(p)); }
-  static void store1(uint8_t *p, float v) { store_u16(p, float_to_half(v)); }
+  static float load1(const uint8_t *p) { return half_to_float(loadu<uint16_t>(p)); }
+  static void store1(uint8_t *p, float v) { storeu(p, float_to_half(v)); }
 };
 struct ScalarBF16 {
   static constexpr size_t kBytes = 2;
-  static float load1(const uint8_t *p) { return bf16_to_float(load_u16(p)); }
-  static void store1(uint8_t *p, float v) { store_u16(p, float_to_bf16(v)); }
+  static float load1(const uint8_t *p) { return bf16_to_float(loadu<uint16_t>(p)); }
+  static void store1(uint8_t *p, float v) { storeu(p, float_to_bf16(v)); }
 };
 
 template <class C, int N>
