@@ -61,8 +61,15 @@ void group_reference(int dtype, int n, uint64_t count, uint64_t salt, void *out)
 }
 
 int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::string &why,
-                 uint64_t &digest) {
+                 uint64_t &digest, BufferUse use) {
   const int n = ds4tp_group_size(g), me = ds4tp_group_rank(g);
+  void *gbuf = nullptr;
+  uint64_t gbytes = 0;
+  if (use == BufferUse::Group || (use == BufferUse::EvenRanks && me % 2 == 0))
+    if (ds4tp_group_buffer(g, &gbuf, &gbytes) != 0) {
+      why = "group_buffer: " + std::string(ds4tp_group_errmsg(g));
+      return DS4TP_EINVAL;
+    }
   digest = 1469598103934665603ull;
   auto fold = [&](const std::vector<uint8_t> &v) {
     for (uint8_t b : v) digest = (digest ^ b) * 1099511628211ull;
@@ -74,13 +81,18 @@ int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::strin
       std::vector<uint8_t> buf(c * group_esize(dt) + 1), want(buf.size());
       group_fill(dt, me, c, salt, buf.data());
       group_reference(dt, n, c, salt, want.data());
-      int rc = ds4tp_group_all_reduce(g, buf.data(), c, dt, DS4TP_OP_SUM);
+      const size_t bytes = c * group_esize(dt);
+      const bool in_group = gbuf != nullptr && bytes <= gbytes;
+      if (in_group) std::memcpy(gbuf, buf.data(), bytes);
+      int rc = ds4tp_group_all_reduce(g, in_group ? gbuf : buf.data(), c, dt, DS4TP_OP_SUM);
       if (rc != 0) {
         why = "all_reduce: " + std::string(ds4tp_group_errmsg(g));
         return rc;
       }
+      if (in_group) std::memcpy(buf.data(), gbuf, bytes);
       if (buf != want) {
         why = "all_reduce " + std::to_string(c) + " elements dtype " + std::to_string(dt) +
+              (in_group ? " from the group buffer" : "") +
               ": result differs from the rank-order reference";
         return DS4TP_EIO;
       }

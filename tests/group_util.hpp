@@ -20,8 +20,12 @@ size_t group_esize(int dtype);
 // The checks a rank runs after connecting: all_reduce for every dtype and
 // each count, all_gather, broadcast, barrier. 0 or the failing status;
 // `why` says which check failed. `digest` folds every result.
+// Where all_reduce finds its vector: the caller's own memory, the group
+// buffer (ds4tp_group_buffer; counts larger than it use own memory), or
+// the group buffer on even ranks only.
+enum class BufferUse { Own, Group, EvenRanks };
 int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::string &why,
-                 uint64_t &digest);
+                 uint64_t &digest, BufferUse use = BufferUse::Own);
 
 struct GroupRun {
   int rc = 0;          // first failing rank's status

@@ -1,8 +1,9 @@
 // Group hot path: once connected, all_reduce (every dtype, one chunk and
 // several), all_gather, broadcast and barrier allocate nothing on the
 // calling thread, over shared slots (threads) and over the tcp mesh.
-#include <catch2/catch.hpp>
+#include <stdlib.h>
 
+#include <catch2/catch.hpp>
 #include <thread>
 #include <vector>
 
@@ -37,19 +38,25 @@ uint64_t counted_round(ds4tp_group *g) {
 }  // namespace
 
 TEST_CASE("group hot path allocates nothing: threads", "[group][alloc]") {
-  ds4tp_group *gs[3] = {};
-  ds4tp_group_options o;
-  ds4tp_group_options_init(&o);
-  o.chunk_bytes = 64 * 1024;
-  REQUIRE(ds4tp_group_new_local(gs, 3, &o, nullptr) == 0);
-  uint64_t n[3] = {};
-  std::vector<std::thread> ts;
-  for (int r = 0; r < 3; r++) ts.emplace_back([&, r] { n[r] = counted_round(gs[r]); });
-  for (auto &t : ts) t.join();
-  for (int r = 0; r < 3; r++) {
-    INFO("rank " << r);
-    CHECK(n[r] == 0);
-    ds4tp_group_free(gs[r]);
+  // Default algorithms, then every size up to the chunk through the homes.
+  for (const char *home_bytes : {static_cast<const char *>(nullptr), "0"}) {
+    INFO("DS4TP_GROUP_HOME_BYTES=" << (home_bytes ? home_bytes : "(unset)"));
+    if (home_bytes) setenv("DS4TP_GROUP_HOME_BYTES", home_bytes, 1);
+    ds4tp_group *gs[3] = {};
+    ds4tp_group_options o;
+    ds4tp_group_options_init(&o);
+    o.chunk_bytes = 64 * 1024;
+    REQUIRE(ds4tp_group_new_local(gs, 3, &o, nullptr) == 0);
+    unsetenv("DS4TP_GROUP_HOME_BYTES");
+    uint64_t n[3] = {};
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 3; r++) ts.emplace_back([&, r] { n[r] = counted_round(gs[r]); });
+    for (auto &t : ts) t.join();
+    for (int r = 0; r < 3; r++) {
+      INFO("rank " << r);
+      CHECK(n[r] == 0);
+      ds4tp_group_free(gs[r]);
+    }
   }
 }
 

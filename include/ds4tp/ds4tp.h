@@ -1028,7 +1028,10 @@ DS4TP_API int ds4tp_group_broadcast(ds4tp_group *g, void *buf, uint64_t bytes,
 DS4TP_API int ds4tp_group_barrier(ds4tp_group *g);
 
 /* Library-allocated buffer of chunk_bytes (64-byte aligned) the engine
- * may fill and pass to the calls above; valid until ds4tp_group_free. */
+ * may fill and pass to the calls above; valid until ds4tp_group_free.
+ * Over shm, once connected, it lies in the shared segment, and an
+ * all_reduce of a vector in it needs no copy in (README "Groups"); take
+ * it after ds4tp_group_connect (before, it is a heap buffer). */
 DS4TP_API int ds4tp_group_buffer(ds4tp_group *g, void **ptr, uint64_t *bytes);
 
 DS4TP_API int ds4tp_group_rank(const ds4tp_group *g);

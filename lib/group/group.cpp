@@ -123,6 +123,13 @@ uint64_t two_shot_threshold(int transport) {
   return transport == DS4TP_TRANSPORT_SHM ? kTwoShotShmBytes : kTwoShotTcpBytes;
 }
 
+uint64_t home_threshold(int ranks) {  // read per group, so a test can set it
+  const int64_t env = env_number("DS4TP_GROUP_HOME_BYTES").value_or(-1);
+  if (env >= 0) return uint64_t(env);
+  return std::thread::hardware_concurrency() >= unsigned(ranks) ? kHomeBytes
+                                                                : kHomeOversubscribedBytes;
+}
+
 WaitBudget wait_budget(int ranks, int64_t spin_option_ns) {
   static const int64_t spin_env = env_us("DS4TP_GROUP_SPIN_US"),
                        yield_env = env_us("DS4TP_GROUP_YIELD_US");
@@ -180,10 +187,19 @@ int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
   if (int rc = begin(err)) return rc;
   const uint64_t t0 = stats_.timed() ? now_ns() : 0;
   const size_t esz = dtype_bytes(t);
-  const int rc = count * esz >= medium_->two_shot_bytes() && count >= uint64_t(opt_.size)
-                     ? two_shot(static_cast<uint8_t *>(buf), count, t, err)
-                     : one_shot(static_cast<uint8_t *>(buf), count, t, err);
-  if (rc != DS4TP_OK) return rc;
+  auto *p = static_cast<uint8_t *>(buf);
+  const uint64_t bytes = count * esz;
+  int rc;
+  if (bytes >= medium_->home_bytes() && bytes <= opt_.chunk_bytes) {
+    step_ += 2;
+    rc = medium_->reduce_home(step_ - 1, p, size_t(count), t, err);
+    if (rc != DS4TP_OK) return finish(rc, err);
+  } else {
+    rc = bytes >= medium_->two_shot_bytes() && count >= uint64_t(opt_.size)
+             ? two_shot(p, count, t, err)
+             : one_shot(p, count, t, err);
+    if (rc != DS4TP_OK) return rc;
+  }
   // Bytes: this rank's contribution out, every other rank's in.
   const uint64_t b = count * esz;
   stats_.collective_done(stats::cAllReduce, b, b * uint64_t(opt_.size - 1), t0, DS4TP_OK);

@@ -64,6 +64,20 @@ class Medium {
   // all_reduce calls of at least this many bytes run two-shot
   // (reduce-scatter, then all-gather): the same on every rank.
   virtual uint64_t two_shot_bytes() const = 0;
+  // This rank's chunk-sized buffer that every rank can read (shm; the
+  // group buffer), or nullptr (tcp).
+  virtual uint8_t *home() { return nullptr; }
+  // all_reduce calls from this many bytes up to chunk_bytes run
+  // reduce_home: the same on every rank (never, without a home).
+  virtual uint64_t home_bytes() const { return UINT64_MAX; }
+  // all_reduce of `count` elements (at most chunk bytes) through the homes
+  // in steps `step` and `step` + 1: without a copy in when `buf` is this
+  // rank's home, else `buf` is copied in and the result out. Every rank
+  // makes the same choice of algorithm, whatever its `buf`.
+  virtual int reduce_home(uint64_t step, uint8_t *buf, size_t count, Dtype t, Error &err) {
+    (void)step, (void)buf, (void)count, (void)t;
+    return err.set(DS4TP_ESTATE, "this medium has no home buffer");
+  }
   // Makes every rank's current and next call fail; from any thread.
   virtual void abort(int rank) = 0;
   virtual int transport() const = 0;
@@ -90,7 +104,12 @@ class Group {
   int size() const { return opt_.size; }
   int transport() const { return medium_ ? medium_->transport() : DS4TP_TRANSPORT_AUTO; }
   int port() const { return opt_.port; }
-  void *buffer() { return buffer_; }
+  // The medium's home when it has one (shm, once connected), else a
+  // heap buffer with kBufferRoom in front (tcp).
+  void *buffer() {
+    uint8_t *h = medium_ ? medium_->home() : nullptr;
+    return h ? h : buffer_;
+  }
   size_t buffer_bytes() const { return opt_.chunk_bytes; }
   uint64_t op_timeout_ns() const { return opt_.op_timeout_ns; }
 
@@ -140,6 +159,15 @@ class Group {
 uint64_t two_shot_threshold(int transport);
 constexpr uint64_t kTwoShotShmBytes = 64 * 1024;
 constexpr uint64_t kTwoShotTcpBytes = 64 * 1024;
+// shm all_reduce calls from this many bytes up to chunk_bytes go through
+// the homes (Medium::reduce_home), measured (README "Groups"): from 4 KiB
+// while every rank can have a core, from 256 KiB when ranks outnumber
+// the cores (each of its three waits then costs a context switch).
+// DS4TP_GROUP_HOME_BYTES overrides it, and must then be the same on
+// every rank.
+uint64_t home_threshold(int ranks);
+constexpr uint64_t kHomeBytes = 4 * 1024;
+constexpr uint64_t kHomeOversubscribedBytes = 256 * 1024;
 
 // How a rank waits for its peers (both media): busy-poll spin_ns, then
 // yield the CPU until spin_ns + yield_ns, then sleep in the kernel.

@@ -9,6 +9,10 @@
 // the slot, then store done = k. A failing rank stores its rank + 1 in
 // the header's abort word; every wait also checks that word, the peer
 // processes' liveness (processes only) and the op deadline.
+//
+// Each rank also has a home in the area: the group buffer
+// (ds4tp_group_buffer). An all-reduce of a vector already in the homes
+// runs in place with no copy in (reduce_home).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -27,7 +31,9 @@
 namespace ds4tp::group {
 namespace {
 
-constexpr uint32_t kAreaMagic = 0x47345444u;  // "DT4G"
+// "DT4H": slots, then homes (a rank of an older layout, "DT4G", is
+// refused at open).
+constexpr uint32_t kAreaMagic = 0x48345444u;
 // A rank seen stopped this long fails the wait (the pairs' default
 // peer_silence_ms); its run state is read every kStopCheckNs.
 constexpr uint64_t kStoppedNs = 1'000'000'000;
@@ -56,7 +62,7 @@ inline uint32_t *low_word(std::atomic<uint64_t> &w) {
 
 size_t slot_stride(size_t chunk) { return (chunk + 63) & ~size_t(63); }
 size_t area_bytes(int n, size_t chunk) {
-  return sizeof(Header) + sizeof(RankLine) * size_t(n) + 2 * size_t(n) * slot_stride(chunk);
+  return sizeof(Header) + sizeof(RankLine) * size_t(n) + 3 * size_t(n) * slot_stride(chunk);
 }
 
 }  // namespace
@@ -82,6 +88,7 @@ struct ShmArea {
     return base + sizeof(Header) + sizeof(RankLine) * size_t(n) +
            (size_t(r) * 2 + size_t(b)) * slot_stride(chunk);
   }
+  uint8_t *home(int r) { return slot(n, 0) + size_t(r) * slot_stride(chunk); }
   void init() {
     auto *h = new (base) Header{};
     h->magic = kAreaMagic;
@@ -153,7 +160,10 @@ int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<
   close(fd);
   if (rc != DS4TP_OK) return rc;
   Header *h = out->header();
-  if (h->magic != kAreaMagic || h->ranks != uint32_t(n) || h->chunk != chunk)
+  if (h->magic != kAreaMagic)
+    return err.set(DS4TP_EVERSION, "group segment {} has layout {:08x}, this build reads {:08x}",
+                   name, h->magic, kAreaMagic);
+  if (h->ranks != uint32_t(n) || h->chunk != chunk)
     return err.set(DS4TP_EPROTO, "group segment {} has ranks {} chunk {}, expected {} and {}",
                    name, h->ranks, h->chunk, n, chunk);
   return DS4TP_OK;
@@ -185,14 +195,7 @@ class ShmMedium final : public Medium {
     const int b = int(step & 1);
     const int n = a_->n;
     if (mine != nullptr) {
-      if (step > 2) {
-        for (int r = 0; r < n; r++) {
-          if (r == rank_) continue;  // this thread finished step - 2 itself
-          int rc = wait_for(r, a_->line(r)->done, [&] { return a_->line(r)->done.load(std::memory_order_acquire) >= step - 2; },
-                            step - 2, "finish reading step", err);
-          if (rc != DS4TP_OK) return rc;
-        }
-      }
+      if (int rc = wait_done(step - 2, err)) return rc;
       if (bytes) std::memcpy(a_->slot(rank_, b), mine, bytes);
       publish(a_->line(rank_)->stamp[b], step);
     }
@@ -201,11 +204,8 @@ class ShmMedium final : public Medium {
         views[r] = nullptr;
         continue;
       }
-      if (r != rank_) {
-        int rc = wait_for(r, a_->line(r)->stamp[b], [&] { return a_->line(r)->stamp[b].load(std::memory_order_acquire) == step; },
-                          step, "publish step", err);
-        if (rc != DS4TP_OK) return rc;
-      }
+      if (r != rank_)
+        if (int rc = wait_stamp(r, step, err)) return rc;
       views[r] = a_->slot(r, b);
     }
     return DS4TP_OK;
@@ -222,6 +222,47 @@ class ShmMedium final : public Medium {
   }
 
   void done(uint64_t step) override { publish(a_->line(rank_)->done, step); }
+
+  uint8_t *home() override { return a_->home(rank_); }
+  uint64_t home_bytes() const override { return home_bytes_; }
+
+  // Steps `step` and `step` + 1, in place in every rank's home, so no
+  // byte is copied in and each rank reads only its segment of the others
+  // and then the other segments once (N=2, 16 KiB f32: about 2/3 of the
+  // slot one-shot's time, README "Groups"). Step s: "my home holds my
+  // vector"; rank r sums segment r of every home, in rank order, into its
+  // own home. Step s+1: "my segment is summed"; each rank copies segment
+  // q from rank q's home. The call returns only when every rank has read
+  // this rank's segment (done = s+1), since the caller may then write its
+  // home again. Segments are 64-byte multiples; the owner sums each
+  // element once, so every rank has its bits.
+  int reduce_home(uint64_t step, uint8_t *buf, size_t count, Dtype t, Error &err) override {
+    uint8_t *home = a_->home(rank_);
+    const int n = a_->n;
+    const size_t esz = dtype_bytes(t), line = 64 / esz;
+    const size_t seg = ((count + size_t(n) - 1) / size_t(n) + line - 1) / line * line;
+    auto lo = [&](int r) { return std::min(count, seg * size_t(r)) * esz; };
+    if (int rc = wait_done(step - 2, err)) return rc;
+    if (buf != home) std::memcpy(home, buf, count * esz);  // no peer reads it now (see the end)
+    publish(a_->line(rank_)->stamp[step & 1], step);
+    const void *views[kMaxRanks];
+    for (int r = 0; r < n; r++) {
+      if (r != rank_)
+        if (int rc = wait_stamp(r, step, err)) return rc;
+      views[r] = a_->home(r) + lo(rank_);
+    }
+    const size_t mine = (lo(rank_ + 1) - lo(rank_)) / esz;
+    if (mine) reduce_sum(t, views, n, home + lo(rank_), mine);
+    publish(a_->line(rank_)->stamp[(step + 1) & 1], step + 1);
+    for (int r = 0; r < n; r++) {  // each segment as soon as its owner is done
+      if (r == rank_) continue;
+      if (int rc = wait_stamp(r, step + 1, err)) return rc;
+      if (lo(r + 1) > lo(r)) std::memcpy(buf + lo(r), a_->home(r) + lo(r), lo(r + 1) - lo(r));
+    }
+    if (buf != home && mine) std::memcpy(buf + lo(rank_), home + lo(rank_), mine * esz);
+    done(step + 1);
+    return wait_done(step + 1, err);
+  }
   uint64_t two_shot_bytes() const override { return two_shot_bytes_; }
 
   void abort(int rank) override {
@@ -238,6 +279,24 @@ class ShmMedium final : public Medium {
 
  private:
   static void wake_word_of(std::atomic<uint64_t> &w) { os::wake_word(low_word(w)); }
+
+  // Every other rank has finished reading step `step` (no wait for step 0).
+  int wait_done(uint64_t step, Error &err) {
+    if (int64_t(step) <= 0) return DS4TP_OK;
+    for (int r = 0; r < a_->n; r++) {
+      if (r == rank_) continue;  // this thread finished that step itself
+      std::atomic<uint64_t> &w = a_->line(r)->done;
+      int rc = wait_for(r, w, [&] { return w.load(std::memory_order_acquire) >= step; }, step,
+                        "finish reading step", err);
+      if (rc != DS4TP_OK) return rc;
+    }
+    return DS4TP_OK;
+  }
+  int wait_stamp(int r, uint64_t step, Error &err) {
+    std::atomic<uint64_t> &w = a_->line(r)->stamp[step & 1];
+    return wait_for(r, w, [&] { return w.load(std::memory_order_acquire) == step; }, step,
+                    "publish step", err);
+  }
 
   // Store, then wake sleepers (seq_cst pairs with the sleeper's
   // increment-then-recheck, so a wake is never lost).
@@ -288,9 +347,12 @@ class ShmMedium final : public Medium {
         }
         RankLine *l = a_->line(r);
         uint64_t pid = l->pid.load(std::memory_order_acquire);
-        if (pid != 0 && !os::process_alive(pid_t(pid), l->start_time.load()))
+        if (pid != 0 && !os::process_alive(pid_t(pid), l->start_time.load())) {
+          uint32_t expect = 0;  // the others then name the dead rank too
+          a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(r + 1));
           return err.set(DS4TP_EPEERCLOSED, "rank {} exited (pid {}) before it could {} {}", r,
                          pid, what, step);
+        }
         // A stopped rank is alive but cannot arrive: judged like a pair's
         // silent peer, after kStoppedNs of being seen stopped.
         if (pid != 0 && now >= next_stop_check) {
@@ -340,6 +402,7 @@ class ShmMedium final : public Medium {
   uint64_t timeout_;
   WaitBudget wait_;
   uint64_t two_shot_bytes_ = two_shot_threshold(DS4TP_TRANSPORT_SHM);
+  uint64_t home_bytes_ = home_threshold(a_->n);
   std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets and their ranks
 };
 
