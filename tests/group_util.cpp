@@ -65,11 +65,16 @@ int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::strin
   const int n = ds4tp_group_size(g), me = ds4tp_group_rank(g);
   void *gbuf = nullptr;
   uint64_t gbytes = 0;
-  if (use == BufferUse::Group || (use == BufferUse::EvenRanks && me % 2 == 0))
+  if (use != BufferUse::Own && (use != BufferUse::EvenRanks || me % 2 == 0)) {
     if (ds4tp_group_buffer(g, &gbuf, &gbytes) != 0) {
       why = "group_buffer: " + std::string(ds4tp_group_errmsg(g));
       return DS4TP_EINVAL;
     }
+    if (use == BufferUse::GroupOffset) {
+      gbuf = static_cast<uint8_t *>(gbuf) + 64;
+      gbytes -= 64;
+    }
+  }
   digest = 1469598103934665603ull;
   auto fold = [&](const std::vector<uint8_t> &v) {
     for (uint8_t b : v) digest = (digest ^ b) * 1099511628211ull;

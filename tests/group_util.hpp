@@ -21,9 +21,9 @@ size_t group_esize(int dtype);
 // each count, all_gather, broadcast, barrier. 0 or the failing status;
 // `why` says which check failed. `digest` folds every result.
 // Where all_reduce finds its vector: the caller's own memory, the group
-// buffer (ds4tp_group_buffer; counts larger than it use own memory), or
-// the group buffer on even ranks only.
-enum class BufferUse { Own, Group, EvenRanks };
+// buffer (ds4tp_group_buffer; counts larger than it use own memory), the
+// group buffer on even ranks only, or 64 bytes into the group buffer.
+enum class BufferUse { Own, Group, EvenRanks, GroupOffset };
 int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::string &why,
                  uint64_t &digest, BufferUse use = BufferUse::Own);
 

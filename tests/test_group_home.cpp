@@ -2,7 +2,8 @@
 // group buffer lies in the shared area, and a vector in it is reduced in
 // place with no copy in. Checked for every dtype and for counts that
 // leave segments short or empty, with the group buffer on every rank,
-// on some ranks only (the others are copied in and out) and on none.
+// on some ranks only (the others are copied in and out), at an offset
+// into it (moved to its start and back) and on none.
 // DS4TP_GROUP_HOME_BYTES=0 takes the home path for every size up to the
 // chunk, so small counts and oversubscribed N reach it on any machine.
 #include <signal.h>
@@ -27,7 +28,13 @@ const std::vector<uint64_t> kHomeCounts = {1,    15,   16,   17,   33,    100,  
                                            2560, 4097, 8191, 8192, 16383, 16384, 16385, 32768};
 
 const char *use_name(BufferUse u) {
-  return u == BufferUse::Own ? "own memory" : u == BufferUse::Group ? "group buffer" : "group buffer on even ranks";
+  switch (u) {
+    case BufferUse::Own: return "own memory";
+    case BufferUse::Group: return "group buffer";
+    case BufferUse::EvenRanks: return "group buffer on even ranks";
+    case BufferUse::GroupOffset: return "64 bytes into the group buffer";
+  }
+  return "?";
 }
 
 // Runs group_checks on n threads of one local group; the digests must
@@ -65,7 +72,8 @@ void run_threads(int n, BufferUse use, const char *home_bytes) {
 
 TEST_CASE("group home: threads N=2,3,4,8 get the rank-order bits from any buffer", "[group]") {
   for (int n : {2, 3, 4, 8})
-    for (BufferUse use : {BufferUse::Group, BufferUse::EvenRanks, BufferUse::Own}) {
+    for (BufferUse use : {BufferUse::Group, BufferUse::EvenRanks, BufferUse::GroupOffset,
+                          BufferUse::Own}) {
       INFO("n=" << n << ", " << use_name(use) << ", home path forced");
       run_threads(n, use, "0");
     }
@@ -78,7 +86,7 @@ TEST_CASE("group home: threads N=2,3,4,8 get the rank-order bits from any buffer
 
 TEST_CASE("group home: shm processes N=2,3 reduce in the shared group buffer", "[group]") {
   for (int n : {2, 3})
-    for (BufferUse use : {BufferUse::Group, BufferUse::EvenRanks}) {
+    for (BufferUse use : {BufferUse::Group, BufferUse::EvenRanks, BufferUse::GroupOffset}) {
       INFO("n=" << n << ", " << use_name(use));
       GroupRun run = run_group_procs(
           n, DS4TP_TRANSPORT_SHM,

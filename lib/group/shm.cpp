@@ -239,11 +239,16 @@ class ShmMedium final : public Medium {
   int reduce_home(uint64_t step, uint8_t *buf, size_t count, Dtype t, Error &err) override {
     uint8_t *home = a_->home(rank_);
     const int n = a_->n;
-    const size_t esz = dtype_bytes(t), line = 64 / esz;
+    const size_t esz = dtype_bytes(t), bytes = count * esz, line = 64 / esz;
     const size_t seg = ((count + size_t(n) - 1) / size_t(n) + line - 1) / line * line;
     auto lo = [&](int r) { return std::min(count, seg * size_t(r)) * esz; };
+    // A vector elsewhere in the home moves to its start and back after
+    // the last wait (the others read the home until then).
+    const auto b = uintptr_t(buf), h = uintptr_t(home);
+    const bool inside = buf != home && b < h + a_->chunk && b + bytes > h;
+    uint8_t *out = inside ? home : buf;
     if (int rc = wait_done(step - 2, err)) return rc;
-    if (buf != home) std::memcpy(home, buf, count * esz);  // no peer reads it now (see the end)
+    if (buf != home) std::memmove(home, buf, bytes);  // no peer reads it now (see the end)
     publish(a_->line(rank_)->stamp[step & 1], step);
     const void *views[kMaxRanks];
     for (int r = 0; r < n; r++) {
@@ -257,11 +262,13 @@ class ShmMedium final : public Medium {
     for (int r = 0; r < n; r++) {  // each segment as soon as its owner is done
       if (r == rank_) continue;
       if (int rc = wait_stamp(r, step + 1, err)) return rc;
-      if (lo(r + 1) > lo(r)) std::memcpy(buf + lo(r), a_->home(r) + lo(r), lo(r + 1) - lo(r));
+      if (lo(r + 1) > lo(r)) std::memcpy(out + lo(r), a_->home(r) + lo(r), lo(r + 1) - lo(r));
     }
-    if (buf != home && mine) std::memcpy(buf + lo(rank_), home + lo(rank_), mine * esz);
+    if (out != home && mine) std::memcpy(out + lo(rank_), home + lo(rank_), mine * esz);
     done(step + 1);
-    return wait_done(step + 1, err);
+    if (int rc = wait_done(step + 1, err)) return rc;
+    if (inside) std::memmove(buf, home, bytes);
+    return DS4TP_OK;
   }
   uint64_t two_shot_bytes() const override { return two_shot_bytes_; }
 
