@@ -107,7 +107,9 @@ class Group {
   }
   void barrier() { check_here(ds4tp_group_barrier(live())); }
 
-  // Library-allocated buffer of chunk_bytes (valid for the handle's life).
+  // Library-allocated buffer of chunk_bytes (valid for the handle's life);
+  // over shm, once connected, all_reduce of a vector at its start needs
+  // no copy in (take it after connect).
   std::span<std::byte> buffer() {
     void *p = nullptr;
     uint64_t n = 0;

@@ -1,6 +1,6 @@
 """Groups from Python: N threads with one handle each (the local form),
-all_reduce in place on numpy arrays, array('f') and memoryviews, every
-dtype, checked against a rank-order reference; two ranks over tcp in the
+all_reduce in place on numpy arrays, array('f'), memoryviews and the
+group buffer, every dtype, checked against a rank-order reference; two ranks over tcp in the
 process form; refusals (read-only buffer, unknown format, closed handle)."""
 
 import array
@@ -68,6 +68,40 @@ def test_local_all_reduce_array_f32(n):
         assert out[0][i] == acc, f"element {i}: {out[0][i]} != {acc}"
     for r in range(1, n):
         assert out[r].tobytes() == out[0].tobytes(), f"rank {r} bits differ from rank 0"
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_local_group_buffer_in_place(n):
+    """The group buffer as a memoryview: filled, all-reduced at its start
+    (the no-copy path over shm), read back; close() ends the view."""
+    count = 4096  # 16 KiB of f32: the home path for 2 ranks on 2+ cores
+    groups = ds4tp.Group.local(n)
+    out = [None] * n
+    views = []
+
+    def rank(r, g):
+        v = g.buffer("f")
+        assert v.nbytes >= count * 4
+        v[:count] = array.array("f", [r + i * 0.25 for i in range(count)])
+        g.all_reduce(v[:count])
+        out[r] = v[:count].tobytes()
+        views.append(v)
+
+    try:
+        run_ranks(groups, rank)
+    finally:
+        for g in groups:
+            g.close()
+    want = array.array("f", [0.0] * count)
+    for i in range(count):
+        acc = 0.0
+        for r in range(n):
+            acc = f32_bits(acc + f32_bits(r + i * 0.25))
+        want[i] = acc
+    for r in range(n):
+        assert out[r] == want.tobytes(), f"rank {r}: group buffer result differs from the reference"
+    with pytest.raises(ValueError):
+        views[0][0]  # released by close(): no access to freed memory
 
 
 @pytest.mark.skipif(np is None, reason="numpy not installed")

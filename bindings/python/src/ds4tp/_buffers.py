@@ -4,6 +4,7 @@ numpy arrays, mmap: anything with the buffer protocol) as C pointers."""
 import array
 import ctypes
 import sys
+import weakref
 from ctypes import c_char_p, c_int, c_int32, c_void_p
 
 _NO_OFFSET = (1 << 64) - 1
@@ -15,6 +16,32 @@ def _memory_view(address, nbytes):
     fn.restype = ctypes.py_object
     fn.argtypes = [c_void_p, ctypes.c_ssize_t, c_int]
     return fn(address, nbytes, 0x200)  # PyBUF_WRITE
+
+
+def _tracked_view(views, address, nbytes, fmt):
+    """A writable memoryview of ``nbytes`` at ``address`` cast to ``fmt``,
+    remembered (weakly) in ``views`` so that _release_views can end it
+    before the library frees the memory."""
+    raw = _memory_view(address, nbytes)
+    view = raw.cast(fmt) if fmt != "B" else raw
+    if view is not raw:
+        raw.release()
+    views[:] = [r for r in views if r() is not None]
+    views.append(weakref.ref(view))
+    return view
+
+
+def _release_views(views):
+    """Releases every view in ``views`` still alive (one with exports, e.g.
+    a numpy array over it, stays: the caller must drop those first)."""
+    for ref in views:
+        view = ref()
+        if view is not None:
+            try:
+                view.release()
+            except BufferError:
+                pass
+    views.clear()
 
 
 def _buffer_address(obj, writable):

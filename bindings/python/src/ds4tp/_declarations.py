@@ -148,6 +148,7 @@ DECLARATIONS = {
         ("ds4tp_group_all_gather", c_int, [c_void_p, c_void_p, c_void_p, c_uint64]),
         ("ds4tp_group_broadcast", c_int, [c_void_p, c_void_p, c_uint64, c_int]),
         ("ds4tp_group_barrier", c_int, [c_void_p]),
+        ("ds4tp_group_buffer", c_int, [c_void_p, POINTER(c_void_p), POINTER(c_uint64)]),
         ("ds4tp_group_rank", c_int, [c_void_p]),
         ("ds4tp_group_size", c_int, [c_void_p]),
         ("ds4tp_group_transport", c_int, [c_void_p]),

@@ -21,7 +21,7 @@ import ctypes
 import enum
 from ctypes import c_void_p
 
-from ._buffers import _buffer_address, _native
+from ._buffers import _buffer_address, _native, _release_views, _tracked_view
 from ._constants import Status
 from ._loader import _Handle, Error, _lib, _text, last_error
 from ._structs import GroupOptions
@@ -56,6 +56,7 @@ class Group(_Handle):
 
     def __init__(self, options=None, identity=None, _handle=None):
         self._h = _handle
+        self._views = []
         if _handle is not None:
             return
         self._options = options if options is not None else GroupOptions()
@@ -83,6 +84,7 @@ class Group(_Handle):
     def close(self):
         """ds4tp_group_free (idempotent)."""
         if self._h is not None:
+            _release_views(self._views)
             _lib().ds4tp_group_free(self._h)
             self._h = None
 
@@ -132,6 +134,18 @@ class Group(_Handle):
         _lib().ds4tp_group_mark_failed(self._live())
 
     # -- collectives ----------------------------------------------------------
+
+    def buffer(self, fmt="B"):
+        """The group buffer (``chunk_bytes``) as a writable memoryview cast
+        to ``fmt`` (e.g. "f", "e", "H"). Over shm, once connected, it lies
+        in the shared segment: an all_reduce of a vector at its start (this
+        view, or a numpy array over it) needs no copy in. Take it after
+        :meth:`connect`; :meth:`close` releases it (drop numpy arrays over
+        it first)."""
+        addr, nbytes = c_void_p(), ctypes.c_uint64()
+        self._check(_lib().ds4tp_group_buffer(self._live(), ctypes.byref(addr),
+                                              ctypes.byref(nbytes)))
+        return _tracked_view(self._views, addr.value, nbytes.value, fmt)
 
     def all_reduce(self, buf, dtype=None):
         """Sums ``buf`` over the ranks, in place (identical bits on every

@@ -2,10 +2,9 @@
 engine integration (the control plane is the :class:`ControlPlane` mixin)."""
 
 import ctypes
-import weakref
 from ctypes import c_uint64, c_void_p
 
-from ._buffers import _NO_OFFSET, _buffer_address, _memory_view
+from ._buffers import _NO_OFFSET, _buffer_address, _memory_view, _release_views, _tracked_view
 from ._constants import ServiceState, Status, Transport
 from ._control import ControlPlane
 from ._loader import _Handle, Error, _check, _lib, _text, last_error, transport_name
@@ -237,23 +236,10 @@ class Pair(ControlPlane, _Handle):
         base = self.slab_base
         if not base:
             raise Error(Status.ESTATE, "no slab attached: call attach_slab first")
-        raw = _memory_view(base + offset, nbytes)
-        view = raw.cast(fmt) if fmt != "B" else raw
-        if view is not raw:
-            raw.release()
-        self._views = [r for r in self._views if r() is not None]
-        self._views.append(weakref.ref(view))
-        return view
+        return _tracked_view(self._views, base + offset, nbytes, fmt)
 
     def _release_views(self):
-        for ref in self._views:
-            view = ref()
-            if view is not None:
-                try:
-                    view.release()
-                except BufferError:
-                    pass
-        self._views = []
+        _release_views(self._views)
 
     # -- data plane -------------------------------------------------------
 

@@ -196,6 +196,38 @@ impl Group {
         self.check(rc)
     }
 
+    /// The group buffer (`chunk_bytes`, 64-byte aligned) as elements of
+    /// `T`. Over shm, once connected, it lies in the shared segment, and
+    /// [`Group::all_reduce_buffer`] sums a vector at its start with no copy
+    /// in; take it after [`Group::connect`] (before, it is a heap buffer).
+    pub fn buffer<T: Element>(&mut self) -> Result<&mut [T]> {
+        let (p, bytes) = self.raw_buffer()?;
+        // SAFETY: the library's buffer of `bytes`, 64-byte aligned, lives
+        // until ds4tp_group_free (drop), and the borrow of self keeps the
+        // handle from every other call meanwhile. T is f32 or a u16 newtype.
+        Ok(unsafe { std::slice::from_raw_parts_mut(p as *mut T, bytes / std::mem::size_of::<T>()) })
+    }
+
+    /// Sums the first `count` elements of the group buffer over the ranks,
+    /// in place (the no-copy form of [`Group::all_reduce`]).
+    pub fn all_reduce_buffer<T: Element>(&mut self, count: usize) -> Result<()> {
+        let (p, bytes) = self.raw_buffer()?;
+        if count > bytes / std::mem::size_of::<T>() {
+            return Err(Error::new(
+                Status::EINVAL as i32,
+                format!("{} elements do not fit the {}-byte group buffer", count, bytes),
+            ));
+        }
+        self.check(unsafe { sys::ds4tp_group_all_reduce(self.g, p, count as u64, T::DTYPE, sys::DS4TP_OP_SUM) })
+    }
+
+    fn raw_buffer(&mut self) -> Result<(*mut c_void, usize)> {
+        let mut p: *mut c_void = ptr::null_mut();
+        let mut bytes: u64 = 0;
+        self.check(unsafe { sys::ds4tp_group_buffer(self.g, &mut p, &mut bytes) })?;
+        Ok((p, bytes as usize))
+    }
+
     /// `out` (size() * input.len() bytes) gets every rank's `input`, in rank order.
     pub fn all_gather(&mut self, input: &[u8], out: &mut [u8]) -> Result<()> {
         if out.len() != input.len() * self.size() {

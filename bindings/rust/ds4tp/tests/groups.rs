@@ -117,6 +117,35 @@ fn half_and_bfloat16_slices() {
 }
 
 #[test]
+fn group_buffer_in_place() {
+    // 2560 f16 (the seed's 5 KiB), from 4 KiB: the no-copy path for 2 ranks.
+    let count = 2560;
+    let groups = Group::local(2, None, None).expect("Group::local");
+    let handles: Vec<_> = groups
+        .into_iter()
+        .enumerate()
+        .map(|(r, mut g)| {
+            thread::spawn(move || {
+                let buf = g.buffer::<F16>().map_err(|e| e.to_string())?;
+                assert!(buf.len() >= count);
+                for x in &mut buf[..count] {
+                    *x = if r == 0 { F16(0x3c00) } else { F16(0x4000) }; // 1.0, 2.0
+                }
+                g.all_reduce_buffer::<F16>(count).map_err(|e| e.to_string())?;
+                let got = g.buffer::<F16>().map_err(|e| e.to_string())?[..count].to_vec();
+                let too_many = g.all_reduce_buffer::<F16>(1 << 30).expect_err("oversized count accepted");
+                assert_eq!(too_many.status(), Some(Status::EINVAL), "{}", too_many);
+                Ok::<_, String>(got)
+            })
+        })
+        .collect();
+    for (r, t) in handles.into_iter().enumerate() {
+        let got = t.join().unwrap().unwrap_or_else(|e| panic!("rank {}: {}", r, e));
+        assert!(got.iter().all(|x| *x == F16(0x4200)), "rank {}: group buffer f16 sum is not 3.0", r);
+    }
+}
+
+#[test]
 fn failures_carry_the_message() {
     let mut gs = Group::local(2, None, None).expect("Group::local");
     gs[1].mark_failed();
