@@ -106,6 +106,26 @@ TEST_CASE("group home: shm processes N=2,3 reduce in the shared group buffer", "
     }
 }
 
+// The thresholds live in the segment rank 0 makes: a rank whose
+// environment says otherwise still takes rank 0's algorithms (before,
+// it took its own and the steps desynced: wrong sums, then a timeout).
+TEST_CASE("group home: a rank with other thresholds in its environment follows rank 0", "[group]") {
+  for (const char *var : {"DS4TP_GROUP_HOME_BYTES", "DS4TP_GROUP_TWO_SHOT_BYTES"}) {
+    INFO(var << "=0 on rank 1 only");
+    GroupRun run = run_group_procs(
+        2, DS4TP_TRANSPORT_SHM,
+        [](ds4tp_group *g, int, uint64_t &d, std::string &why) {
+          return group_checks(g, kHomeCounts, why, d, BufferUse::Group);
+        },
+        [var](int rank, ds4tp_group_options &, ds4tp_identity &) {
+          if (rank == 1) setenv(var, "0", 1);
+        });
+    INFO(run.why);
+    REQUIRE(run.rc == 0);
+    CHECK(run.digests[1] == run.digests[0]);
+  }
+}
+
 // Each home call ends waiting for every rank to read this rank's
 // segment; a rank that dies there or before must release the others.
 TEST_CASE("group home: a rank SIGKILLed mid-call releases the others", "[group][fault]") {

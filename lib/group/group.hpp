@@ -155,7 +155,8 @@ class Group {
 
 // The two-shot crossover of a transport (bytes per all_reduce call):
 // measured defaults (README "Groups"), or DS4TP_GROUP_TWO_SHOT_BYTES,
-// which must then be the same on every rank.
+// which must then be the same on every tcp rank (shm ranks all take the
+// value of the rank that made the segment, kept in its header).
 uint64_t two_shot_threshold(int transport);
 constexpr uint64_t kTwoShotShmBytes = 64 * 1024;
 constexpr uint64_t kTwoShotTcpBytes = 64 * 1024;
@@ -163,8 +164,8 @@ constexpr uint64_t kTwoShotTcpBytes = 64 * 1024;
 // the homes (Medium::reduce_home), measured (README "Groups"): from 4 KiB
 // while every rank can have a core, from 256 KiB when ranks outnumber
 // the cores (each of its three waits then costs a context switch).
-// DS4TP_GROUP_HOME_BYTES overrides it, and must then be the same on
-// every rank.
+// DS4TP_GROUP_HOME_BYTES overrides it; read by the rank that makes the
+// segment (rank 0, or new_local) and kept in its header for all.
 uint64_t home_threshold(int ranks);
 constexpr uint64_t kHomeBytes = 4 * 1024;
 constexpr uint64_t kHomeOversubscribedBytes = 256 * 1024;

@@ -44,6 +44,10 @@ struct alignas(64) Header {
   uint32_t ranks;
   uint64_t chunk;
   std::atomic<uint32_t> abort_word;  // 0, or the failing rank + 1
+  // The algorithm thresholds of the rank that made the area, which every
+  // rank then uses: one rank's other environment cannot desync the steps.
+  uint64_t home_bytes;
+  uint64_t two_shot_bytes;
 };
 
 struct alignas(64) RankLine {
@@ -94,6 +98,8 @@ struct ShmArea {
     h->magic = kAreaMagic;
     h->ranks = uint32_t(n);
     h->chunk = chunk;
+    h->home_bytes = home_threshold(n);
+    h->two_shot_bytes = two_shot_threshold(DS4TP_TRANSPORT_SHM);
     for (int r = 0; r < n; r++) new (line(r)) RankLine{};
   }
 };
@@ -408,8 +414,8 @@ class ShmMedium final : public Medium {
   bool watch_;
   uint64_t timeout_;
   WaitBudget wait_;
-  uint64_t two_shot_bytes_ = two_shot_threshold(DS4TP_TRANSPORT_SHM);
-  uint64_t home_bytes_ = home_threshold(a_->n);
+  uint64_t two_shot_bytes_ = a_->header()->two_shot_bytes;
+  uint64_t home_bytes_ = a_->header()->home_bytes;
   std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets and their ranks
 };
 
