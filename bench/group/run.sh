@@ -74,9 +74,9 @@ for i in "${impls[@]}"; do med[$i]=$(echo "${got[$i]}" | median); done
 m() { echo "${med[$1 $2]:--}"; }
 
 echo "16 KiB f32 all-reduce, median of $reps p50s (us), $iters calls each; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "| %-24s | %8s | %8s |\n" implementation "N=2" "N=4"
-printf "|%s|%s|%s|\n" "--------------------------" "----------" "----------"
-row() { printf "| %-24s | %8s | %8s |\n" "$1" "$(m "$2" 2)" "$(m "$2" 4)"; }
+printf "| %-32s | %8s | %8s |\n" implementation "N=2" "N=4"
+printf "|%s|%s|%s|\n" "----------------------------------" "----------" "----------"
+row() { printf "| %-32s | %8s | %8s |\n" "$1" "$(m "$2" 2)" "$(m "$2" 4)"; }
 row "ds4tp shm" shm
 row "ds4tp tcp" tcp
 if [ $have_mpi = 1 ]; then
@@ -86,9 +86,9 @@ else
   echo "(Open MPI: mpicc not found or failed; apt-get install libopenmpi-dev)"
 fi
 if [ $have_gloo = 1 ]; then row "Gloo tcp" gloo; else echo "(Gloo: libgloo-dev not installed)"; fi
-[ -n "${med[raw 2]:-}" ] && printf "| %-24s | %8s | %8s |\n" "raw tcp exchange (2 ranks)" "$(m raw 2)" "-"
-[ -n "${med[floor 2]:-}" ] && printf "| %-24s | %8s | %8s |\n" "shm floor, slots (shm_floor.cpp)" "$(m floor 2)" "-"
-[ -n "${med[floorhome 2]:-}" ] && printf "| %-24s | %8s | %8s |\n" "shm floor, home (shm_floor.cpp)" "$(m floorhome 2)" "-"
+[ -n "${med[raw 2]:-}" ] && printf "| %-32s | %8s | %8s |\n" "raw tcp exchange (2 ranks)" "$(m raw 2)" "-"
+[ -n "${med[floor 2]:-}" ] && printf "| %-32s | %8s | %8s |\n" "shm floor, slots (shm_floor.cpp)" "$(m floor 2)" "-"
+[ -n "${med[floorhome 2]:-}" ] && printf "| %-32s | %8s | %8s |\n" "shm floor, home (shm_floor.cpp)" "$(m floorhome 2)" "-"
 
 # Targets (issue 18): shm <= 0.5x vader and <= 0.1x Gloo at N=2 and 4;
 # tcp N=2 within 1.1x of one raw exchange of the same bytes.
