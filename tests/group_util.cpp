@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 #include "group/reduce.hpp"
 #include "support/procs.hpp"
@@ -141,6 +142,25 @@ int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::strin
       return rc;
     }
   return 0;
+}
+
+GroupRun run_group_threads(const std::vector<ds4tp_group *> &gs,
+                           const std::vector<uint64_t> &counts, BufferUse use) {
+  const size_t n = gs.size();
+  GroupRun run;
+  run.rcs.assign(n, -1);
+  run.digests.assign(n, 0);
+  run.msgs.assign(n, "");
+  std::vector<std::thread> ts;
+  for (size_t r = 0; r < n; r++)
+    ts.emplace_back([&, r] { run.rcs[r] = group_checks(gs[r], counts, run.msgs[r], run.digests[r], use); });
+  for (auto &t : ts) t.join();
+  for (size_t r = 0; r < n && run.rc == 0; r++)
+    if (run.rcs[r] != 0) {
+      run.rc = run.rcs[r];
+      run.why = "rank " + std::to_string(r) + ": " + run.msgs[r];
+    }
+  return run;
 }
 
 GroupRun run_group_procs(int n, int transport, const GroupBody &body, const GroupEdit &edit,

@@ -35,6 +35,12 @@ struct GroupRun {
   std::vector<std::string> msgs;
 };
 
+// group_checks on one thread per handle of a local group (all handles of
+// one ds4tp_group_new_local); each rank's outcome as run_group_procs
+// gives it.
+GroupRun run_group_threads(const std::vector<ds4tp_group *> &gs,
+                           const std::vector<uint64_t> &counts, BufferUse use = BufferUse::Own);
+
 // Forks n rank processes over loopback (rank 0 picks the port);
 // body(g, rank, digest, why) runs after connect. `opt_edit` adjusts each
 // rank's options (may be empty) before ds4tp_group_new.

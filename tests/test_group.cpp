@@ -38,17 +38,11 @@ void run_local(int n) {
   std::vector<ds4tp_group *> gs(static_cast<size_t>(n));
   ds4tp_group_options o = local_options();
   REQUIRE(ds4tp_group_new_local(gs.data(), n, &o, nullptr) == 0);
-  std::vector<int> rcs(static_cast<size_t>(n));
-  std::vector<std::string> why(static_cast<size_t>(n));
-  std::vector<uint64_t> dig(static_cast<size_t>(n));
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; r++)
-    ts.emplace_back([&, r] { rcs[size_t(r)] = group_checks(gs[size_t(r)], kCounts, why[size_t(r)], dig[size_t(r)]); });
-  for (auto &t : ts) t.join();
+  GroupRun run = run_group_threads(gs, kCounts);
   for (int r = 0; r < n; r++) {
-    INFO("rank " << r << ": " << why[size_t(r)]);
-    CHECK(rcs[size_t(r)] == 0);
-    CHECK(dig[size_t(r)] == dig[0]);
+    INFO("rank " << r << ": " << run.msgs[size_t(r)]);
+    CHECK(run.rcs[size_t(r)] == 0);
+    CHECK(run.digests[size_t(r)] == run.digests[0]);
     CHECK(ds4tp_group_rank(gs[size_t(r)]) == r);
     CHECK(ds4tp_group_size(gs[size_t(r)]) == n);
   }
@@ -317,19 +311,11 @@ TEST_CASE("group: two-shot sizes around each threshold, threads N=2,3,4", "[grou
     std::vector<ds4tp_group *> gs(static_cast<size_t>(n));
     ds4tp_group_options o = local_options();
     REQUIRE(ds4tp_group_new_local(gs.data(), n, &o, nullptr) == 0);
-    std::vector<int> rcs(static_cast<size_t>(n), -1);
-    std::vector<std::string> why(static_cast<size_t>(n));
-    std::vector<uint64_t> dig(static_cast<size_t>(n));
-    std::vector<std::thread> ts;
-    for (int r = 0; r < n; r++)
-      ts.emplace_back([&, r] {
-        rcs[size_t(r)] = group_checks(gs[size_t(r)], kAroundTwoShot, why[size_t(r)], dig[size_t(r)]);
-      });
-    for (auto &t : ts) t.join();
+    GroupRun run = run_group_threads(gs, kAroundTwoShot);
     for (int r = 0; r < n; r++) {
-      INFO("rank " << r << ": " << why[size_t(r)]);
-      CHECK(rcs[size_t(r)] == 0);
-      CHECK(dig[size_t(r)] == dig[0]);
+      INFO("rank " << r << ": " << run.msgs[size_t(r)]);
+      CHECK(run.rcs[size_t(r)] == 0);
+      CHECK(run.digests[size_t(r)] == run.digests[0]);
     }
     for (auto *g : gs) ds4tp_group_free(g);
   }

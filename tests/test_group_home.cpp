@@ -11,7 +11,6 @@
 
 #include <catch2/catch.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "group_util.hpp"
@@ -51,19 +50,11 @@ void run_threads(int n, BufferUse use, const char *home_bytes) {
   o.op_timeout_ms = 5000;
   REQUIRE(ds4tp_group_new_local(gs.data(), n, &o, nullptr) == 0);
   unsetenv("DS4TP_GROUP_HOME_BYTES");  // read when the group is made
-  std::vector<int> rcs(static_cast<size_t>(n), -1);
-  std::vector<std::string> why(static_cast<size_t>(n));
-  std::vector<uint64_t> dig(static_cast<size_t>(n));
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; r++)
-    ts.emplace_back([&, r] {
-      rcs[size_t(r)] = group_checks(gs[size_t(r)], kHomeCounts, why[size_t(r)], dig[size_t(r)], use);
-    });
-  for (auto &t : ts) t.join();
+  GroupRun run = run_group_threads(gs, kHomeCounts, use);
   for (int r = 0; r < n; r++) {
-    INFO("rank " << r << ": " << why[size_t(r)]);
-    CHECK(rcs[size_t(r)] == 0);
-    CHECK(dig[size_t(r)] == dig[0]);
+    INFO("rank " << r << ": " << run.msgs[size_t(r)]);
+    CHECK(run.rcs[size_t(r)] == 0);
+    CHECK(run.digests[size_t(r)] == run.digests[0]);
   }
   for (auto *g : gs) ds4tp_group_free(g);
 }
