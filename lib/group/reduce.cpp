@@ -276,32 +276,33 @@ const char *kernel_name(Kernel k) {
   }
 }
 
+namespace {
+const KernelFns kPortableFns = {&portable_sum, &portable_floats_to_half};
+
+// Kernel k's entry points (k usable; the portable ones otherwise).
+const KernelFns &fns(Kernel k) {
+#if defined(DS4TP_SUM_X86)
+  if (k == Kernel::X86Avx2) return x86::kFns;
+#endif
+#if defined(DS4TP_SUM_ARM64)
+  if (k == Kernel::Arm64Neon) return arm64::kFns;
+#endif
+  (void)k;
+  return kPortableFns;
+}
+}  // namespace
+
 void reduce_sum_with(Kernel k, Dtype t, const void *const *src, int n, void *out, size_t count) {
   // One rank (tests only: groups have 2 or more) is a conversion round
   // trip, which compilers fold away in the hardware kernels (GCC and
   // LLVM treat f16 -> f32 -> f16 as the identity), so a signalling NaN
   // would come back unquieted there; the portable kernel's integer
   // conversions keep the scalar's bits.
-  if (n == 1) k = Kernel::Portable;
-#if defined(DS4TP_SUM_X86)
-  if (k == Kernel::X86Avx2) return x86::kFns.sum(t, src, n, out, count);
-#endif
-#if defined(DS4TP_SUM_ARM64)
-  if (k == Kernel::Arm64Neon) return arm64::kFns.sum(t, src, n, out, count);
-#endif
-  (void)k;
-  portable_sum(t, src, n, out, count);
+  fns(n == 1 ? Kernel::Portable : k).sum(t, src, n, out, count);
 }
 
 void floats_to_half_with(Kernel k, const float *in, uint16_t *out, size_t count) {
-#if defined(DS4TP_SUM_X86)
-  if (k == Kernel::X86Avx2) return x86::kFns.to_half(in, out, count);
-#endif
-#if defined(DS4TP_SUM_ARM64)
-  if (k == Kernel::Arm64Neon) return arm64::kFns.to_half(in, out, count);
-#endif
-  (void)k;
-  portable_floats_to_half(in, out, count);
+  fns(k).to_half(in, out, count);
 }
 
 void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count) {
