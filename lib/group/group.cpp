@@ -117,13 +117,13 @@ int64_t env_us(const char *name) {
 }
 }  // namespace
 
-uint64_t two_shot_threshold(int transport) {
-  static const int64_t env = env_number("DS4TP_GROUP_TWO_SHOT_BYTES").value_or(-1);
+uint64_t two_shot_threshold(int transport) {  // read per medium, so a test can set it
+  const int64_t env = env_number("DS4TP_GROUP_TWO_SHOT_BYTES").value_or(-1);
   if (env >= 0) return uint64_t(env);
   return transport == DS4TP_TRANSPORT_SHM ? kTwoShotShmBytes : kTwoShotTcpBytes;
 }
 
-uint64_t home_threshold(int ranks) {  // read per group, so a test can set it
+uint64_t home_threshold(int ranks) {  // read per segment, so a test can set it
   const int64_t env = env_number("DS4TP_GROUP_HOME_BYTES").value_or(-1);
   if (env >= 0) return uint64_t(env);
   return std::thread::hardware_concurrency() >= unsigned(ranks) ? kHomeBytes
