@@ -97,8 +97,9 @@ class TcpMedium final : public Medium {
       pending += peers[r].send + peers[r].recv;
     }
     if (src != nullptr) views[rank_] = src[rank_];
-    const uint64_t start = now_ns(), deadline = start + timeout_;
-    uint64_t last = start;
+    // The clock starts at the first idle round: a step whose bytes are
+    // there at once (the usual case) reads it not at all.
+    uint64_t deadline = 0, last = 0;
     uint32_t rounds = 0;
     while (pending > 0) {
       bool moved = false;
@@ -123,7 +124,8 @@ class TcpMedium final : public Medium {
       // The clock every 8th idle round: each round is a few system calls.
       if (moved || (++rounds & 7) == 1) {
         const uint64_t now = now_ns();
-        if (moved) last = now;
+        if (deadline == 0) deadline = now + timeout_;
+        if (moved || last == 0) last = now;
         if (now >= deadline)
           return fail(err.set(DS4TP_ETIMEDOUT, "step {}: {} made no progress within {} ms", step,
                               first_pending(peers), timeout_ / 1'000'000));
