@@ -4,79 +4,14 @@
 #include <cstring>
 
 #include "ds4tp/ds4tp.h"
+#include "group/reduce.hpp"
+#include "group/wire.hpp"
+#include "group_variant.hpp"
+#include "variant_thread.hpp"
 #include "wire/frames.hpp"
+#include "wire/gate_header.hpp"
 
 namespace bench {
-
-const char *section_name(Section s) {
-  switch (s) {
-    case Section::Row: return "row";
-    case Section::Batch: return "batch";
-    case Section::Big: return "big";
-    case Section::Token: return "token";
-    case Section::Control: return "control";
-  }
-  return "?";
-}
-
-const char *control_op_name(uint32_t op) { return op == kMtpAck ? "mtp+ack" : "eval+logits"; }
-
-bool section_from_name(const std::string &n, Section &out) {
-  for (Section s : {Section::Row, Section::Batch, Section::Big, Section::Token, Section::Control})
-    if (n == section_name(s)) {
-      out = s;
-      return true;
-    }
-  return false;
-}
-
-Msg Case::to_msg() const {
-  Msg m;
-  m.verb = "CASE";
-  std::string pol;
-  for (int p : policies) pol += (pol.empty() ? "" : ",") + std::to_string(p);
-  m.set("section", section_name(section))
-      .set("transport", transport)
-      .set("bytes", int64_t(bytes))
-      .set("rows", rows)
-      .set("layers", layers)
-      .set("op", op)
-      .set("rounds", rounds)
-      .set("iters", iters)
-      .set("warm", warm)
-      .set("warm_first", warm_first)
-      .set("policies", pol);
-  std::string modes;
-  for (auto &b : big_modes) modes += (modes.empty() ? "" : ",") + b;
-  if (!modes.empty()) m.set("big_modes", modes);
-  return m;
-}
-
-bool Case::from_msg(const Msg &m, Case &c) {
-  if (m.verb != "CASE" || !section_from_name(m.get("section"), c.section)) return false;
-  c.transport = int(m.num("transport"));
-  c.bytes = uint64_t(m.num("bytes"));
-  c.rows = uint32_t(m.num("rows", 1));
-  c.layers = uint32_t(m.num("layers", 1));
-  c.op = uint32_t(m.num("op", 0));
-  c.rounds = int(m.num("rounds", 1));
-  c.iters = int(m.num("iters", 1));
-  c.warm = int(m.num("warm", 0));
-  c.warm_first = int(m.num("warm_first", 0));
-  c.policies.clear();
-  for (auto &p : split(m.get("policies"), ',')) c.policies.push_back(std::stoi(p));
-  c.big_modes = split(m.get("big_modes"), ',');
-  return c.bytes > 0 && c.bytes % 4 == 0 && c.rows >= 1 && c.layers >= 1 && c.rounds >= 0 &&
-         c.iters >= 1;
-}
-
-std::string Case::label() const {
-  std::string s = std::string(section_name(section)) + " " + ds4tp_transport_name(transport);
-  if (section == Section::Batch) return s + " " + std::to_string(rows) + " rows";
-  if (section == Section::Token) return s + " " + std::to_string(layers) + " layers";
-  if (section == Section::Control) return s + " " + control_op_name(op);
-  return s + " " + bytes_label(bytes);
-}
 
 namespace {
 
@@ -110,13 +45,16 @@ constexpr size_t kRawRoundBytes = 2u << 20;
 // where iteration k's bytes live.
 struct Variant {
   VariantResult res;
-  enum class Kind { Lib, TcpBlock, TcpBusy, TcpAlternate, ShmCopy } kind = Kind::Lib;
+  enum class Kind { Lib, Group, TcpBlock, TcpBusy, TcpBusySum, TcpAlternate, ShmCopy } kind =
+      Kind::Lib;
   ds4tp_pair *pair = nullptr;   // Lib: owned
+  ds4tp_group *group = nullptr;  // Group: owned
   uint64_t gate_seq = 0;        // Lib: last row gate seq
   uint64_t k = 0;               // exchanges done (tokens for the token loop)
   std::vector<uint8_t *> out, in;  // per slot
   std::vector<uint8_t> raw_mem;    // raw variants: private out/in vectors
   uint64_t xfer = 0;            // bytes per exchange each way
+  uint64_t frame = 0;           // TcpBusy(Sum): bytes sent in front of the vector (a header's room)
   ds4tp_command cmd;            // Lib, control section, worker side
 
   Variant() { ds4tp_command_init(&cmd); }
@@ -124,6 +62,7 @@ struct Variant {
   ~Variant() {
     ds4tp_command_free(&cmd);
     ds4tp_free(pair);
+    ds4tp_group_free(group);
   }
 };
 
@@ -154,6 +93,7 @@ struct Runner {
       case Section::Big: slots = 1; break;
       case Section::Token: slots = gates = 2 * c.layers; break;
       case Section::Control: slots = 1; break;
+      case Section::Group: slots = 1; break;     // the group's buffer
     }
   }
 
@@ -203,25 +143,17 @@ struct Runner {
       o.listen_host = s.lib_host.c_str();
       o.listen_port = s.lib_port;
       int rc = ds4tp_new(&v.pair, &o, &id);
-      Msg m;
-      m.verb = "LIB";
-      if (rc != DS4TP_OK) {
-        mine = std::string("ds4tp_new: ") + ds4tp_last_error();
-        m.set("why", mine);
-      } else {
-        m.set("port", ds4tp_listen_port(v.pair));
-      }
-      if (!(st = s.coord.send(m)).ok) return st;
+      if (rc != DS4TP_OK) mine = std::string("ds4tp_new: ") + ds4tp_last_error();
+      if (!(st = offer_port(s, "LIB", mine, rc == DS4TP_OK ? ds4tp_listen_port(v.pair) : 0)).ok)
+        return st;
       if (rc == DS4TP_OK && (rc = ds4tp_connect(v.pair)) != DS4TP_OK)
         mine = std::string(ds4tp_err_name(rc)) + ": " + ds4tp_errmsg(v.pair);
     } else {
-      Msg m;
-      if (!(st = s.coord.recv(m, 30000, "LIB")).ok) return st;
-      if (m.kv.count("why")) {
-        mine = "the leader could not open its pair";
-      } else {
+      int port = 0;
+      if (!(st = take_port(s, "LIB", "pair", port, mine)).ok) return st;
+      if (mine.empty()) {
         o.leader_host = s.lib_host.c_str();
-        o.leader_port = int(m.num("port"));
+        o.leader_port = port;
         int rc = ds4tp_new(&v.pair, &o, &id);
         if (rc != DS4TP_OK)
           mine = std::string("ds4tp_new: ") + ds4tp_last_error();
@@ -233,17 +165,7 @@ struct Runner {
       int rc = ds4tp_attach_slab(v.pair, nullptr, 0);
       if (rc != DS4TP_OK) mine = std::string("ds4tp_attach_slab: ") + ds4tp_errmsg(v.pair);
     }
-    Msg my;
-    my.verb = "STATUS";
-    my.set("ok", mine.empty() ? 1 : 0);
-    if (!mine.empty()) my.set("why", mine);
-    Msg theirs;
-    if (!(st = s.coord.send(my)).ok || !(st = s.coord.recv(theirs, 60000, "STATUS")).ok)
-      return st;
-    if (!mine.empty() || theirs.num("ok") != 1) {
-      unavailable = !mine.empty() ? mine : "peer: " + theirs.get("why");
-      return {};
-    }
+    if (!(st = agree_open(s, mine, unavailable)).ok || !unavailable.empty()) return st;
     v.kind = Variant::Kind::Lib;
     v.res.lib = true;
     v.res.spin_us = spin_us;
@@ -272,9 +194,29 @@ struct Runner {
           v.xfer = c.bytes;
           break;
         case Section::Control:
-          break;  // frames live in the library
+        case Section::Group:
+          break;  // frames live in the library; groups open in open_group_lib
       }
     }
+    return {};
+  }
+
+  // One 2-rank group per policy; its vector is the group's own buffer.
+  Status open_group_lib(int spin_us, Variant &v, std::string &unavailable) {
+    Status st = open_group(s, c.transport, spin_us, &v.group, unavailable);
+    if (!st.ok || !unavailable.empty()) return st;
+    void *buf = nullptr;
+    uint64_t cap = 0;
+    if (ds4tp_group_buffer(v.group, &buf, &cap) != DS4TP_OK || cap < c.bytes)
+      return Status::fail("the group buffer holds " + std::to_string(cap) + " bytes, fewer than " +
+                          bytes_label(c.bytes));
+    v.kind = Variant::Kind::Group;
+    v.res.lib = true;
+    v.res.spin_us = spin_us;
+    v.res.name = spin_us == DS4TP_SPIN_ADAPTIVE ? std::string("lib default")
+                                                : "lib spin_us=" + std::to_string(spin_us);
+    v.out = v.in = {static_cast<uint8_t *>(buf)};
+    v.xfer = c.bytes;
     return {};
   }
 
@@ -290,13 +232,15 @@ struct Runner {
       return;
     }
     if (c.section == Section::Control) xfer = 64;  // holds a request or a reply
-    uint64_t stride = (xfer + 4095) & ~uint64_t(4095);
+    // Row and group vectors keep 64 bytes of room in front, for the framed references.
+    const uint64_t front = c.section == Section::Group || c.section == Section::Row ? 64 : 0;
+    uint64_t stride = (front + xfer + 4095) & ~uint64_t(4095);
     v.raw_mem.assign(size_t(stride) * 2 * slots + 4096, 0);
     auto *p = reinterpret_cast<uint8_t *>(
         (reinterpret_cast<uintptr_t>(v.raw_mem.data()) + 4095) & ~uintptr_t(4095));
     for (uint32_t i = 0; i < slots; i++) {
-      v.out.push_back(p + stride * i);
-      v.in.push_back(p + stride * (slots + i));
+      v.out.push_back(p + stride * i + front);
+      v.in.push_back(p + stride * (slots + i) + front);
     }
   }
 
@@ -316,16 +260,34 @@ struct Runner {
             rc = ds4tp_big_gate_exchange(v.pair, 0, k, v.out[0], v.in[0], v.xfer);
             break;
           case Section::Control:
-            return Status::fail("control rounds go through control_round()");
+          case Section::Group:
+            return Status::fail("control rounds and groups have their own calls");
         }
         if (rc == DS4TP_OK) return {};
         return Status::fail(v.res.name + ": " + ds4tp_err_name(rc) + ": " +
                             ds4tp_errmsg(v.pair));
       }
+      case Variant::Kind::Group: {
+        int rc = ds4tp_group_all_reduce(v.group, v.out[0], v.xfer / 4, DS4TP_DTYPE_F32,
+                                        DS4TP_OP_SUM);
+        if (rc == DS4TP_OK) return {};
+        return Status::fail(v.res.name + ": all_reduce: " + ds4tp_err_name(rc) + ": " +
+                            ds4tp_group_errmsg(v.group));
+      }
+      case Variant::Kind::TcpBusySum: {  // the exchange (framed or not), then the library's sum
+        Status st = s.raw_tcp.exchange(v.out[slot] - v.frame, v.in[slot] - v.frame,
+                                       v.frame + v.xfer, RawTcp::Wait::Busy, 3000);
+        if (!st.ok) return st;
+        const void *src[2] = {s.rank == 0 ? v.out[slot] : v.in[slot],
+                              s.rank == 0 ? v.in[slot] : v.out[slot]};
+        ds4tp::group::reduce_sum(ds4tp::group::Dtype::F32, src, 2, v.out[slot], v.xfer / 4);
+        return {};
+      }
       case Variant::Kind::TcpBlock:
         return s.raw_tcp.exchange(v.out[slot], v.in[slot], v.xfer, RawTcp::Wait::Block, 3000);
-      case Variant::Kind::TcpBusy:
-        return s.raw_tcp.exchange(v.out[slot], v.in[slot], v.xfer, RawTcp::Wait::Busy, 3000);
+      case Variant::Kind::TcpBusy:  // framed: the header room's bytes go too
+        return s.raw_tcp.exchange(v.out[slot] - v.frame, v.in[slot] - v.frame, v.frame + v.xfer,
+                                  RawTcp::Wait::Busy, 3000);
       case Variant::Kind::TcpAlternate:  // the library's round size, the leader first
         return s.raw_tcp.alternate(v.out[slot], v.in[slot], v.xfer, kRawRoundBytes,
                                    s.rank == 0, 3000);
@@ -399,6 +361,16 @@ struct Runner {
                         ", found " + std::to_string(got));
   }
 
+  // Group section: the sum (library, raw busy+sum) or the peer's vector.
+  Status check_group(const Variant &v, uint64_t k) const {
+    const bool summed = v.kind == Variant::Kind::Group || v.kind == Variant::Kind::TcpBusySum;
+    const uint64_t i = group_mismatch(summed ? v.out[0] : v.in[0], v.xfer, k, summed ? -1 : peer);
+    if (i == v.xfer / 4) return {};
+    return Status::fail(v.res.name + ": element " + std::to_string(i) + " of exchange " +
+                        std::to_string(k) + " is not " +
+                        (summed ? "the two ranks' sum" : "the peer's value"));
+  }
+
   // `count` samples of variant v; recorded when `record`.
   Status block(Variant &v, int count, bool record) {
     for (int i = 0; i < count; i++) {
@@ -417,6 +389,12 @@ struct Runner {
           if (!(st = check(v, g, tag)).ok) return st;
         }
         t1 = now_ns();
+      } else if (c.section == Section::Group) {
+        fill_group(v.out[0], v.xfer, k, s.rank);
+        t0 = now_ns();
+        Status st = exchange(v, 0, k);
+        t1 = now_ns();
+        if (!st.ok || !(st = check_group(v, k)).ok) return st;
       } else if (c.section == Section::Control) {
         t0 = now_ns();
         Status st = control_round(v, k);
@@ -439,6 +417,36 @@ struct Runner {
 
 }  // namespace
 
+Status offer_port(Session &s, const char *verb, const std::string &mine, int port) {
+  Msg m;
+  m.verb = verb;
+  if (!mine.empty()) m.set("why", mine);
+  else m.set("port", port);
+  return s.coord.send(m);
+}
+
+Status take_port(Session &s, const char *verb, const char *what, int &port, std::string &mine) {
+  Msg m;
+  Status st = s.coord.recv(m, 30000, verb);
+  if (!st.ok) return st;
+  if (m.kv.count("why")) mine = std::string("the leader could not open its ") + what;
+  else port = int(m.num("port"));
+  return {};
+}
+
+Status agree_open(Session &s, const std::string &mine, std::string &unavailable) {
+  Msg my;
+  my.verb = "STATUS";
+  my.set("ok", mine.empty() ? 1 : 0);
+  if (!mine.empty()) my.set("why", mine);
+  Msg theirs;
+  Status st;
+  if (!(st = s.coord.send(my)).ok || !(st = s.coord.recv(theirs, 60000, "STATUS")).ok) return st;
+  if (!mine.empty() || theirs.num("ok") != 1)
+    unavailable = !mine.empty() ? mine : "peer: " + theirs.get("why");
+  return {};
+}
+
 Status run_case(Session &s, const Case &c, CaseResult &out) {
   out = CaseResult{};
   out.c = c;
@@ -452,7 +460,8 @@ Status run_case(Session &s, const Case &c, CaseResult &out) {
     for (const std::string &mode : modes) {
       auto v = std::make_unique<Variant>();
       std::string why;
-      Status st = run.open_lib(spin, mode, *v, why);
+      Status st = c.section == Section::Group ? run.open_group_lib(spin, *v, why)
+                                              : run.open_lib(spin, mode, *v, why);
       if (!st.ok) return st;
       if (!why.empty()) {
         // The first policy failing means the transport itself is out; a
@@ -475,6 +484,25 @@ Status run_case(Session &s, const Case &c, CaseResult &out) {
       raw.push_back(std::make_unique<Variant>());
       run.open_raw(Variant::Kind::TcpAlternate, "raw alternate", xfer, *raw.back());
     }
+    if (c.section == Section::Row) {
+      // A reference, not a baseline: the same exchange with the gate
+      // header's bytes in front, which is what the library sends.
+      raw.push_back(std::make_unique<Variant>());
+      run.open_raw(Variant::Kind::TcpBusy, "raw busy+32 B", xfer, *raw.back());
+      raw.back()->frame = ds4tp::wire::kGateHeaderBytes;
+      raw.back()->res.reference = true;
+    }
+    if (c.section == Section::Group) {
+      // References, not baselines: what an all-reduce cannot skip (the
+      // sum), then also the library's step header's bytes on the wire.
+      for (uint64_t frame : {uint64_t(0), uint64_t(ds4tp::group::kStepHeaderBytes)}) {
+        raw.push_back(std::make_unique<Variant>());
+        run.open_raw(Variant::Kind::TcpBusySum, frame ? "raw busy+16 B+sum" : "raw busy+sum",
+                     xfer, *raw.back());
+        raw.back()->frame = frame;
+        raw.back()->res.reference = true;
+      }
+    }
   } else if (c.transport == DS4TP_TRANSPORT_SHM && s.raw_shm.valid()) {
     raw.push_back(std::make_unique<Variant>());
     run.open_raw(Variant::Kind::ShmCopy, "raw copy2", xfer, *raw.back());
@@ -489,12 +517,18 @@ Status run_case(Session &s, const Case &c, CaseResult &out) {
   }
   for (Variant *v : order) v->res.ns.reserve(size_t(c.rounds) * size_t(c.iters));
 
+  // Each variant sends from its own thread (variant_thread.hpp says why).
+  std::vector<std::unique_ptr<VariantThread>> threads;
+  for (size_t j = 0; j < order.size(); j++) threads.push_back(std::make_unique<VariantThread>());
   for (int round = 0; round <= c.rounds; round++) {
     for (size_t j = 0; j < order.size(); j++) {
-      Variant &v = *order[(j + size_t(round)) % order.size()];
-      Status st = round == 0 ? run.block(v, c.warm_first, false)
-                             : run.block(v, c.warm, false);
-      if (st.ok && round > 0) st = run.block(v, c.iters, true);
+      const size_t at = (j + size_t(round)) % order.size();
+      Variant &v = *order[at];
+      Status st;
+      threads[at]->run([&] {
+        st = round == 0 ? run.block(v, c.warm_first, false) : run.block(v, c.warm, false);
+        if (st.ok && round > 0) st = run.block(v, c.iters, true);
+      });
       if (!st.ok) return st;
     }
   }

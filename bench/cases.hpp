@@ -21,7 +21,7 @@
 
 namespace bench {
 
-enum class Section { Row, Batch, Big, Token, Control };
+enum class Section { Row, Batch, Big, Token, Control, Group };
 const char *section_name(Section s);
 bool section_from_name(const std::string &n, Section &out);
 
@@ -74,6 +74,9 @@ struct VariantResult {
                      // "raw copy2"
   bool lib = false;
   int spin_us = -1;  // lib only
+  // Shown with its ratio but never the baseline ("raw busy+sum": the raw
+  // exchange plus the sum, the floor of an all-reduce).
+  bool reference = false;
   std::vector<uint64_t> ns;  // recorded samples (per exchange; per token in the token loop)
 };
 
@@ -85,6 +88,19 @@ struct CaseResult {
   bool unavailable = false;
   std::string why;
 };
+
+// Opening a library handle on both ranks: the leader opens first and
+// offers its listening port (or, `mine` set, why it could not) in a
+// `verb` line; the worker takes it (setting `mine` when the leader
+// failed: "the leader could not open its <what>") and dials.
+Status offer_port(Session &s, const char *verb, const std::string &mine, int port);
+Status take_port(Session &s, const char *verb, const char *what, int &port, std::string &mine);
+
+// After both ranks tried to open a library handle (`mine`: this rank's
+// failure, empty when it worked) they swap a STATUS, so a failure on either
+// side is seen by both: `unavailable` then says why. A failed Status only
+// when the coordination connection itself fails.
+Status agree_open(Session &s, const std::string &mine, std::string &unavailable);
 
 // Runs `c` on this rank. A transport that cannot be brought up is
 // reported in `out` (unavailable), not as a failure; any failure after

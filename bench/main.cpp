@@ -61,6 +61,9 @@ std::vector<Case> plan(const Config &c) {
       // Control frames always travel on the TCP control connection,
       // whatever the data transport: measure them once.
       if (sec == Section::Control && t != c.transports.front()) continue;
+      // The group section is tcp's all-reduce against one raw exchange; shm
+      // groups are measured against Open MPI's (bench/group/run.sh).
+      if (sec == Section::Group && t != DS4TP_TRANSPORT_TCP) continue;
       Case k;
       k.section = sec;
       k.transport = t;
@@ -71,7 +74,10 @@ std::vector<Case> plan(const Config &c) {
       k.big_modes = c.big_modes;
       switch (sec) {
         case Section::Row:
+        case Section::Group:
           for (uint64_t b : c.sizes) {
+            // A group all-reduces up to its buffer (chunk_bytes, 1 MiB) in one step.
+            if (sec == Section::Group && b > (1u << 20)) continue;
             k.bytes = b;
             // Above 64 KiB, scale down so a block moves about as many
             // bytes as a 64 KiB one, but keep at least 1/8 of --iters.

@@ -19,7 +19,7 @@ namespace {
       "       ds4tp_bench --role worker --connect HOST:P   (takes every setting from the leader)\n"
       "\n"
       "  --transports LIST   tcp,shm,rdma (default all; an unavailable one is skipped)\n"
-      "  --sections LIST     row,batch,big,token,control (default all)\n"
+      "  --sections LIST     row,batch,big,token,control,group (default all)\n"
       "  --sizes LIST        row gate vector sizes (default 1k,4k,16k,64k,256k,1m)\n"
       "  --rows LIST         batch gate rows of 16 KiB (default 1,2,3,4,5,6,7,8)\n"
       "  --big LIST          big gate payloads each way (default 8m,64m)\n"

@@ -21,8 +21,8 @@ struct Config {
   int connect_port = 0;
   std::vector<int> transports = {DS4TP_TRANSPORT_TCP, DS4TP_TRANSPORT_SHM,
                                  DS4TP_TRANSPORT_RDMA};
-  std::vector<Section> sections = {Section::Row, Section::Batch, Section::Big,
-                                   Section::Token, Section::Control};
+  std::vector<Section> sections = {Section::Row,   Section::Batch,   Section::Big,
+                                   Section::Token, Section::Control, Section::Group};
   std::vector<uint64_t> sizes = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20};
   std::vector<uint32_t> rows = {1, 2, 3, 4, 5, 6, 7, 8};
   std::vector<uint64_t> big_sizes = {8ull << 20, 64ull << 20};

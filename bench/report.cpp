@@ -47,7 +47,7 @@ CaseLines build(CaseResult &cr) {
     l.cr = &cr;
     l.v = &v;
     l.sum = summarize(v.ns);
-    if (!v.lib && l.sum.n > 0) {
+    if (!v.lib && !v.reference && l.sum.n > 0) {
       if (std::isnan(cl.raw_p50) || l.sum.p50 < cl.raw_p50) cl.raw_p50 = l.sum.p50;
       if (std::isnan(cl.raw_p99) || l.sum.p99 < cl.raw_p99) cl.raw_p99 = l.sum.p99;
     }
@@ -87,6 +87,9 @@ void latency_table(std::string &o, const std::vector<CaseLines> &all, Section se
   } else if (sec == Section::Batch) {
     o += "\n== Batch gate: 1..8 rows of 16 KiB each way, latency per exchange in us\n";
     col = "rows";
+  } else if (sec == Section::Group) {
+    o += "\n== Group all-reduce: one f32 vector in place, 2 ranks (ds4tp_group_all_reduce), "
+         "against one raw exchange of the same bytes, in us\n";
   } else {
     o += "\n== Control round trip: a command frame to the worker and its reply, on the "
          "control connection, in us\n";
@@ -97,7 +100,7 @@ void latency_table(std::string &o, const std::vector<CaseLines> &all, Section se
                    "/raw p50", "/raw p99");
   for (auto &cl : all) {
     if (cl.cr->c.section != sec || cl.cr->unavailable) continue;
-    std::string what = sec == Section::Row     ? bytes_label(cl.cr->c.bytes)
+    std::string what = sec == Section::Row || sec == Section::Group ? bytes_label(cl.cr->c.bytes)
                        : sec == Section::Batch ? std::to_string(cl.cr->c.rows)
                                                : control_op_name(cl.cr->c.op);
     for (auto &l : cl.lines)
@@ -175,6 +178,14 @@ void targets(std::string &o, const std::vector<CaseLines> &all, uint64_t headlin
                        l.v->name, verdict(l.vs_p50, 1.0));
     }
   }
+  if (auto *cl = find(all, Section::Group, DS4TP_TRANSPORT_TCP, headline)) {
+    for (auto &l : cl->lines) {
+      if (!l.v->lib) continue;
+      any = true;
+      o += fmt::format("tcp all-reduce {} N=2 {:<20} p50 <= 1.10x one raw exchange: {}\n",
+                       bytes_label(headline), l.v->name, verdict(l.vs_p50, 1.10));
+    }
+  }
   for (auto &cl : all) {  // every control op measured (eval+logits, mtp+ack)
     if (cl.cr->c.section != Section::Control || cl.cr->unavailable) continue;
     for (auto &l : cl.lines) {
@@ -226,6 +237,7 @@ Status write_report(const ReportConfig &cfg, std::vector<CaseResult> &results) {
   big_table(o, all);
   token_table(o, all);
   latency_table(o, all, Section::Control);
+  latency_table(o, all, Section::Group);
   targets(o, all, cfg.headline_bytes);
   std::fputs(o.c_str(), stdout);
   std::fflush(stdout);

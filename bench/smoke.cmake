@@ -14,8 +14,9 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "ds4tp_bench --quick failed (${rc}):\n${err}")
 endif()
 foreach(want "== Row gate" "== Batch gate" "== Big gate" "== Token loop" "== Control round trip"
-             "== Targets"
-             "lib adaptive" "raw busy")
+             "== Group all-reduce" "== Targets"
+             "lib adaptive" "raw busy" "raw busy+32 B" "lib default" "raw busy+sum"
+             "raw busy+16 B+sum" "tcp all-reduce 16 KiB N=2")
   string(FIND "${out}" "${want}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the bench table lacks '${want}'")
@@ -29,13 +30,15 @@ endforeach()
 file(STRINGS "${OUT}/results.csv" rows)
 list(LENGTH rows n)
 # Header plus, for tcp alone: 2 row sizes, 2 batch sizes, 1 big, 1 token
-# and 2 control cases, each with 3 library policies and 2 raw variants.
-if(n LESS 41)
-  message(FATAL_ERROR "results.csv has ${n} lines, expected at least 41")
+# and 2 control cases, each with 3 library policies and 2 raw variants,
+# a reference per row size and 2 group sizes with 2 references each.
+if(n LESS 55)
+  message(FATAL_ERROR "results.csv has ${n} lines, expected at least 55")
 endif()
 foreach(want "row,tcp,16384,1,1,,lib adaptive,-1," "row,tcp,16384,1,1,,raw busy,,30,"
              "token,tcp,16384,1,4,,raw block,,2," "big,tcp,1048576," "control,tcp,16384,1,1,eval+logits,lib spin_us=0,0,10,"
-             "control,tcp,16384,1,1,mtp+ack,raw busy,,10,")
+             "control,tcp,16384,1,1,mtp+ack,raw busy,,10,"
+             "group,tcp,16384,1,1,,lib default,-1,30," "group,tcp,16384,1,1,,raw busy+16 B+sum,,30,")
   string(FIND "${rows}" "${want}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "results.csv lacks a row starting '${want}'")
