@@ -363,6 +363,34 @@ TEST_CASE("group: a tcp rank late by more than peer_silence_ms is waited for", "
   for (int r = 0; r < 3; r++) CHECK(run.digests[size_t(r)] == 54);
 }
 
+// ... but not for ever: a tcp rank that beats yet does not enter the call
+// within op_timeout_ms (1 s here) fails the others' step with ETIMEDOUT
+// naming it, after about that long (the step's clock starts when it first
+// waits). The late rank finds rank 0's vector already sent: its call may
+// still complete, and then with the right sum, or fail; it must not hang.
+TEST_CASE("group: a tcp step waits op_timeout_ms for a live rank, then names it",
+          "[group][fault]") {
+  GroupRun run = run_group_procs(
+      2, DS4TP_TRANSPORT_TCP,
+      [](ds4tp_group *g, int rank, uint64_t &ms, std::string &why) {
+        std::vector<float> v(4096, 1.0f);
+        if (rank == 1) usleep(3'000'000);
+        const uint64_t t0 = mono_ns();
+        int rc = ds4tp_group_all_reduce(g, v.data(), v.size(), DS4TP_DTYPE_F32, DS4TP_OP_SUM);
+        ms = rank == 0 ? (mono_ns() - t0) / 1'000'000 : uint64_t(v[0] == 2.0f && v[4095] == 2.0f);
+        why = rc ? ds4tp_group_errmsg(g) : "";
+        return rc;
+      },
+      [](int, ds4tp_group_options &o, ds4tp_identity &) { o.op_timeout_ms = 1000; }, 20000);
+  INFO("rank 0: " << run.msgs[0] << " after " << run.digests[0] << " ms");
+  CHECK(run.rcs[0] == DS4TP_ETIMEDOUT);
+  CHECK(run.msgs[0].find("rank 1 made no progress within 1000 ms") != std::string::npos);
+  CHECK(run.digests[0] >= 900);
+  CHECK(run.digests[0] < 2500);
+  INFO("rank 1: status " << run.rcs[1] << " " << run.msgs[1]);
+  CHECK((run.rcs[1] != 0 || run.digests[1] == 1));
+}
+
 // A stopped rank is alive. shm ranks read the awaited rank's run state and
 // fail after it has been stopped for 1 s (Linux, macOS; where the platform
 // cannot tell, portable POSIX, op_timeout_ms releases them: 5 s here). tcp
