@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <new>
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -75,8 +76,12 @@ void sleep_for(uint64_t ns) {
 // each other through it; another process cannot, and its waiter sleeps
 // until its timeout.
 const Mapping &local_pipe() {
+  // Built in static storage, never destroyed (a gate may use it during
+  // exit) and never on the heap: the first wait that blocks may come in
+  // the middle of a hot path, which must not allocate.
+  alignas(Mapping) static unsigned char storage[sizeof(Mapping)];
   static Mapping *m = [] {
-    auto *p = new Mapping;  // never freed: a gate may use it during exit
+    auto *p = new (storage) Mapping;
     int fds[2];
     if (::pipe(fds) == 0) {
       set_cloexec_nonblock(fds[0]);
