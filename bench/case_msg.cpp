@@ -1,5 +1,6 @@
 // A case's names and its wire form on the coordination connection (the
-// leader sends every case to the worker as one CASE line).
+// leader sends every case to the worker as one CASE line), and the lines
+// both ranks swap there to open a library handle.
 #include "cases.hpp"
 
 #include "ds4tp/ds4tp.h"
@@ -76,6 +77,36 @@ std::string Case::label() const {
   if (section == Section::Token) return s + " " + std::to_string(layers) + " layers";
   if (section == Section::Control) return s + " " + control_op_name(op);
   return s + " " + bytes_label(bytes);
+}
+
+Status offer_port(Session &s, const char *verb, const std::string &mine, int port) {
+  Msg m;
+  m.verb = verb;
+  if (!mine.empty()) m.set("why", mine);
+  else m.set("port", port);
+  return s.coord.send(m);
+}
+
+Status take_port(Session &s, const char *verb, const char *what, int &port, std::string &mine) {
+  Msg m;
+  Status st = s.coord.recv(m, 30000, verb);
+  if (!st.ok) return st;
+  if (m.kv.count("why")) mine = std::string("the leader could not open its ") + what;
+  else port = int(m.num("port"));
+  return {};
+}
+
+Status agree_open(Session &s, const std::string &mine, std::string &unavailable) {
+  Msg my;
+  my.verb = "STATUS";
+  my.set("ok", mine.empty() ? 1 : 0);
+  if (!mine.empty()) my.set("why", mine);
+  Msg theirs;
+  Status st;
+  if (!(st = s.coord.send(my)).ok || !(st = s.coord.recv(theirs, 60000, "STATUS")).ok) return st;
+  if (!mine.empty() || theirs.num("ok") != 1)
+    unavailable = !mine.empty() ? mine : "peer: " + theirs.get("why");
+  return {};
 }
 
 }  // namespace bench

@@ -417,36 +417,6 @@ struct Runner {
 
 }  // namespace
 
-Status offer_port(Session &s, const char *verb, const std::string &mine, int port) {
-  Msg m;
-  m.verb = verb;
-  if (!mine.empty()) m.set("why", mine);
-  else m.set("port", port);
-  return s.coord.send(m);
-}
-
-Status take_port(Session &s, const char *verb, const char *what, int &port, std::string &mine) {
-  Msg m;
-  Status st = s.coord.recv(m, 30000, verb);
-  if (!st.ok) return st;
-  if (m.kv.count("why")) mine = std::string("the leader could not open its ") + what;
-  else port = int(m.num("port"));
-  return {};
-}
-
-Status agree_open(Session &s, const std::string &mine, std::string &unavailable) {
-  Msg my;
-  my.verb = "STATUS";
-  my.set("ok", mine.empty() ? 1 : 0);
-  if (!mine.empty()) my.set("why", mine);
-  Msg theirs;
-  Status st;
-  if (!(st = s.coord.send(my)).ok || !(st = s.coord.recv(theirs, 60000, "STATUS")).ok) return st;
-  if (!mine.empty() || theirs.num("ok") != 1)
-    unavailable = !mine.empty() ? mine : "peer: " + theirs.get("why");
-  return {};
-}
-
 Status run_case(Session &s, const Case &c, CaseResult &out) {
   out = CaseResult{};
   out.c = c;

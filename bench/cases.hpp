@@ -74,8 +74,8 @@ struct VariantResult {
                      // "raw copy2"
   bool lib = false;
   int spin_us = -1;  // lib only
-  // Shown with its ratio but never the baseline ("raw busy+sum": the raw
-  // exchange plus the sum, the floor of an all-reduce).
+  // Shown with its ratio but never the baseline: "raw busy+32 B" (row),
+  // "raw busy+sum" and "raw busy+16 B+sum" (group).
   bool reference = false;
   std::vector<uint64_t> ns;  // recorded samples (per exchange; per token in the token loop)
 };
