@@ -443,6 +443,50 @@ TEST_CASE("a leader closing right after its STOP is the normal end, even before 
   }
 }
 
+TEST_CASE("a STOP the session reads while the watcher judges the close is the normal end too") {
+  // The watcher sees the hang-up and finds the STOP not noted yet; the
+  // session then takes it (here: inside that first check), so the peek
+  // finds nothing unread. That must not latch EPEERCLOSED.
+  auto samples = test::frame_samples();
+  const auto &payload = samples[size_t(FrameType::Stop) - 1].payload;
+  TcpPair tp;
+  auto bytes = header(uint16_t(FrameType::Stop), uint32_t(payload.size()), 1);
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  raw_write(tp.a, bytes);
+  close(tp.a);
+  tp.a = -1;
+  Channel ch(tp.b, cfg(DS4TP_ROLE_WORKER));
+  std::atomic<int> dead_code{0};
+  std::atomic<int> reads{0};
+  talk::LivenessHooks hooks;
+  hooks.close_expected = [&] {
+    if (reads.fetch_add(1) == 0) {
+      Error e;
+      Frame f;
+      if (ch.recv(f, 1000, "STOP", e) != DS4TP_OK) FAIL_CHECK("recv: " << e.message);
+    }
+    return false;
+  };
+  std::string dead_why;  // read after the watcher's thread has ended
+  hooks.dead = [&](int code, const std::string &why, int) {
+    dead_why = why;
+    dead_code.store(code);
+  };
+  talk::LivenessConfig lc;
+  lc.role = DS4TP_ROLE_WORKER;
+  lc.channel = &ch;
+  Error err;
+  std::unique_ptr<talk::Liveness> watch;
+  REQUIRE(talk::Liveness::start(tp.b, lc, std::move(hooks), Logger{}, watch, err) == DS4TP_OK);
+  for (int i = 0; i < 60 && dead_code.load() == 0; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  watch.reset();
+  INFO("watcher's verdict: " << dead_why);
+  CHECK(reads.load() >= 1);
+  CHECK(ch.stop_received());
+  CHECK(dead_code.load() == 0);
+}
+
 TEST_CASE("frames that arrive together are read in one go and returned one by one, heartbeats included") {
   TcpPair tp;
   // Three frames and a heartbeat in the socket before the first recv.

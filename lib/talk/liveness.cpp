@@ -135,12 +135,7 @@ struct Liveness::Impl {
   // The peer hung up (uv_status 0) or the socket failed (< 0). Decides
   // whether that ends the pair, and why, from what is still unread.
   void evaluate(int uv_status) {
-    if (decided) return;
-    if (lockstep_ended()) {
-      decided = true;
-      log.debug("control connection closed by the peer after STOP");
-      return;
-    }
+    if (decided || ended_normally()) return;
     const char *peer = cfg.role == DS4TP_ROLE_LEADER ? "worker" : "leader";
     if (uv_status < 0) {
       int soerr = 0;
@@ -187,8 +182,19 @@ struct Liveness::Impl {
         return;
       }
     }
+    // The session may have read the STOP while we looked: that emptied
+    // the stream, and the close is still the normal end.
+    if (ended_normally()) return;
     report(DS4TP_EPEERCLOSED,
            fmt::format("the {} closed the control connection (process ended or crashed)", peer), 0);
+  }
+
+  bool ended_normally() {
+    if (!lockstep_ended()) return false;
+    decided = true;
+    uv_timer_stop(&recheck);
+    log.debug("control connection closed by the peer after STOP");
+    return true;
   }
 
   static void on_recheck(uv_timer_t *t) { static_cast<Impl *>(t->data)->evaluate(0); }
