@@ -192,7 +192,7 @@ TEST_CASE("gate stream: an out-of-order ready fails the pair with EDESYNC naming
 
 TEST_CASE("gate stream: ds4tp_mark_failed poisons a waiting stream") {
   RankSetup s;
-  Hold leader_checked;
+  Hold leader_checked, worker_streamed;
   auto leader = [&](ds4tp_pair *tp, Ctx &) -> int {
     struct Sig {
       const Hold &h;
@@ -203,6 +203,9 @@ TEST_CASE("gate stream: ds4tp_mark_failed poisons a waiting stream") {
     if (int rc = start_stream(tp, st, 64, DS4TP_STREAM_SEQ)) return rc;
     uint64_t seq = 0;
     if (int rc = stream_tokens(tp, st, 1, seq)) return rc;
+    // Our last release says the worker's partial came, not that ours
+    // reached its stream: failing now could end its last gate too.
+    CHILD_EXPECT(worker_streamed.wait(15000), tp, "the worker did not finish its token");
     // The engine's watchdog fails the pair from another thread; the
     // stream then heads for its next gate and must not wait forever.
     std::thread engine([tp] { ds4tp_mark_failed(tp, "GPU fault at layer 3"); });
@@ -225,6 +228,7 @@ TEST_CASE("gate stream: ds4tp_mark_failed poisons a waiting stream") {
     if (int rc = start_stream(tp, st, 64, DS4TP_STREAM_SEQ)) return rc;
     uint64_t seq = 0;
     if (int rc = stream_tokens(tp, st, 1, seq)) return rc;
+    worker_streamed.done();
     leader_checked.wait(15000);
     return 0;
   };
