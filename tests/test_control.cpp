@@ -3,15 +3,10 @@
 // deadlines, and the allocation-free EVAL path.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -19,9 +14,9 @@
 
 #include "alloc_count.hpp"
 #include "talk/channel.hpp"
-#include "talk/liveness.hpp"
 #include "os/wait.hpp"
 #include "frame_samples.hpp"
+#include "support/loopback.hpp"
 #include "support/procs.hpp"
 #include "session/session.hpp"
 #include "wire/codec.hpp"
@@ -29,6 +24,9 @@
 
 using namespace ds4tp;
 using namespace ds4tp::wire;
+using ds4tp::test::frame_header;
+using ds4tp::test::raw_write;
+using ds4tp::test::TcpPair;
 using talk::Channel;
 using talk::ChannelConfig;
 using talk::Frame;
@@ -39,34 +37,6 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
-
-// A connected pair of loopback TCP sockets, non-blocking like the pair's.
-struct TcpPair {
-  int a = -1, b = -1;
-  TcpPair() {
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(l, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    getsockname(l, reinterpret_cast<sockaddr *>(&addr), &len);
-    listen(l, 1);
-    a = socket(AF_INET, SOCK_STREAM, 0);
-    connect(a, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
-    b = accept(l, nullptr, nullptr);
-    close(l);
-    int one = 1;
-    for (int fd : {a, b}) {
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    }
-  }
-  ~TcpPair() {
-    if (a >= 0) close(a);
-    if (b >= 0) close(b);
-  }
-};
 
 ChannelConfig cfg(int role, uint32_t max = 64u << 20) { return ChannelConfig{role, max, 0}; }
 
@@ -90,26 +60,6 @@ struct SessionPair {
     return c;
   }
 };
-
-void raw_write(int fd, const std::vector<uint8_t> &v) {
-  size_t done = 0;
-  while (done < v.size()) {
-    ssize_t n = ::send(fd, v.data() + done, v.size() - done, MSG_NOSIGNAL);
-    if (n > 0) done += size_t(n);
-    else if (errno != EAGAIN && errno != EINTR) return;
-  }
-}
-
-std::vector<uint8_t> header(uint16_t type, uint32_t bytes, uint32_t counter = 1,
-                            uint32_t magic = kFrameMagic) {
-  std::vector<uint8_t> h(kFrameHeaderBytes);
-  put_u32(h.data(), magic);
-  put_u16(h.data() + 4, type);
-  put_u16(h.data() + 6, 0);
-  put_u32(h.data() + 8, bytes);
-  put_u32(h.data() + 12, counter);
-  return h;
-}
 
 int send_sample(Channel &ch, const test::FrameSample &s, Error &err) {
   return ch.send(FrameType(s.type), s.payload.size(), 5000,
@@ -197,7 +147,7 @@ TEST_CASE("a hostile or broken peer gets a named protocol error, never an alloca
   Frame f;
 
   SECTION("a frame announcing 1 GiB is refused at its header") {
-    raw_write(tp.a, header(uint16_t(FrameType::Sync), 1u << 30));
+    raw_write(tp.a, frame_header(uint16_t(FrameType::Sync), 1u << 30));
     auto t0 = Clock::now();
     REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
     REQUIRE(ms_since(t0) < 1000);  // no wait for a payload that never comes
@@ -205,33 +155,33 @@ TEST_CASE("a hostile or broken peer gets a named protocol error, never an alloca
                                   Catch::Contains("max_frame_bytes 67108864"));
   }
   SECTION("bad magic") {
-    raw_write(tp.a, header(uint16_t(FrameType::Eval), 24, 1, 0x12345678u));
+    raw_write(tp.a, frame_header(uint16_t(FrameType::Eval), 24, 1, 0x12345678u));
     REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
     REQUIRE_THAT(err.message, Catch::Contains("magic 0x12345678"));
   }
   SECTION("unknown type, named with its size") {
-    raw_write(tp.a, header(77, 12));
+    raw_write(tp.a, frame_header(77, 12));
     REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
     REQUIRE_THAT(err.message, Catch::Contains("type 77") && Catch::Contains("12 payload bytes"));
   }
   SECTION("a size that breaks the type's rule") {
-    raw_write(tp.a, header(uint16_t(FrameType::Eval), 20));
+    raw_write(tp.a, frame_header(uint16_t(FrameType::Eval), 20));
     REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
     REQUIRE_THAT(err.message, Catch::Contains("EVAL") && Catch::Contains("20 bytes"));
   }
   SECTION("a frame only the receiver's own role may send") {
-    raw_write(tp.a, header(uint16_t(FrameType::CommandAck), 16));
+    raw_write(tp.a, frame_header(uint16_t(FrameType::CommandAck), 16));
     REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
     REQUIRE_THAT(err.message, Catch::Contains("COMMAND_ACK") && Catch::Contains("only the worker"));
   }
   SECTION("a lost or duplicated frame shows as a counter jump") {
-    auto h = header(uint16_t(FrameType::Stop), 0, 2);
+    auto h = frame_header(uint16_t(FrameType::Stop), 0, 2);
     raw_write(tp.a, h);
     REQUIRE(ch.recv(f, 5000, "waiting for a command", err) == DS4TP_EPROTO);
     REQUIRE_THAT(err.message, Catch::Contains("counter jumped from 0 to 2"));
   }
   SECTION("a frame cut short by the peer closing") {
-    auto h = header(uint16_t(FrameType::Eval), 24);
+    auto h = frame_header(uint16_t(FrameType::Eval), 24);
     h.insert(h.end(), 10, 0);
     raw_write(tp.a, h);
     close(tp.a);
@@ -373,129 +323,14 @@ TEST_CASE("a worker that stops reading makes the leader's send time out, not han
   REQUIRE_THAT(err.message, Catch::Contains("SYNC") && Catch::Contains("300 ms"));
 }
 
-TEST_CASE("the liveness scan finds a STOP or a worker's error among unread frames, and nothing mid-frame") {
-  auto frame = [](FrameType t, uint32_t counter, const std::vector<uint8_t> &payload) {
-    auto f = header(uint16_t(t), uint32_t(payload.size()), counter);
-    f.insert(f.end(), payload.begin(), payload.end());
-    return f;
-  };
-  auto samples = test::frame_samples();
-  auto logits = frame(FrameType::Logits, 1, samples[size_t(FrameType::Logits) - 1].payload);
-  auto error = frame(FrameType::WorkerError, 2, samples[size_t(FrameType::WorkerError) - 1].payload);
-  auto stop = frame(FrameType::Stop, 3, {});
-  std::string why;
-  int status = 0;
-  std::vector<uint8_t> buf = logits;
-  buf.insert(buf.end(), error.begin(), error.end());
-  REQUIRE(talk::scan_pending(buf.data(), buf.size(), 1u << 20, why, status) ==
-          talk::Pending::WorkerError);
-  REQUIRE(status == -5);
-  REQUIRE_THAT(why, Catch::Contains("EVAL") && Catch::Contains("engine ran out of KV cache"));
-  // The error is cut short: not found.
-  REQUIRE(talk::scan_pending(buf.data(), buf.size() - 1, 1u << 20, why, status) ==
-          talk::Pending::Nothing);
-  // Starting inside a frame (a reader consumed part of it): not found.
-  REQUIRE(talk::scan_pending(buf.data() + 5, buf.size() - 5, 1u << 20, why, status) ==
-          talk::Pending::Nothing);
-  buf = logits;
-  buf.insert(buf.end(), stop.begin(), stop.end());
-  REQUIRE(talk::scan_pending(buf.data(), buf.size(), 1u << 20, why, status) == talk::Pending::Stop);
-  // Only replies: the reader may still take them before the close counts.
-  REQUIRE(talk::scan_pending(logits.data(), logits.size(), 1u << 20, why, status) ==
-          talk::Pending::Replies);
-}
-
-TEST_CASE("a leader closing right after its STOP is the normal end, even before the worker's session notes the STOP") {
-  // The worker's reader has taken the last frame and the leader has hung
-  // up; the session has not looked at the frame yet (close_expected says
-  // no). After a STOP nothing may latch; after any other command the close
-  // is a failure.
-  auto samples = test::frame_samples();
-  for (FrameType last : {FrameType::Stop, FrameType::Eval}) {
-    INFO("last frame " << frame_name(uint16_t(last)));
-    TcpPair tp;
-    const auto &payload = samples[size_t(last) - 1].payload;
-    auto bytes = header(uint16_t(last), uint32_t(payload.size()), 1);
-    bytes.insert(bytes.end(), payload.begin(), payload.end());
-    raw_write(tp.a, bytes);
-    Channel ch(tp.b, cfg(DS4TP_ROLE_WORKER));
-    Error err;
-    Frame f;
-    REQUIRE(ch.recv(f, 1000, "last command", err) == DS4TP_OK);
-    REQUIRE(f.type() == last);
-    REQUIRE(ch.stop_received() == (last == FrameType::Stop));
-    close(tp.a);
-    tp.a = -1;
-    std::atomic<int> dead_code{0};
-    talk::LivenessHooks hooks;
-    hooks.close_expected = [] { return false; };
-    hooks.dead = [&](int code, const std::string &, int) { dead_code.store(code); };
-    talk::LivenessConfig lc;
-    lc.role = DS4TP_ROLE_WORKER;
-    lc.channel = &ch;
-    std::unique_ptr<talk::Liveness> watch;
-    REQUIRE(talk::Liveness::start(tp.b, lc, std::move(hooks), Logger{}, watch, err) == DS4TP_OK);
-    // Past the 250 ms grace a busy reader gets.
-    for (int i = 0; i < 60 && dead_code.load() == 0; i++)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    watch.reset();
-    CHECK(dead_code.load() == (last == FrameType::Stop ? 0 : DS4TP_EPEERCLOSED));
-  }
-}
-
-TEST_CASE("a STOP the session reads while the watcher judges the close is the normal end too") {
-  // The watcher sees the hang-up and finds the STOP not noted yet; the
-  // session then takes it (here: inside that first check), so the peek
-  // finds nothing unread. That must not latch EPEERCLOSED.
-  auto samples = test::frame_samples();
-  const auto &payload = samples[size_t(FrameType::Stop) - 1].payload;
-  TcpPair tp;
-  auto bytes = header(uint16_t(FrameType::Stop), uint32_t(payload.size()), 1);
-  bytes.insert(bytes.end(), payload.begin(), payload.end());
-  raw_write(tp.a, bytes);
-  close(tp.a);
-  tp.a = -1;
-  Channel ch(tp.b, cfg(DS4TP_ROLE_WORKER));
-  std::atomic<int> dead_code{0};
-  std::atomic<int> reads{0};
-  talk::LivenessHooks hooks;
-  hooks.close_expected = [&] {
-    if (reads.fetch_add(1) == 0) {
-      Error e;
-      Frame f;
-      if (ch.recv(f, 1000, "STOP", e) != DS4TP_OK) FAIL_CHECK("recv: " << e.message);
-    }
-    return false;
-  };
-  std::string dead_why;  // read after the watcher's thread has ended
-  hooks.dead = [&](int code, const std::string &why, int) {
-    dead_why = why;
-    dead_code.store(code);
-  };
-  talk::LivenessConfig lc;
-  lc.role = DS4TP_ROLE_WORKER;
-  lc.channel = &ch;
-  Error err;
-  std::unique_ptr<talk::Liveness> watch;
-  REQUIRE(talk::Liveness::start(tp.b, lc, std::move(hooks), Logger{}, watch, err) == DS4TP_OK);
-  for (int i = 0; i < 60 && dead_code.load() == 0; i++)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  watch.reset();
-  INFO("watcher's verdict: " << dead_why);
-  CHECK(reads.load() >= 1);
-  CHECK(ch.stop_received());
-  CHECK(dead_code.load() == 0);
-}
-
 TEST_CASE("frames that arrive together are read in one go and returned one by one, heartbeats included") {
   TcpPair tp;
   // Three frames and a heartbeat in the socket before the first recv.
   auto samples = test::frame_samples();
   std::vector<uint8_t> bytes;
   auto add = [&](FrameType t, uint32_t counter, const std::vector<uint8_t> &payload) {
-    auto f = header(uint16_t(t), uint32_t(payload.size()), counter);
+    auto f = test::frame_bytes(uint16_t(t), counter, payload);
     bytes.insert(bytes.end(), f.begin(), f.end());
-    bytes.insert(bytes.end(), payload.begin(), payload.end());
   };
   std::vector<uint8_t> beat(kHeartbeatBytes);
   {
@@ -550,9 +385,9 @@ TEST_CASE("a frame larger than the read buffer grows it and keeps the bytes behi
   std::vector<uint8_t> payload(big);
   for (size_t i = 0; i < big; i++) payload[i] = uint8_t(i * 7 + 3);
   auto samples = test::frame_samples();
-  std::vector<uint8_t> bytes = header(uint16_t(FrameType::Logits), uint32_t(big), 1);
+  std::vector<uint8_t> bytes = frame_header(uint16_t(FrameType::Logits), uint32_t(big), 1);
   bytes.insert(bytes.end(), payload.begin(), payload.end());
-  auto ack = header(uint16_t(FrameType::CommandAck), uint32_t(samples[size_t(FrameType::CommandAck) - 1].payload.size()), 2);
+  auto ack = frame_header(uint16_t(FrameType::CommandAck), uint32_t(samples[size_t(FrameType::CommandAck) - 1].payload.size()), 2);
   bytes.insert(bytes.end(), ack.begin(), ack.end());
   bytes.insert(bytes.end(), samples[size_t(FrameType::CommandAck) - 1].payload.begin(),
                samples[size_t(FrameType::CommandAck) - 1].payload.end());
