@@ -221,7 +221,10 @@ struct Runner {
   }
 
   // A raw variant lays its private buffers out like the slab (one vector
-  // per slot, the same stride), so both touch the same amount of memory.
+  // per slot, page-rounded strides), so both touch the same amount of
+  // memory. Row and group vectors start 64 bytes into their pages: room
+  // for a framed reference's header, and the unframed ones sit at the same
+  // cache-line-aligned offset so the variants differ only in what they send.
   void open_raw(Variant::Kind kind, const char *name, uint64_t xfer, Variant &v) {
     v.kind = kind;
     v.res.name = name;
@@ -457,6 +460,7 @@ Status run_case(Session &s, const Case &c, CaseResult &out) {
     if (c.section == Section::Row) {
       // A reference, not a baseline: the same exchange with the gate
       // header's bytes in front, which is what the library sends.
+      static_assert(ds4tp::wire::kGateHeaderBytes == 32, "the reference's name says +32 B");
       raw.push_back(std::make_unique<Variant>());
       run.open_raw(Variant::Kind::TcpBusy, "raw busy+32 B", xfer, *raw.back());
       raw.back()->frame = ds4tp::wire::kGateHeaderBytes;
@@ -465,6 +469,7 @@ Status run_case(Session &s, const Case &c, CaseResult &out) {
     if (c.section == Section::Group) {
       // References, not baselines: what an all-reduce cannot skip (the
       // sum), then also the library's step header's bytes on the wire.
+      static_assert(ds4tp::group::kStepHeaderBytes == 16, "the reference's name says +16 B");
       for (uint64_t frame : {uint64_t(0), uint64_t(ds4tp::group::kStepHeaderBytes)}) {
         raw.push_back(std::make_unique<Variant>());
         run.open_raw(Variant::Kind::TcpBusySum, frame ? "raw busy+16 B+sum" : "raw busy+sum",

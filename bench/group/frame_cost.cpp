@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -47,18 +48,22 @@ double now_us() {
       .count();
 }
 
+bool would_block() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
+
 // One exchange: send n and receive n, busy, like ds4tp_bench's raw busy.
+// False when the peer closed or the socket failed.
 bool exchange(int fd, const char *out, char *in, size_t n) {
   size_t sent = 0, got = 0;
   while (sent < n || got < n) {
     if (sent < n) {
       ssize_t k = send(fd, out + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (k > 0) sent += size_t(k);
+      if (k < 0 && !would_block()) return false;
     }
     if (got < n) {
       ssize_t k = recv(fd, in + got, n - got, MSG_DONTWAIT);
       if (k > 0) got += size_t(k);
-      if (k == 0) return false;
+      if (k == 0 || (k < 0 && !would_block())) return false;
     }
   }
   return true;
@@ -75,6 +80,10 @@ int main(int argc, char **argv) {
   for (int i = arg; i < argc; i++) sizes.push_back(size_t(std::strtoull(argv[i], nullptr, 10)));
   if (sizes.empty()) sizes = {16384, 16400};
   const int n = int(sizes.size());
+  if (rounds < 1 || std::count(sizes.begin(), sizes.end(), size_t(0)) > 0) {
+    std::fprintf(stderr, "usage: frame_cost [--one-thread] [ROUNDS >= 1 [BYTES > 0 ...]]\n");
+    return 2;
+  }
 
   int ls = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -87,6 +96,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   const pid_t kid = fork();
+  if (kid < 0) {
+    std::perror("frame_cost: fork");
+    return 1;
+  }
   const bool leader = kid != 0;
   std::vector<int> fds(static_cast<size_t>(n));
   for (int v = 0; v < n; v++) {
@@ -141,7 +154,7 @@ int main(int argc, char **argv) {
     for (auto &t : threads) t.join();
   }
   if (broken) {
-    std::fprintf(stderr, "frame_cost: the peer closed a connection\n");
+    std::fprintf(stderr, "frame_cost: a connection closed or failed\n");
     return 1;
   }
   if (!leader) return 0;

@@ -97,8 +97,8 @@ class TcpMedium final : public Medium {
       pending += peers[r].send + peers[r].recv;
     }
     if (src != nullptr) views[rank_] = src[rank_];
-    // The clock starts at the first idle round: a step whose bytes are
-    // there at once (the usual case) reads it not at all.
+    // The clock starts at the first round that does not finish the step:
+    // a step whose bytes are there at once (the usual case) never reads it.
     uint64_t deadline = 0, last = 0;
     uint32_t rounds = 0;
     while (pending > 0) {
