@@ -13,14 +13,20 @@
 
 namespace ds4tp::test {
 
-TcpPair::TcpPair() {
-  int l = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
+int bind_loopback(sockaddr_in &addr) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  addr = {};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(l, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
+  bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
   socklen_t len = sizeof addr;
-  getsockname(l, reinterpret_cast<sockaddr *>(&addr), &len);
+  getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
+  return fd;
+}
+
+TcpPair::TcpPair() {
+  sockaddr_in addr;
+  int l = bind_loopback(addr);
   listen(l, 1);
   a = socket(AF_INET, SOCK_STREAM, 0);
   connect(a, reinterpret_cast<sockaddr *>(&addr), sizeof addr);

@@ -3,12 +3,18 @@
 // writes, and control frames built byte by byte (wire/frames.hpp layout).
 #pragma once
 
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <vector>
 
 #include "wire/frames.hpp"
 
 namespace ds4tp::test {
+
+// A TCP socket bound to 127.0.0.1 on a free port, `addr` filled with it
+// (-1 if no socket).
+int bind_loopback(sockaddr_in &addr);
 
 // A connected pair of loopback TCP sockets, non-blocking like the pair's.
 struct TcpPair {

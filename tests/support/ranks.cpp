@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/loopback.hpp"
 #include "transport/shm/transport.hpp"
 
 namespace ds4tp::test {
@@ -88,14 +89,8 @@ int loopback_connect(int port) {
 }
 
 int unused_loopback_port() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  close(fd);
+  sockaddr_in a;
+  close(bind_loopback(a));
   return ntohs(a.sin_port);
 }
 
