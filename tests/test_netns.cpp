@@ -2,8 +2,10 @@
 // itself (addresses exist only inside those namespaces), with the link cut
 // in the middle of the gates: both ranks must end with a named error within
 // the gate deadline. Each rank is a child that unshares its own network
-// namespace, so everything vanishes with the children. Skips (printing
-// "ds4tp-skip:") where namespaces or `ip` are not available.
+// namespace, so everything vanishes with the children. A tcp group on a
+// rate-limited loopback (tc tbf, in a namespace of its own) checks that a
+// slow step that keeps moving outlasts op_timeout_ms. Skips (printing
+// "ds4tp-skip:") where namespaces, `ip` or `tc` are not available.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "group_util.hpp"
 #include "support/procs.hpp"
 #include "support/ranks.hpp"
 
@@ -176,4 +179,67 @@ TEST_CASE("a link cut between two network namespaces ends both ranks in time") {
   REQUIRE(rw.failed == 1);
   REQUIRE(ml <= kGateMs + kGraceMs);
   REQUIRE(mw <= kGateMs + kGraceMs);
+}
+
+// One 1 MiB step each way over a loopback shaped to 8 Mbit/s (both
+// directions share lo's qdisc: about 2 s), with op_timeout_ms 500. Bytes
+// arrive all the while, so the step must complete: a deadline that only
+// counted from the first wait would cut it off as a stopped rank.
+TEST_CASE("a tcp group step on a slow link that keeps moving outlasts op_timeout_ms") {
+  constexpr int kOpMs = 500;
+  Child shaped = Child::spawn(
+      [](int fd) {
+        Report r;
+        r.kind = kReportResult;
+        // An Ethernet-sized MTU: tbf drops packets larger than its burst.
+        if (unshare(CLONE_NEWNET) != 0 ||
+            run({"ip", "link", "set", "lo", "mtu", "1500", "up"}) != 0 ||
+            run({"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "8mbit", "burst",
+                 "16kb", "latency", "100ms"}) != 0) {
+          r.value = 77;
+          (void)!write(fd, &r, sizeof r);
+          return 0;
+        }
+        GroupRun run = run_group_procs(
+            2, DS4TP_TRANSPORT_TCP,
+            [](ds4tp_group *g, int, uint64_t &ms, std::string &why) {
+              std::vector<float> v(1u << 18, 1.0f);  // 1 MiB: one step
+              const uint64_t t0 = mono_ns();
+              int rc = ds4tp_group_all_reduce(g, v.data(), v.size(), DS4TP_DTYPE_F32,
+                                              DS4TP_OP_SUM);
+              ms = (mono_ns() - t0) / 1'000'000;
+              why = rc ? ds4tp_group_errmsg(g) : "";
+              if (rc == 0 && (v.front() != 2.0f || v.back() != 2.0f)) {
+                why = "wrong sum";
+                return -1;
+              }
+              return rc;
+            },
+            [](int, ds4tp_group_options &o, ds4tp_identity &) {
+              o.op_timeout_ms = kOpMs;
+              o.peer_silence_ms = 5000;  // heartbeats queue behind the data
+              o.chunk_bytes = 1u << 20;
+            },
+            30000);
+        r.rc = run.rc;
+        r.value = int64_t(run.digests[0]);
+        std::snprintf(r.msg, sizeof r.msg, "%s", run.why.c_str());
+        (void)!write(fd, &r, sizeof r);
+        return 0;
+      },
+      "shaped");
+  Report r;
+  const bool got = shaped.next_of(kReportResult, r, 40000);
+  shaped.reap(5000);
+  REQUIRE(got);
+  if (r.value == 77) {
+    std::printf("ds4tp-skip: cannot shape a loopback in a namespace (needs unshare, ip, tc)\n");
+    return;
+  }
+  INFO("status " << r.rc << ": " << r.msg << "; rank 0 took " << r.value << " ms");
+  CHECK(r.rc == 0);
+  // The link must really have been slower than the deadline, or this proves nothing.
+  CHECK(r.value > 2 * kOpMs);
+  std::printf("fault-summary: 1 MiB tcp group step on an 8 Mbit/s loopback | %s after %lld ms "
+              "| op_timeout_ms %d\n", ds4tp_err_name(r.rc), (long long)r.value, kOpMs);
 }

@@ -965,7 +965,9 @@ typedef struct ds4tp_group_options {
   int32_t rendezvous_port;
   int32_t transport;          /* AUTO (shm when all ranks share a host), TCP, SHM */
   int32_t connect_timeout_ms; /* whole bring-up (default 60000) */
-  int32_t op_timeout_ms;      /* one collective waiting on a peer (default 10000) */
+  int32_t op_timeout_ms;      /* one collective waiting on a peer that makes no
+                               * progress (tcp: bytes still moving on a slow
+                               * link restart it; default 10000) */
   /* Largest bytes a rank contributes per step; bigger calls run in
    * chunks. Also the size of ds4tp_group_buffer. Default 1 MiB. */
   uint32_t chunk_bytes;

@@ -99,6 +99,8 @@ class TcpMedium final : public Medium {
     if (src != nullptr) views[rank_] = src[rank_];
     // The clock starts at the first round that does not finish the step:
     // a step whose bytes are there at once (the usual case) never reads it.
+    // Progress moves the deadline: a slow link that keeps moving is not a
+    // rank that stopped.
     uint64_t deadline = 0, last = 0;
     uint32_t rounds = 0;
     while (pending > 0) {
@@ -124,7 +126,7 @@ class TcpMedium final : public Medium {
       // The clock every 8th idle round: each round is a few system calls.
       if (moved || (++rounds & 7) == 1) {
         const uint64_t now = now_ns();
-        if (deadline == 0) deadline = now + timeout_;
+        if (deadline == 0 || moved) deadline = now + timeout_;
         if (moved || last == 0) last = now;
         if (now >= deadline)
           return fail(err.set(DS4TP_ETIMEDOUT, "step {}: {} made no progress within {} ms", step,
