@@ -204,8 +204,11 @@ TEST_CASE("a worker killed mid-alternation: the leader's big gate fails at once,
     killer.join();
     std::string m = ds4tp_errmsg(tp);
     CHILD_EXPECT_RC(rc, DS4TP_EPEERCLOSED, tp);
-    CHILD_EXPECT(m.find("alternating rounds") != std::string::npos, tp, "message: %s",
-                 m.c_str());
+    // The data path or the liveness watcher, whichever sees the kill first
+    // (the watcher did once under ASan): either names the cause.
+    CHILD_EXPECT(m.find("alternating rounds") != std::string::npos ||
+                     m.find("the worker closed the control connection") != std::string::npos,
+                 tp, "message: %s", m.c_str());
     CHILD_EXPECT(took <= 2500, tp, "took %.0f ms", took);  // the close, not the 5 s deadline
     CHILD_EXPECT(ds4tp_failed(tp), tp);
     return 0;

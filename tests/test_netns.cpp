@@ -181,21 +181,24 @@ TEST_CASE("a link cut between two network namespaces ends both ranks in time") {
   REQUIRE(mw <= kGateMs + kGraceMs);
 }
 
-// One 1 MiB step each way over a loopback shaped to 8 Mbit/s (both
-// directions share lo's qdisc: about 2 s), with op_timeout_ms 500. Bytes
-// arrive all the while, so the step must complete: a deadline that only
-// counted from the first wait would cut it off as a stopped rank.
-TEST_CASE("a tcp group step on a slow link that keeps moving outlasts op_timeout_ms") {
+// A 1 MiB all-reduce (two-shot over tcp: two steps of 512 KiB each way)
+// over a loopback shaped to 8 Mbit/s (both directions share lo's qdisc:
+// about 2 s), with op_timeout_ms 500. Bytes arrive all the while, so the
+// call must complete: a deadline that only counted from a step's first
+// wait would cut it off as a stopped rank.
+TEST_CASE("a tcp all-reduce on a slow link that keeps moving outlasts op_timeout_ms") {
   constexpr int kOpMs = 500;
   Child shaped = Child::spawn(
       [](int fd) {
         Report r;
         r.kind = kReportResult;
-        // An Ethernet-sized MTU: tbf drops packets larger than its burst.
+        // An Ethernet-sized MTU (tbf drops packets larger than its burst)
+        // and a queue deeper than the bytes in flight: a drop would stall
+        // TCP for a retransmission timeout, which is no longer "moving".
         if (unshare(CLONE_NEWNET) != 0 ||
             run({"ip", "link", "set", "lo", "mtu", "1500", "up"}) != 0 ||
             run({"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "8mbit", "burst",
-                 "16kb", "latency", "100ms"}) != 0) {
+                 "16kb", "limit", "8mb"}) != 0) {
           r.value = 77;
           (void)!write(fd, &r, sizeof r);
           return 0;
@@ -203,7 +206,7 @@ TEST_CASE("a tcp group step on a slow link that keeps moving outlasts op_timeout
         GroupRun run = run_group_procs(
             2, DS4TP_TRANSPORT_TCP,
             [](ds4tp_group *g, int, uint64_t &ms, std::string &why) {
-              std::vector<float> v(1u << 18, 1.0f);  // 1 MiB: one step
+              std::vector<float> v(1u << 18, 1.0f);  // 1 MiB
               const uint64_t t0 = mono_ns();
               int rc = ds4tp_group_all_reduce(g, v.data(), v.size(), DS4TP_DTYPE_F32,
                                               DS4TP_OP_SUM);
@@ -240,6 +243,6 @@ TEST_CASE("a tcp group step on a slow link that keeps moving outlasts op_timeout
   CHECK(r.rc == 0);
   // The link must really have been slower than the deadline, or this proves nothing.
   CHECK(r.value > 2 * kOpMs);
-  std::printf("fault-summary: 1 MiB tcp group step on an 8 Mbit/s loopback | %s after %lld ms "
+  std::printf("fault-summary: 1 MiB tcp all-reduce on an 8 Mbit/s loopback | %s after %lld ms "
               "| op_timeout_ms %d\n", ds4tp_err_name(r.rc), (long long)r.value, kOpMs);
 }
