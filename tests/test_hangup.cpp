@@ -65,13 +65,12 @@ Verdict watch_close(int fd, Channel &ch, std::function<bool()> close_expected) {
 }  // namespace
 
 TEST_CASE("the liveness scan finds a STOP or a worker's error among unread frames, and nothing mid-frame") {
-  auto frame = [](FrameType t, uint32_t counter, const std::vector<uint8_t> &payload) {
-    return frame_bytes(uint16_t(t), counter, payload);
-  };
   auto samples = test::frame_samples();
-  auto logits = frame(FrameType::Logits, 1, samples[size_t(FrameType::Logits) - 1].payload);
-  auto error = frame(FrameType::WorkerError, 2, samples[size_t(FrameType::WorkerError) - 1].payload);
-  auto stop = frame(FrameType::Stop, 3, {});
+  auto logits = frame_bytes(uint16_t(FrameType::Logits), 1,
+                            samples[size_t(FrameType::Logits) - 1].payload);
+  auto error = frame_bytes(uint16_t(FrameType::WorkerError), 2,
+                           samples[size_t(FrameType::WorkerError) - 1].payload);
+  auto stop = frame_bytes(uint16_t(FrameType::Stop), 3, {});
   std::string why;
   int status = 0;
   std::vector<uint8_t> buf = logits;

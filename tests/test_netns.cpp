@@ -190,8 +190,6 @@ TEST_CASE("a tcp all-reduce on a slow link that keeps moving outlasts op_timeout
   constexpr int kOpMs = 500;
   Child shaped = Child::spawn(
       [](int fd) {
-        Report r;
-        r.kind = kReportResult;
         // An Ethernet-sized MTU (tbf drops packets larger than its burst)
         // and a queue deeper than the bytes in flight: a drop would stall
         // TCP for a retransmission timeout, which is no longer "moving".
@@ -199,8 +197,7 @@ TEST_CASE("a tcp all-reduce on a slow link that keeps moving outlasts op_timeout
             run({"ip", "link", "set", "lo", "mtu", "1500", "up"}) != 0 ||
             run({"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "8mbit", "burst",
                  "16kb", "limit", "8mb"}) != 0) {
-          r.value = 77;
-          (void)!write(fd, &r, sizeof r);
+          send_report(fd, kReportResult, 77);
           return 0;
         }
         GroupRun run = run_group_procs(
@@ -224,6 +221,8 @@ TEST_CASE("a tcp all-reduce on a slow link that keeps moving outlasts op_timeout
               o.chunk_bytes = 1u << 20;
             },
             30000);
+        Report r;  // by hand: the message is the run's, not a pair's
+        r.kind = kReportResult;
         r.rc = run.rc;
         r.value = int64_t(run.digests[0]);
         std::snprintf(r.msg, sizeof r.msg, "%s", run.why.c_str());
