@@ -5,7 +5,8 @@
 # Twice, first as the machine is, then with one CPU hog (a shell busy loop)
 # per online core, killed on exit:
 #   - ds4tp_bench: 16 KiB row gates over tcp and shm with the pair's spin_us
-#     0 (always block), 1000000 (always spin) and adaptive;
+#     0 (always block), 1000000 (always spin) and adaptive, unpinned (the
+#     kernel places ranks and hogs, as on a shared host);
 #   - ds4tp_bench_service --only service: the gate service (its pair on the
 #     default, adaptive) with the service's spin_us 0 (yield), 1000000 and
 #     adaptive.
@@ -41,7 +42,7 @@ run_mode() {
   echo "== $mode: load $(cut -d' ' -f1-3 /proc/loadavg), ${#hogs[@]} hogs, $(nproc) CPUs"
   "$dir/bench/ds4tp_bench" --transports tcp,shm --sections row --sizes 16k \
     --policies 0,1000000,adaptive --rounds "$rounds" --headline-iters "$iters" \
-    --out "$d" >"$d/bench.txt"
+    --no-pin --out "$d" >"$d/bench.txt"
   # results.csv: section,transport,bytes,rows,layers,op,variant,spin_us,samples,p50,p90,p99
   awk -F, -v m="$mode" 'NR > 1 && $1 == "row" && $7 ~ /^lib / {
       p = $8 == "-1" ? "adaptive" : $8 == "0" ? "spin 0" : "always-spin"

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <sched.h>
+
 #include <fmt/format.h>
 
 #include "util.hpp"
@@ -37,10 +39,22 @@ namespace {
       "  --layers N          token-loop layers, 2 gates each (default 43)\n"
       "  --quick             tiny run (smoke test): a few exchanges of each kind\n"
       "  --long              5x the default iterations\n"
-      "  --pin               pin the leader to CPU 0 and the worker to CPU 1\n"
+      "  --pin, --no-pin     the leader on CPU 0 and the worker on CPU 1, or wherever the\n"
+      "                      kernel puts them (default: pinned when both CPUs are ours;\n"
+      "                      bench/README.md says why)\n"
       "  --out DIR           table.txt, results.csv, samples-16k.csv (default bench-out)\n"
       "  --connect-timeout MS  library bring-up deadline (default 10000)\n");
   std::exit(why ? 2 : 0);
+}
+
+// Unpinned on loopback, the kernel's wake-up of a blocked receiver can
+// move it onto the sender's CPU, so a blocking ping-pong runs on one
+// core, cheaper than any exchange between two hosts; pinned, each rank
+// keeps a CPU of its own, as it would on its own host.
+bool two_cpus_ours() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_ISSET(0, &set) && CPU_ISSET(1, &set);
 }
 
 int to_int(const std::string &s, const char *opt) {
@@ -73,7 +87,8 @@ Config parse(int argc, char **argv) {
     if (i + 1 >= argc) usage(fmt::format("{} needs a value", argv[i]).c_str());
     return argv[++i];
   };
-  bool quick = false, longer = false, pin = false;
+  bool quick = false, longer = false;
+  int pin = -1;  // -1: pin when CPUs 0 and 1 are both ours
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (a == "--role") {
@@ -149,7 +164,9 @@ Config parse(int argc, char **argv) {
     } else if (a == "--long") {
       longer = true;
     } else if (a == "--pin") {
-      pin = true;
+      pin = 1;
+    } else if (a == "--no-pin") {
+      pin = 0;
     } else if (a == "--pin-cpu") {  // internal: the spawned worker's CPU
       c.pin = to_int(val(i), "--pin-cpu");
     } else if (a == "--out") {
@@ -182,7 +199,8 @@ Config parse(int argc, char **argv) {
     c.big_iters *= 5;
     c.tokens *= 5;
   }
-  if (pin && c.role == Config::Local) c.pin = 0;
+  if (pin < 0) pin = two_cpus_ours() ? 1 : 0;
+  if (pin == 1 && c.role == Config::Local) c.pin = 0;
   if (c.role == Config::Worker && c.connect_host.empty())
     usage("--role worker needs --connect HOST:PORT");
   if (c.role == Config::Leader && c.listen_host.empty()) usage("--listen wants a host");

@@ -38,7 +38,7 @@ struct Config {
   int big_iters = 3;          // 8 MiB; 64 MiB gets a third of it, at least 1
   int tokens = 12;            // per variant per round
   uint32_t layers = 43;
-  int pin = -1;               // CPU for this process; -1 = no pinning
+  int pin = -1;               // CPU for this process; -1 = no pinning (--no-pin)
   std::string out_dir = "bench-out";
   int connect_timeout_ms = 10000;
   std::vector<std::string> argv;  // as given, for the table's preamble

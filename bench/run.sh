@@ -2,7 +2,8 @@
 # Builds libds4tp and ds4tp_bench, runs the bench on this host (leader +
 # spawned worker on loopback) and plots the result.
 #   bench/run.sh [ds4tp_bench options]      e.g. --long, --transports tcp
-# Output: bench-out/ (table.txt, results.csv, samples-16k.csv, *.png),
+# Output: bench-out/ (table.txt, results.csv, samples-16k.csv, *.png,
+# summary.md),
 # or the directory given with --out. DS4TP_BUILD_DIR overrides build/.
 # Big gates on a rate-limited veth link vs loopback, with their target
 # lines: bench/link/run.sh (root; bench/README.md, "Big gates on a
@@ -20,3 +21,6 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 "$dir/bench/ds4tp_bench" --out "$out" "$@"
 /usr/bin/python3 bench/plot.py "$out"
+# The target figures as a Markdown row (bench/README.md's run tables).
+/usr/bin/python3 bench/summary.py "$out" >"$out/summary.md"
+echo "summary.py: wrote $out/summary.md"

@@ -1,7 +1,8 @@
 # ctest bench_smoke: runs ds4tp_bench in its tiny configuration and checks
 # that it printed its tables and wrote its files with measured rows. It
 # asserts no speed: only that the bench still runs end to end.
-#   cmake -DBENCH=path/to/ds4tp_bench -DOUT=dir -P smoke.cmake
+#   cmake -DBENCH=path/to/ds4tp_bench -DOUT=dir [-DPYTHON=python3
+#         -DSUMMARY=bench/summary.py] -P smoke.cmake
 if(NOT BENCH OR NOT OUT)
   message(FATAL_ERROR "usage: cmake -DBENCH=<ds4tp_bench> -DOUT=<dir> -P smoke.cmake")
 endif()
@@ -50,5 +51,20 @@ file(STRINGS "${OUT}/samples-16k.csv" samples)
 list(LENGTH samples ns)
 if(ns LESS 151)  # header + 30 samples x 5 variants over tcp
   message(FATAL_ERROR "samples-16k.csv has ${ns} lines, expected at least 151")
+endif()
+# summary.py (bench/README.md's run tables) reads the run back: every
+# target figure of the default policy is there.
+if(PYTHON AND SUMMARY)
+  execute_process(COMMAND "${PYTHON}" "${SUMMARY}" "${OUT}"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE md ERROR_VARIABLE err TIMEOUT 60)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "summary.py failed (${rc}):\n${err}")
+  endif()
+  string(REGEX MATCH "\n\\| [^|\n]+ \\| (not )?pinned \\|[^\n]*" row "${md}")
+  string(REGEX MATCHALL "[0-9]+\\.[0-9][0-9][0-9]x" cells "${row}")
+  list(LENGTH cells nc)
+  if(NOT nc EQUAL 8)
+    message(FATAL_ERROR "summary.py gave ${nc} of 8 target figures for the run:\n${md}")
+  endif()
 endif()
 message(STATUS "bench smoke OK")

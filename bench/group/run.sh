@@ -15,6 +15,9 @@
 # Usage: bench/group/run.sh [build-dir] [iters] [reps]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+# The baselines only (never the library's dependencies), as bench/run.sh
+# installs matplotlib for its plots.
+"$here/../../scripts/install-deps.sh" libopenmpi-dev libgloo-dev
 build="${1:-build}"
 tool="$build/tools/ds4tp"
 iters="${2:-2000}"
