@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
+#include <random>
 
 #include "ds4tp/ds4tp.h"
 #include "group/reduce.hpp"
@@ -483,8 +485,11 @@ Status run_case(Session &s, const Case &c, CaseResult &out) {
     run.open_raw(Variant::Kind::ShmCopy, "raw copy2", xfer, *raw.back());
   }
 
-  // A B A B: library and raw variants alternate; the starting point
-  // rotates each round so no variant always runs right after another.
+  // A B A B: library and raw variants alternate in the warm-up round;
+  // each recorded round then runs them in its own shuffled order (the same
+  // on every run), so no variant always runs right after another. A
+  // rotation kept each one's predecessor: the default policy always ran
+  // right after raw block, whose sleeping ranks left it 0.1 us slower.
   std::vector<Variant *> order;
   for (size_t i = 0; i < lib.size() || i < raw.size(); i++) {
     if (i < lib.size()) order.push_back(lib[i].get());
@@ -495,9 +500,17 @@ Status run_case(Session &s, const Case &c, CaseResult &out) {
   // Each variant sends from its own thread (variant_thread.hpp says why).
   std::vector<std::unique_ptr<VariantThread>> threads;
   for (size_t j = 0; j < order.size(); j++) threads.push_back(std::make_unique<VariantThread>());
+  // Both ranks shuffle alike, so they run the same block at the same time:
+  // Fisher-Yates on mt19937's raw output (fixed by the standard, unlike
+  // std::shuffle's), so two hosts' builds agree too.
+  std::vector<size_t> turn(order.size());
+  std::mt19937 shuffler(20);
   for (int round = 0; round <= c.rounds; round++) {
+    std::iota(turn.begin(), turn.end(), size_t(0));
+    for (size_t k = turn.size(); round > 0 && k > 1; k--)
+      std::swap(turn[k - 1], turn[shuffler() % k]);
     for (size_t j = 0; j < order.size(); j++) {
-      const size_t at = (j + size_t(round)) % order.size();
+      const size_t at = turn[j];
       Variant &v = *order[at];
       Status st;
       threads[at]->run([&] {
