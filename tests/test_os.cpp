@@ -182,6 +182,21 @@ std::set<std::string> thread_names() {
 
 }  // namespace
 
+TEST_CASE("current_cpu names the CPU a pinned thread runs on, or -1 where the OS does not say") {
+  int cpu = 0, allowed = 0;
+  while (cpu < 1024 && !os::cpu_allowed(cpu, allowed)) cpu++;
+  int result = -2;
+  std::thread t([&] {
+    os::pin_thread(cpu);
+    result = os::current_cpu();
+  });
+  t.join();
+  if (std::string(os::platform_name()) == "linux")
+    CHECK(result == cpu);
+  else
+    CHECK(result == -1);  // macOS and portable POSIX: unknown, so shm never assumes a shared CPU
+}
+
 TEST_CASE("a thread names itself, and names past 15 characters are cut") {
   std::string got_short, got_long;
   std::thread([&] {

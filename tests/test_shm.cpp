@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -218,6 +219,30 @@ TEST_CASE("auto picks shm on one host and attach_slab(NULL) hands out the shared
     uint64_t seq = 0, bseq = 0;
     if (int rc = tokens_loop(tp, 5, seq, bseq)) return rc;
     return big_gate(tp, 1, 100000);
+  };
+  Outcome o = run_pair(s, body, body);
+  REQUIRE_RANKS_OK(o);
+}
+
+TEST_CASE("two ranks on one CPU: adaptive shm gates yield to each other and stay bit for bit") {
+  // Where the kernel puts both ranks on one CPU, the adaptive wait yields
+  // instead of spinning (it sees the peer's CPU in the control page).
+  REQUIRE(shm_here());
+  RankSetup s;
+  s.transport = DS4TP_TRANSPORT_SHM;
+  s.spin_us = DS4TP_SPIN_ADAPTIVE;
+  auto body = [](ds4tp_pair *tp, Ctx &) -> int {
+    cpu_set_t ours, one;
+    CHILD_EXPECT(sched_getaffinity(0, sizeof ours, &ours) == 0, tp, "reading the CPU mask");
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &ours)) cpu++;  // both pick the same one
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    CHILD_EXPECT(sched_setaffinity(0, sizeof one, &one) == 0, tp, "pinning to CPU %d", cpu);
+    if (int rc = connect_only(tp, DS4TP_TRANSPORT_SHM)) return rc;
+    CHILD_EXPECT_OK(ds4tp_attach_slab(tp, nullptr, 0), tp, "attach");
+    uint64_t seq = 0, bseq = 0;
+    return tokens_loop(tp, 20, seq, bseq);
   };
   Outcome o = run_pair(s, body, body);
   REQUIRE_RANKS_OK(o);

@@ -181,6 +181,27 @@ TEST_CASE("the waiter takes its window from the budget and reports how the wait 
     REQUIRE(w.idle(os::kNoDeadline, [&](uint64_t) { blocks++; }) == DS4TP_OK);
     CHECK(blocks == 1);
   }
+  SECTION("a wait told its peer shares the CPU yields for its window instead, and reports nothing") {
+    int blocks = 0;
+    {
+      os::Waiter w(p, nullptr, now_ns() - 50 * kCap);  // a miss, were it reported
+      w.yield_instead();
+      CHECK_FALSE(w.spinning());
+      REQUIRE(w.idle(os::kNoDeadline, [&](uint64_t) { blocks++; }) == DS4TP_OK);
+      CHECK(blocks == 1);  // past the window it would have yielded in: it blocks
+    }
+    CHECK(budget.window() == kCap);  // the miss went unreported
+    {
+      const uint64_t t0 = now_ns();
+      os::Waiter fresh(p, nullptr);
+      fresh.yield_instead();
+      CHECK_FALSE(fresh.spinning());
+      REQUIRE(fresh.idle(os::kNoDeadline, [&](uint64_t) { blocks++; }) == DS4TP_OK);
+      // Inside the window it would have spun, it yields: no block (unless
+      // this host took the whole window to come back from one yield).
+      if (now_ns() - t0 < kCap) CHECK(blocks == 1);
+    }
+  }
   SECTION("a fixed policy has no budget") {
     os::set_spin(p, budget, 200000, false);
     CHECK(p.budget == nullptr);

@@ -175,7 +175,9 @@ typedef struct ds4tp_options {
    * DS4TP_SPIN_ADAPTIVE (-1, the default) learns the spin per pair: up to
    * 1000 us while recent waits ended inside the spin window, shrinking
    * toward 0 (block at once) while they did not, as on an oversubscribed
-   * host. 0 = always block; 1..10000000 = a fixed spin. */
+   * host; over shm it yields instead of spinning while the peer's last
+   * wait began on this rank's CPU. 0 = always block; 1..10000000 = a
+   * fixed spin. */
   int32_t spin_us;
 
   /* Logging: default sink writes INFO and above to stderr. */

@@ -252,7 +252,8 @@ int wait_hangup(const int *fds, int nfds, uint64_t timeout_ns, Hangup &how) {
 }
 
 // ---- RDMA verbs ------------------------------------------------------------------
-// (wake_*, cpu_allowed, pin_thread and rdma_gid_type: portable_entries.cpp.)
+// (wake_*, cpu_allowed, pin_thread, current_cpu and rdma_gid_type:
+// portable_entries.cpp.)
 
 // Apple's RDMA over Thunderbolt (macOS 26.2+). /usr/lib libraries live in
 // the dyld shared cache: dlopen finds them although no file is on disk.

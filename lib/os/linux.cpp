@@ -44,6 +44,8 @@ void pin_thread(int cpu) {
   pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
+int current_cpu() { return sched_getcpu(); }
+
 void name_this_thread(const char *name) {
   char cut[kThreadNameMaxLinux + 1]{};
   std::memcpy(cut, name, strnlen(name, kThreadNameMaxLinux));  // a longer one is ERANGE

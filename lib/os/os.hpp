@@ -47,6 +47,9 @@ void sleep_ns(uint64_t ns);
 bool cpu_allowed(int cpu, int &allowed);
 // Binds the calling thread to CPU `cpu` (best effort).
 void pin_thread(int cpu);
+// The CPU the calling thread runs on now, or -1 when the OS does not say
+// (gate path: Linux reads it from the thread's rseq area, a few ns).
+int current_cpu();
 
 // ---- threads -----------------------------------------------------------
 

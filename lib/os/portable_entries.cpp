@@ -14,9 +14,10 @@ void wake_close(int fds[2]) { portable::wake_close(fds); }
 
 // No hard affinity (macOS's THREAD_AFFINITY_POLICY is a hint, ignored on
 // Apple silicon; POSIX has no call): any online CPU is allowed, pinning is
-// a no-op.
+// a no-op, and the current CPU is unknown.
 bool cpu_allowed(int cpu, int &allowed) { return portable::cpu_allowed(cpu, allowed); }
 void pin_thread(int) {}
+int current_cpu() { return -1; }  // macOS and POSIX do not say
 
 void name_this_thread(const char *name) { portable::name_this_thread(name); }
 

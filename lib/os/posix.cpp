@@ -69,7 +69,8 @@ int wait_hangup(const int *fds, int nfds, uint64_t timeout_ns, Hangup &how) {
   return portable::wait_hangup(fds, nfds, timeout_ns, how);
 }
 
-// (wake_*, cpu_allowed, pin_thread and rdma_gid_type: portable_entries.cpp.)
+// (wake_*, cpu_allowed, pin_thread, current_cpu and rdma_gid_type:
+// portable_entries.cpp.)
 
 const char *const *verbs_library_names() {
   static const char *const names[] = {"libibverbs.so.1", nullptr};

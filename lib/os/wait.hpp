@@ -191,6 +191,18 @@ class Waiter {
     p_.budget->ended(p_.spin_ns, end > last_ ? end - last_ : 0, preempted_);
   }
 
+  // This wait yields where it would have spun (the thread it waits for
+  // shares this CPU: a spin would only hold it off, a sleep would pull the
+  // two closer at its wake-up) and tells the budget nothing, since it says
+  // nothing about how late the peer is. Adaptive waits only.
+  void yield_instead() {
+    if (p_.budget == nullptr) return;
+    p_.yield_ns += p_.spin_ns;
+    p_.spin_ns = 0;
+    p_.budget = nullptr;
+    spinning_ = false;
+  }
+
   // Something moved: the spin window starts again.
   void progress() {
     last_ = now_ = now_ns();

@@ -39,8 +39,11 @@ using wire::GateKind;
 //            u64 chunks it drained from its own big_in
 //   waiting  (owner sets, peer clears) u32 word (os::wait_on_word), 1 while the owner
 //            sleeps
+//   cpu      (owner) u32: 1 + the CPU the owner last began a wait on, 0 not
+//            known (a peer that predates the line leaves it 0)
 constexpr uint64_t kCtlBytes = 4096;
-constexpr uint64_t kLineHeader = 0, kLineGate = 64, kLineBig = 192, kLineWaiting = 256;
+constexpr uint64_t kLineHeader = 0, kLineGate = 64, kLineBig = 192, kLineWaiting = 256,
+                   kLineCpu = 320;
 constexpr uint64_t kArrive = 0, kDone = 8, kKind = 16, kLayerAux = 24, kSeq = 32, kBytes = 40;
 constexpr uint64_t kFilled = 0, kDrained = 8;
 constexpr uint32_t kCtlMagic = 0x4d533444u;  // "D4SM"
@@ -200,6 +203,20 @@ class ShmTransport final : public Transport {
   template <class Ready>
   int wait(Ready &&ready, const uint64_t &deadline);
 
+  // Notes the CPU this wait begins on (for the peer's same check) and
+  // says whether the peer's last wait began on it too. Unpinned, the
+  // kernel's wake-ups can put both ranks on one CPU, where a spin only
+  // holds off the peer it waits for until the window runs out.
+  bool shares_cpu_with_peer() {
+    const int cpu = os::current_cpu();
+    if (cpu < 0) return false;
+    const uint32_t mine = uint32_t(cpu) + 1;
+    auto line = word32(my_ctl_ + kLineCpu);
+    if (line.load(std::memory_order_relaxed) != mine)  // unchanged: keep the peer's copy valid
+      line.store(mine, std::memory_order_relaxed);
+    return word32(peer_ctl_ + kLineCpu).load(std::memory_order_relaxed) == mine;
+  }
+
   int fail(const GateHeader &h, int code, bool peer_met, uint64_t limit_ns, Error &err) {
     if (code == DS4TP_EPEERCLOSED && watch_.silent())
       return err.set(DS4TP_ETIMEDOUT, "{} during {} (layer {}, {} {}, seq {}) over shm",
@@ -262,6 +279,7 @@ int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
       sleep_while_waiting(my_ctl_ + kLineWaiting, std::min(left, kSleepSliceNs));
   };
   os::Waiter w(policy_, &watch_);
+  if (shares_cpu_with_peer()) w.yield_instead();
   int rc;
   for (;;) {
     if ((r = ready()) != 0) {
