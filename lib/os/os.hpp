@@ -144,6 +144,12 @@ enum class Hangup { kNone, kClosed, kReset };
 // index of the first such fd with `how`, or -1 (how = kNone) when none
 // did. Negative fds are skipped.
 int wait_hangup(const int *fds, int nfds, uint64_t timeout_ns, Hangup &how);
+// True where the liveness watcher learns of a hang-up by looking
+// (wait_hangup every few ms) rather than by watching the socket in an
+// event set, which wakes the set for every frame that arrives. A look
+// must see a FIN behind unread bytes for that: Linux's POLLRDHUP does,
+// portable POSIX poll() does not.
+bool hangup_look_suffices();
 
 // A wake-up handle for poll(): fds[0] becomes readable, for good, once
 // wake_signal() ran. false with errno when it cannot be made (fds -1).

@@ -69,6 +69,9 @@ int wait_hangup(const int *fds, int nfds, uint64_t timeout_ns, Hangup &how) {
   return portable::wait_hangup(fds, nfds, timeout_ns, how);
 }
 
+// Unread bytes hide a FIN from poll(): the watcher keeps libuv's watch.
+bool hangup_look_suffices() { return false; }
+
 // (wake_*, cpu_allowed, pin_thread, current_cpu and rdma_gid_type:
 // portable_entries.cpp.)
 

@@ -30,6 +30,10 @@ constexpr uint64_t kGraceNs = 250ull * 1000 * 1000;
 // for them reads them at once; one that never reads learns of the close
 // after this.
 constexpr uint64_t kRepliesGraceNs = 2000ull * 1000 * 1000;
+// How often the watcher looks for a hang-up where looking suffices
+// (os::hangup_look_suffices): a rank that is not waiting learns of its
+// peer's end this late at most (a waiting one at once, from its own wait).
+constexpr uint64_t kHangupCheckMs = 10;
 
 void tune_keepalive(int fd, int dead_peer_ms) {
   // Probes after 2 s of silence, every 1 s, 4 of them; dead_peer_ms bounds
@@ -75,7 +79,9 @@ struct Liveness::Impl {
   LivenessHooks hooks;
   Logger log;
   uv_loop_t loop{};
-  uv_poll_t poll{};
+  uv_timer_t hangup{};  // looks for a hang-up (os::hangup_look_suffices)
+  uv_poll_t poll{};     // or watches for it (UV_DISCONNECT)
+  bool watching = false;
   uv_async_t stop{};
   uv_timer_t recheck{};
   uv_timer_t beat{};
@@ -127,6 +133,7 @@ struct Liveness::Impl {
 
   void report(int code, const std::string &why, int status) {
     decided = true;
+    uv_timer_stop(&hangup);
     uv_timer_stop(&recheck);
     uv_timer_stop(&beat);
     if (hooks.dead) hooks.dead(code, why, status);
@@ -198,24 +205,40 @@ struct Liveness::Impl {
   }
 
   static void on_recheck(uv_timer_t *t) { static_cast<Impl *>(t->data)->evaluate(0); }
+
+  // Every kHangupCheckMs: did the peer close or reset the connection?
+  void look_for_hangup() {
+    os::Hangup how;
+    if (!decided && os::wait_hangup(&fd, 1, 0, how) < 0) return;
+    uv_timer_stop(&hangup);
+    if (decided) return;
+    gone_ns = now_ns();
+    evaluate(how == os::Hangup::kReset ? -1 : 0);
+  }
+  void close_timers() {
+    uv_close(reinterpret_cast<uv_handle_t *>(&hangup), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t *>(&recheck), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t *>(&beat), nullptr);
+  }
+  static void on_hangup_timer(uv_timer_t *t) { static_cast<Impl *>(t->data)->look_for_hangup(); }
+
+  // The hang-up's watcher, where looking does not suffice.
+  static void on_poll(uv_poll_t *h, int status, int events) {
+    auto *impl = static_cast<Impl *>(h->data);
+    if (status < 0 || (events & UV_DISCONNECT)) {
+      uv_poll_stop(h);
+      impl->gone_ns = now_ns();
+      impl->evaluate(status < 0 ? status : 0);
+    }
+  }
 };
 
 namespace {
 
-void on_poll(uv_poll_t *h, int status, int events) {
-  auto *impl = static_cast<Liveness::Impl *>(h->data);
-  if (status < 0 || (events & UV_DISCONNECT)) {
-    uv_poll_stop(h);
-    impl->gone_ns = now_ns();
-    impl->evaluate(status < 0 ? status : 0);
-  }
-}
-
 void on_stop(uv_async_t *a) {
   auto *impl = static_cast<Liveness::Impl *>(a->data);
-  uv_close(reinterpret_cast<uv_handle_t *>(&impl->poll), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t *>(&impl->recheck), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t *>(&impl->beat), nullptr);
+  impl->close_timers();
+  if (impl->watching) uv_close(reinterpret_cast<uv_handle_t *>(&impl->poll), nullptr);
   uv_close(reinterpret_cast<uv_handle_t *>(&impl->stop), nullptr);
 }
 
@@ -234,36 +257,32 @@ int Liveness::start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, cons
   int rc = uv_loop_init(&im.loop);
   if (rc != 0)
     return err.set(DS4TP_EIO, "liveness watcher: uv_loop_init: {}", uv_strerror(rc));
-  rc = uv_poll_init_socket(&im.loop, &im.poll, fd);
-  if (rc == 0) {
-    im.poll.data = &im;
-    uv_timer_init(&im.loop, &im.recheck);  // cannot fail
-    im.recheck.data = &im;
-    uv_timer_init(&im.loop, &im.beat);  // cannot fail
-    im.beat.data = &im;
-    rc = uv_async_init(&im.loop, &im.stop, on_stop);
-    if (rc != 0) {
-      uv_close(reinterpret_cast<uv_handle_t *>(&im.poll), nullptr);
-      uv_close(reinterpret_cast<uv_handle_t *>(&im.recheck), nullptr);
-      uv_close(reinterpret_cast<uv_handle_t *>(&im.beat), nullptr);
-    }
+  // Timers cannot fail to initialize; the poll and the stop handle can.
+  for (uv_timer_t *t : {&im.hangup, &im.recheck, &im.beat}) {
+    uv_timer_init(&im.loop, t);
+    t->data = &im;
   }
-  if (rc == 0) {
-    im.stop.data = &im;
-    rc = uv_poll_start(&im.poll, UV_DISCONNECT, on_poll);
-    if (rc != 0) {
-      uv_close(reinterpret_cast<uv_handle_t *>(&im.poll), nullptr);
-      uv_close(reinterpret_cast<uv_handle_t *>(&im.recheck), nullptr);
-      uv_close(reinterpret_cast<uv_handle_t *>(&im.beat), nullptr);
-      uv_close(reinterpret_cast<uv_handle_t *>(&im.stop), nullptr);
+  const char *step = "uv_async_init";
+  rc = uv_async_init(&im.loop, &im.stop, on_stop);
+  im.stop.data = &im;
+  if (rc == 0 && !os::hangup_look_suffices()) {
+    step = "uv_poll_start";
+    if ((rc = uv_poll_init_socket(&im.loop, &im.poll, fd)) == 0) {
+      im.poll.data = &im;
+      im.watching = true;
+      rc = uv_poll_start(&im.poll, UV_DISCONNECT, Impl::on_poll);
     }
+    if (rc != 0) uv_close(reinterpret_cast<uv_handle_t *>(&im.stop), nullptr);
   }
   if (rc != 0) {
+    im.close_timers();
+    if (im.watching) uv_close(reinterpret_cast<uv_handle_t *>(&im.poll), nullptr);
     uv_run(&im.loop, UV_RUN_DEFAULT);  // completes the closes
     uv_loop_close(&im.loop);
-    return err.set(DS4TP_EIO, "liveness watcher cannot poll the control connection: {}",
-                   uv_strerror(rc));
+    return err.set(DS4TP_EIO, "liveness watcher cannot watch the control connection: {}: {}",
+                   step, uv_strerror(rc));
   }
+  if (!im.watching) uv_timer_start(&im.hangup, Impl::on_hangup_timer, kHangupCheckMs, kHangupCheckMs);
   if (cfg.channel != nullptr && cfg.peer != nullptr) {
     im.heard_ns = im.last_tick = now_ns();
     uint64_t period_ms = std::max<uint64_t>(1, cfg.heartbeat_ns / 1000000);
