@@ -8,10 +8,16 @@
 // KiB), so sizes sent from one thread shift each other's offsets there.
 // Prints the p50 of each size and its ratio to the first. --one-thread
 // sends every size from one thread instead, as ds4tp_bench once did.
+// --pin puts the parent on CPU 0 and the child on CPU 1, as ds4tp_bench
+// pins its ranks. --per-round also prints each size's p50 in every round:
+// on the session 12 host the framed sizes' cost came and went in
+// stretches of seconds, for raw sockets as for the library.
 //   g++ -O2 -std=c++17 -o /tmp/frame_cost bench/group/frame_cost.cpp -lpthread
-//   /tmp/frame_cost [--one-thread] [rounds] size...   (default: 20 16384 16400)
+//   /tmp/frame_cost [--one-thread] [--pin] [--per-round] [rounds] size...
+//   (default: 20 16384 16400)
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -73,15 +79,22 @@ bool exchange(int fd, const char *out, char *in, size_t n) {
 
 int main(int argc, char **argv) {
   int arg = 1;
-  const bool one_thread = argc > arg && std::strcmp(argv[arg], "--one-thread") == 0;
-  if (one_thread) arg++;
+  bool one_thread = false, pin = false, per_round = false;
+  for (; arg < argc && argv[arg][0] == '-' && argv[arg][1] == '-'; arg++) {
+    if (std::strcmp(argv[arg], "--one-thread") == 0) one_thread = true;
+    else if (std::strcmp(argv[arg], "--pin") == 0) pin = true;
+    else if (std::strcmp(argv[arg], "--per-round") == 0) per_round = true;
+    else break;  // refused below as a size
+  }
   const int rounds = argc > arg ? std::atoi(argv[arg++]) : 20;
   std::vector<size_t> sizes;
   for (int i = arg; i < argc; i++) sizes.push_back(size_t(std::strtoull(argv[i], nullptr, 10)));
   if (sizes.empty()) sizes = {16384, 16400};
   const int n = int(sizes.size());
   if (rounds < 1 || std::count(sizes.begin(), sizes.end(), size_t(0)) > 0) {
-    std::fprintf(stderr, "usage: frame_cost [--one-thread] [ROUNDS >= 1 [BYTES > 0 ...]]\n");
+    std::fprintf(stderr,
+                 "usage: frame_cost [--one-thread] [--pin] [--per-round] [ROUNDS >= 1 [BYTES > 0 "
+                 "...]]\n");
     return 2;
   }
 
@@ -101,6 +114,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   const bool leader = kid != 0;
+  if (pin) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(leader ? 0 : 1, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) std::perror("frame_cost: --pin");
+  }
   std::vector<int> fds(static_cast<size_t>(n));
   for (int v = 0; v < n; v++) {
     int fd = leader ? accept(ls, nullptr, nullptr) : socket(AF_INET, SOCK_STREAM, 0);
@@ -158,6 +177,18 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (!leader) return 0;
+  const size_t per_block = size_t(kBlock - kBlock / 10);
+  auto median = [](std::vector<double> s) {
+    std::sort(s.begin(), s.end());
+    return s[s.size() / 2];
+  };
+  for (int v = 0; v < n && per_round; v++) {
+    const auto &s = us[size_t(v)];
+    std::printf("%zu bytes, p50 per round:", sizes[size_t(v)]);
+    for (size_t b = 0; b + per_block <= s.size(); b += per_block)
+      std::printf(" %.1f", median({s.begin() + long(b), s.begin() + long(b + per_block)}));
+    std::printf("\n");
+  }
   double first = 0;
   for (int v = 0; v < n; v++) {
     auto &s = us[size_t(v)];
