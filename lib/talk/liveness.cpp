@@ -206,14 +206,22 @@ struct Liveness::Impl {
 
   static void on_recheck(uv_timer_t *t) { static_cast<Impl *>(t->data)->evaluate(0); }
 
+  // The peer hung up (status 0) or the socket failed (< 0), as the look
+  // or the watch saw it: noted once, then judged.
+  void hung_up(int status) {
+    gone_ns = now_ns();
+    evaluate(status);
+  }
+
   // Every kHangupCheckMs: did the peer close or reset the connection?
   void look_for_hangup() {
     os::Hangup how;
-    if (!decided && os::wait_hangup(&fd, 1, 0, how) < 0) return;
-    uv_timer_stop(&hangup);
-    if (decided) return;
-    gone_ns = now_ns();
-    evaluate(how == os::Hangup::kReset ? -1 : 0);
+    if (decided) {
+      uv_timer_stop(&hangup);
+    } else if (os::wait_hangup(&fd, 1, 0, how) >= 0) {
+      uv_timer_stop(&hangup);
+      hung_up(how == os::Hangup::kReset ? -1 : 0);
+    }
   }
   void close_timers() {
     uv_close(reinterpret_cast<uv_handle_t *>(&hangup), nullptr);
@@ -227,8 +235,7 @@ struct Liveness::Impl {
     auto *impl = static_cast<Impl *>(h->data);
     if (status < 0 || (events & UV_DISCONNECT)) {
       uv_poll_stop(h);
-      impl->gone_ns = now_ns();
-      impl->evaluate(status < 0 ? status : 0);
+      impl->hung_up(status < 0 ? status : 0);
     }
   }
 };
@@ -266,10 +273,11 @@ int Liveness::start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, cons
   rc = uv_async_init(&im.loop, &im.stop, on_stop);
   im.stop.data = &im;
   if (rc == 0 && !os::hangup_look_suffices()) {
-    step = "uv_poll_start";
+    step = "uv_poll_init_socket";
     if ((rc = uv_poll_init_socket(&im.loop, &im.poll, fd)) == 0) {
       im.poll.data = &im;
       im.watching = true;
+      step = "uv_poll_start";
       rc = uv_poll_start(&im.poll, UV_DISCONNECT, Impl::on_poll);
     }
     if (rc != 0) uv_close(reinterpret_cast<uv_handle_t *>(&im.stop), nullptr);
@@ -282,7 +290,8 @@ int Liveness::start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, cons
     return err.set(DS4TP_EIO, "liveness watcher cannot watch the control connection: {}: {}",
                    step, uv_strerror(rc));
   }
-  if (!im.watching) uv_timer_start(&im.hangup, Impl::on_hangup_timer, kHangupCheckMs, kHangupCheckMs);
+  if (!im.watching)
+    uv_timer_start(&im.hangup, Impl::on_hangup_timer, kHangupCheckMs, kHangupCheckMs);
   if (cfg.channel != nullptr && cfg.peer != nullptr) {
     im.heard_ns = im.last_tick = now_ns();
     uint64_t period_ms = std::max<uint64_t>(1, cfg.heartbeat_ns / 1000000);

@@ -1,12 +1,14 @@
 // Peer liveness on the control connection: a per-pair thread running a
-// private libuv loop that looks at the control fd every 10 ms for the peer
-// going away (FIN or reset: os::wait_hangup; a half-open peer: TCP
-// keepalive and TCP_USER_TIMEOUT turn into a socket error), so a rank
-// learns that its peer died even while it is not reading, e.g. between
-// tokens. It looks rather than watches: a socket in an epoll or kqueue set
-// runs the set's wake-up callback for every frame that arrives, which
+// private libuv loop that finds the peer going away (FIN or reset; a
+// half-open peer: TCP keepalive and TCP_USER_TIMEOUT turn into a socket
+// error), so a rank learns that its peer died even while it is not
+// reading, e.g. between tokens. Where a look sees a FIN behind unread
+// bytes (os::hangup_look_suffices: Linux) it looks every 10 ms
+// (os::wait_hangup) rather than watching: a socket in an epoll or kqueue
+// set runs the set's wake-up callback for every frame that arrives, which
 // cost each control round trip 4-5% on loopback, while every wait of the
 // session and the transports sees a hang-up of its own sockets by itself.
+// Elsewhere it watches the fd (libuv's UV_DISCONNECT).
 //
 // Heartbeats (docs/PROTOCOL.md, "Heartbeats"): every heartbeat period the
 // thread sends a HEARTBEAT carrying this rank's last completed gate, and
