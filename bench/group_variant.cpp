@@ -61,7 +61,7 @@ Status open_group(Session &s, int transport, int spin_us, ds4tp_group **out,
   o.transport = transport;
   o.connect_timeout_ms = s.connect_timeout_ms;
   o.op_timeout_ms = s.gate_timeout_ms;
-  o.spin_us = spin_us == 0 ? -1 : spin_us == DS4TP_SPIN_ADAPTIVE ? 0 : spin_us;
+  o.spin_us = spin_us;  // the same meaning as the pair's
   o.rendezvous_host = s.lib_host.c_str();
   std::string mine;
   Status st;

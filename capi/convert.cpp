@@ -10,6 +10,7 @@
 #include "handle.hpp"
 #include "slab/schedule.hpp"
 #include "transport/descriptor.hpp"
+#include "common/status.hpp"
 #include "transport/probe.hpp"
 
 namespace ds4tp::capi {
@@ -178,11 +179,7 @@ using namespace ds4tp::capi;
 
 extern "C" {
 
-const char *ds4tp_transport_name(int t) {
-  if (t == DS4TP_TRANSPORT_AUTO) return "auto";
-  const ds4tp::transport::Descriptor *d = ds4tp::transport::find(t);
-  return d != nullptr ? d->name : "?";
-}
+const char *ds4tp_transport_name(int t) { return ds4tp::transport_name(t); }
 
 int ds4tp_transport_available(int transport, char *why, size_t why_len) {
   try {

@@ -1,13 +1,16 @@
 // extern "C" group calls: argument checks, option conversion (launcher
 // environment included), status recording. Never throws into C.
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <string>
 
 #include "auth/key.hpp"
+#include "common/status.hpp"
 #include "convert.hpp"
+#include "group_options.hpp"
 #include "handle.hpp"
 #include "stats.hpp"
 #include "group/group.hpp"
@@ -28,21 +31,9 @@ namespace grp = ds4tp::group;
 
 namespace {
 
-int env_int(const char *a, const char *b, const char *c) {
-  for (const char *name : {a, b, c}) {
-    const char *v = std::getenv(name);
-    if (v != nullptr && *v != 0) {
-      char *end = nullptr;
-      long x = std::strtol(v, &end, 10);
-      if (end != v && *end == 0 && x >= 0 && x < 1 << 20) return int(x);
-    }
-  }
-  return -1;
-}
-
 int record(ds4tp_group *g, int rc, const Error &err) {
   if (rc != DS4TP_OK) {
-    ds4tp::capi::t_last_error = err.message.empty() ? ds4tp_strerror(rc) : err.message;
+    ds4tp::capi::t_last_error = err.message.empty() ? ds4tp::status_message(rc) : err.message;
     if (g != nullptr) g->errmsg = ds4tp::capi::t_last_error;
   }
   return rc;
@@ -63,60 +54,6 @@ int guard(ds4tp_group *g, F &&f) {
   return record(g, e.code, e);
 }
 
-int options_from_c(const ds4tp_group_options *copt, const ds4tp_identity *cid, bool local,
-                   grp::Options &o, Error &err) {
-  ds4tp_group_options c;
-  ds4tp_group_options_init(&c);
-  if (copt != nullptr && !ds4tp::capi::copy_sized(copt, c))
-    return err.set(DS4TP_EINVAL, "group options: size {} (call ds4tp_group_options_init)",
-                   copt->size);
-  if (!local) {
-    o.rank = c.rank >= 0 ? c.rank : env_int("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID");
-    o.size = c.group_size >= 0 ? c.group_size
-                               : env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS");
-    if (o.size < 2 || o.size > grp::kMaxRanks)
-      return err.set(DS4TP_EINVAL,
-                     "group size {} outside 2..{} (set group_size, or WORLD_SIZE, "
-                     "OMPI_COMM_WORLD_SIZE, SLURM_NTASKS)",
-                     o.size, grp::kMaxRanks);
-    if (o.rank < 0 || o.rank >= o.size)
-      return err.set(DS4TP_EINVAL,
-                     "rank {} outside 0..{} (set rank, or RANK, OMPI_COMM_WORLD_RANK, "
-                     "SLURM_PROCID)",
-                     o.rank, o.size - 1);
-    const char *h = c.rendezvous_host != nullptr ? c.rendezvous_host : std::getenv("MASTER_ADDR");
-    o.host = h != nullptr && *h != 0 ? h : "127.0.0.1";
-    int port = c.rendezvous_port >= 0 ? c.rendezvous_port : env_int("MASTER_PORT", "", "");
-    o.port = port >= 0 ? port : 29600;
-    if (o.port > 65535) return err.set(DS4TP_EINVAL, "rendezvous port {}", o.port);
-    if (c.transport < DS4TP_TRANSPORT_AUTO || c.transport > DS4TP_TRANSPORT_SHM)
-      return err.set(DS4TP_EINVAL, "group transport {} (auto, tcp or shm)", c.transport);
-    o.transport = c.transport;
-  }
-  if (c.connect_timeout_ms <= 0 || c.op_timeout_ms <= 0)
-    return err.set(DS4TP_EINVAL, "group deadlines must be > 0 (connect {} ms, op {} ms)",
-                   c.connect_timeout_ms, c.op_timeout_ms);
-  o.connect_timeout_ns = uint64_t(c.connect_timeout_ms) * 1'000'000;
-  o.op_timeout_ns = uint64_t(c.op_timeout_ms) * 1'000'000;
-  if (c.chunk_bytes < 4096 || c.chunk_bytes % 64 != 0 || c.chunk_bytes > (256u << 20))
-    return err.set(DS4TP_EINVAL, "chunk_bytes {}: 4096..256 MiB, a multiple of 64",
-                   c.chunk_bytes);
-  o.chunk_bytes = c.chunk_bytes;
-  if ((c.psk == nullptr) != (c.psk_bytes == 0))
-    return err.set(DS4TP_EINVAL, "group psk and psk_bytes must be set together");
-  if (c.spin_us < -1 || c.spin_us > 1'000'000)
-    return err.set(DS4TP_EINVAL, "spin_us {}: 0 (default), -1 (never) or 1..1000000", c.spin_us);
-  o.spin_ns = c.spin_us == 0 ? -1 : c.spin_us < 0 ? 0 : int64_t(c.spin_us) * 1000;
-  if (c.peer_silence_ms < 200 || c.peer_silence_ms > 600000)
-    return err.set(DS4TP_EINVAL, "peer_silence_ms {}: 200..600000", c.peer_silence_ms);
-  o.peer_silence_ns = uint64_t(c.peer_silence_ms) * 1'000'000;
-  std::string source;
-  if (int rc = ds4tp::auth::load_key(c.psk, c.psk_bytes, nullptr, o.key, source, err)) return rc;
-  if (cid != nullptr)
-    if (int rc = ds4tp::capi::identity_from_c(cid, o.id, err)) return rc;
-  return DS4TP_OK;
-}
-
 }  // namespace
 
 extern "C" {
@@ -133,6 +70,8 @@ void ds4tp_group_options_init(ds4tp_group_options *opt) {
   opt->op_timeout_ms = 10000;
   opt->chunk_bytes = 1u << 20;
   opt->peer_silence_ms = 1000;
+  opt->spin_us = DS4TP_SPIN_ADAPTIVE;
+  opt->yield_us = -1;
 }
 
 int ds4tp_group_new(ds4tp_group **out, const ds4tp_group_options *opt,
@@ -145,7 +84,7 @@ int ds4tp_group_new(ds4tp_group **out, const ds4tp_group_options *opt,
   *out = nullptr;
   return guard(nullptr, [&](Error &e) -> int {
     grp::Options o;
-    if (int rc = options_from_c(opt, identity, false, o, e)) return record(nullptr, rc, e);
+    if (int rc = ds4tp::capi::group_options_from_c(opt, identity, false, o, e)) return record(nullptr, rc, e);
     auto g = std::make_unique<ds4tp_group>();
     g->impl = std::make_unique<grp::Group>(std::move(o));
     if (int rc = g->impl->listen(e)) return record(nullptr, rc, e);
@@ -178,7 +117,7 @@ int ds4tp_group_new_local(ds4tp_group **groups, int n, const ds4tp_group_options
   for (int i = 0; i < n; i++) groups[i] = nullptr;
   return guard(nullptr, [&](Error &err) -> int {
     grp::Options o;
-    if (int rc = options_from_c(opt, identity, true, o, err)) return record(nullptr, rc, err);
+    if (int rc = ds4tp::capi::group_options_from_c(opt, identity, true, o, err)) return record(nullptr, rc, err);
     std::vector<std::unique_ptr<grp::Group>> made;
     if (int rc = grp::Group::make_local(n, o, made, err)) return record(nullptr, rc, err);
     std::vector<std::unique_ptr<ds4tp_group>> hs;

@@ -1,13 +1,15 @@
 // Status recording and the version and status-name calls.
 #include "handle.hpp"
 
+#include "common/status.hpp"
+
 namespace ds4tp::capi {
 
 thread_local std::string t_last_error;
 
 int finish(ds4tp_pair *p, int rc, const Error &err) {
   if (rc == DS4TP_OK) return rc;
-  t_last_error = err.message.empty() ? ds4tp_strerror(rc) : err.message;
+  t_last_error = err.message.empty() ? ds4tp::status_message(rc) : err.message;
   if (Pair *x = unwrap(p)) {
     Error e = err;
     if (e.message.empty()) e.message = t_last_error;
@@ -52,27 +54,9 @@ const char *ds4tp_version_string(void) {
 
 unsigned ds4tp_protocol_version(void) { return DS4TP_PROTOCOL_VERSION; }
 
-const char *ds4tp_strerror(int status) {
-#define DS4TP_STRERROR_(name, value, msg) \
-  case value:                             \
-    return msg;
-  switch (status) {
-    DS4TP_STATUS_MAP(DS4TP_STRERROR_)
-    default: return "unknown status";
-  }
-#undef DS4TP_STRERROR_
-}
+const char *ds4tp_strerror(int status) { return ds4tp::status_message(status); }
 
-const char *ds4tp_err_name(int status) {
-#define DS4TP_ERRNAME_(name, value, msg) \
-  case value:                            \
-    return "DS4TP_" #name;
-  switch (status) {
-    DS4TP_STATUS_MAP(DS4TP_ERRNAME_)
-    default: return "DS4TP_UNKNOWN";
-  }
-#undef DS4TP_ERRNAME_
-}
+const char *ds4tp_err_name(int status) { return ds4tp::status_name(status); }
 
 const char *ds4tp_last_error(void) { return t_last_error.c_str(); }
 

@@ -1,5 +1,5 @@
 // The RDMA transport's protocol logic against the in-memory UC queue pair
-// (lib/transport/rdma/fake_qp.hpp): set-up and warm-up frames on the data
+// (tests/support/fake_qp.hpp): set-up and warm-up frames on the data
 // connection,
 // receive windows keyed by seq, slot placement by the schedule, message
 // splitting, drains at shape changes, bulk rounds, loss, error
@@ -25,7 +25,7 @@
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
 #include "support/ranks.hpp"
-#include "transport/rdma/fake_qp.hpp"
+#include "support/fake_qp.hpp"
 #include "transport/rdma/transport.hpp"
 #include "transport/rdma/setup_link.hpp"
 

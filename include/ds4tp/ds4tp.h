@@ -977,13 +977,16 @@ typedef struct ds4tp_group_options {
    * HMAC-SHA256 over a fresh nonce. NULL/0 = DS4TP_PSK, else none. */
   const void *psk;
   uint32_t psk_bytes;
-  /* Busy-poll this many microseconds while waiting for a peer (shm and
-   * tcp), then yield the CPU for 200 us, then sleep in the kernel. 0 =
-   * default (20 us when the host has more cores than ranks, else no
-   * spin), -1 = never spin, else 1..1000000. DS4TP_GROUP_SPIN_US, when
-   * set, overrides it (-1 there too); DS4TP_GROUP_YIELD_US sets the yield
-   * phase. 0 is also what an older caller's struct holds here (init
-   * zeroes the padding). */
+  /* How a rank waits for its peers (shm and tcp): busy-poll spin_us,
+   * then yield the CPU for yield_us, then sleep in the kernel. spin_us
+   * means what it means in ds4tp_options: DS4TP_SPIN_ADAPTIVE (-1, the
+   * default) learns the spin, at most 20 us and only when the host has
+   * more cores than ranks (else none: spinning would keep the awaited
+   * rank off the CPU); 0 = never spin; else 1..10000000 us.
+   * DS4TP_GROUP_SPIN_US, when set, fixes it (a negative value: none).
+   * A caller built before yield_us existed (its `size` ends before it)
+   * used the older meaning, which is mapped: 0 (its default) is
+   * DS4TP_SPIN_ADAPTIVE, -1 (its "never") is 0. */
   int32_t spin_us;
   /* tcp groups: every rank beats on its rendezvous connection; a rank
    * not heard for peer_silence_ms (stopped, frozen, link cut) fails the
@@ -991,6 +994,9 @@ typedef struct ds4tp_group_options {
    * calls (default 1000, 200..600000; shm groups read the ranks' process
    * state instead). Fields added later: older callers get the default. */
   int32_t peer_silence_ms;
+  /* The yield phase after the spin: -1 (default) = DS4TP_GROUP_YIELD_US,
+   * else 200 us; 0 = sleep right after the spin; else 1..10000000 us. */
+  int32_t yield_us;
 } ds4tp_group_options;
 
 /* Fills `opt` with defaults (rank and size from the environment). */

@@ -10,6 +10,7 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include "common/status.hpp"
 #include "connect/state.hpp"
 #include "os/os.hpp"
 
@@ -134,7 +135,7 @@ void Bringup::Impl::drop(Conn *c, const std::string &why) {
 void Bringup::Impl::reject(Conn *c, wire::RejectReason reason, const std::string &why) {
   auth_failed++;
   c->drop_after_write = true;
-  c->drop_reason = fmt::format("{}: {}", ds4tp_err_name(DS4TP_EAUTH), why);
+  c->drop_reason = fmt::format("{}: {}", status_name(DS4TP_EAUTH), why);
   write(c, wire::encode_auth_reject(reason));
 }
 
@@ -306,7 +307,7 @@ void Bringup::Impl::leader_data(Conn *c) {
       auth_failed++;
       drop(c, fmt::format("{}: the data connection {} (the cookie alone does not admit "
                           "it when a key is set)",
-                          ds4tp_err_name(DS4TP_EAUTH),
+                          status_name(DS4TP_EAUTH),
                           has_mac ? "carries a proof that does not verify"
                                   : "carries no proof"));
       return;

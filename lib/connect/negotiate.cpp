@@ -1,5 +1,6 @@
 #include "connect/negotiate.hpp"
 
+#include "common/status.hpp"
 #include "transport/descriptor.hpp"
 
 namespace ds4tp::connect {
@@ -11,7 +12,7 @@ uint32_t cap_of(int id) {
   return d != nullptr ? d->cap : 0;
 }
 
-const char *name(int t) { return ds4tp_transport_name(t); }
+const char *name(int t) { return ds4tp::transport_name(t); }
 
 }  // namespace
 

@@ -308,7 +308,7 @@ int Group::connect(Error &err) {
       rc = net::read_exact(ctl[size_t(r)].get(), &ready, 1, deadline, "group ready", err);
       if (rc != DS4TP_OK) err.set(rc, "rank {} did not become ready: {}", r, err.message);
     }
-    if (area) shm_area_unlink(ro.shm_name);
+    if (area) shm_area_unlink(*area);
     if (rc != DS4TP_OK) return rc;
     uint8_t go = 1;
     for (int r = 1; r < opt_.size; r++)
@@ -316,9 +316,10 @@ int Group::connect(Error &err) {
         return wrc;
     std::vector<int> watch(size_t(opt_.size), -1);
     for (int r = 1; r < opt_.size; r++) watch[size_t(r)] = ctl[size_t(r)].get();
-    medium_ = area ? shm_medium(area, 0, true, opt_.op_timeout_ns, opt_.spin_ns,
+    const Waiting wait = waiting(opt_.size, opt_.spin_ns, opt_.yield_ns);
+    medium_ = area ? shm_medium(area, 0, true, opt_.op_timeout_ns, wait,
                                      std::move(watch))
-                   : tcp_medium(std::move(fds), 0, opt_.chunk_bytes, opt_.op_timeout_ns, opt_.spin_ns,
+                   : tcp_medium(std::move(fds), 0, opt_.chunk_bytes, opt_.op_timeout_ns, wait,
                                 buffer_);
     ctl_ = std::move(ctl);
     listen_fd_.reset();
@@ -371,10 +372,11 @@ int Group::connect(Error &err) {
     return err.set(rc, "waiting for rank 0 to start the group: {}", err.message);
   std::vector<int> watch(size_t(opt_.size), -1);
   watch[0] = c.get();
-  medium_ = area ? shm_medium(area, opt_.rank, true, opt_.op_timeout_ns, opt_.spin_ns,
+  const Waiting wait = waiting(opt_.size, opt_.spin_ns, opt_.yield_ns);
+  medium_ = area ? shm_medium(area, opt_.rank, true, opt_.op_timeout_ns, wait,
                                      std::move(watch))
                  : tcp_medium(std::move(fds), opt_.rank, opt_.chunk_bytes, opt_.op_timeout_ns,
-                              opt_.spin_ns, buffer_);
+                              wait, buffer_);
   ctl_.clear();
   ctl_.push_back(std::move(c));
   return start_heartbeat(err);

@@ -42,7 +42,7 @@ int Group::make_local(int n, const Options &o, std::vector<std::unique_ptr<Group
     ro.rank = r;
     ro.size = n;
     auto g = std::make_unique<Group>(std::move(ro));
-    g->medium_ = shm_medium(area, r, false, o.op_timeout_ns, o.spin_ns);
+    g->medium_ = shm_medium(area, r, false, o.op_timeout_ns, waiting(n, o.spin_ns, o.yield_ns));
     out.push_back(std::move(g));
   }
   return DS4TP_OK;
@@ -130,18 +130,22 @@ uint64_t home_threshold(int ranks) {  // read per segment, so a test can set it
                                                                 : kHomeOversubscribedBytes;
 }
 
-WaitBudget wait_budget(int ranks, int64_t spin_option_ns) {
+Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns) {
   static const int64_t spin_env = env_us("DS4TP_GROUP_SPIN_US"),
                        yield_env = env_us("DS4TP_GROUP_YIELD_US");
-  WaitBudget b;
-  if (spin_env >= 0)
-    b.spin_ns = uint64_t(spin_env) * 1000;
-  else if (spin_option_ns >= 0)
-    b.spin_ns = uint64_t(spin_option_ns);
-  else
-    b.spin_ns = std::thread::hardware_concurrency() > unsigned(ranks) ? 20'000 : 0;
-  b.yield_ns = yield_env >= 0 ? uint64_t(yield_env) * 1000 : 200'000;
-  return b;
+  Waiting w;
+  if (spin_env >= 0) {
+    w.policy.spin_ns = uint64_t(spin_env) * 1000;
+  } else if (spin_option_ns >= 0) {
+    w.policy.spin_ns = uint64_t(spin_option_ns);
+  } else if (std::thread::hardware_concurrency() > unsigned(ranks)) {
+    w.adaptive = true;
+    w.policy.spin_ns = kAdaptiveSpinCapNs;
+  }  // else no spin at all: a learned window of 0 would skip the yield too
+  w.policy.yield_ns = yield_option_ns >= 0 ? uint64_t(yield_option_ns)
+                      : yield_env >= 0    ? uint64_t(yield_env) * 1000
+                                          : 200'000;
+  return w;
 }
 
 // Two-shot: step 1 reduce-scatters (rank r sums segment r of every rank's

@@ -22,12 +22,15 @@
 #include "group/heartbeat.hpp"
 #include "group/reduce.hpp"
 #include "net/socket.hpp"
+#include "os/wait.hpp"
 #include "stats/stats.hpp"
 #include "wire/hello.hpp"
 
 namespace ds4tp::group {
 
 constexpr int kMaxRanks = 16;
+// Options::spin_ns: learn the spin window (waiting()).
+constexpr int64_t kSpinAdaptive = -1;
 
 struct Options {
   int rank = -1;
@@ -38,7 +41,8 @@ struct Options {
   uint64_t connect_timeout_ns = 60'000'000'000ull;
   uint64_t op_timeout_ns = 10'000'000'000ull;
   size_t chunk_bytes = 1u << 20;
-  int64_t spin_ns = -1;  // busy-poll before blocking; -1 = by core count
+  int64_t spin_ns = kSpinAdaptive;  // busy-poll before blocking (see waiting())
+  int64_t yield_ns = -1;            // then yield; -1: DS4TP_GROUP_YIELD_US or 200 us
   uint64_t peer_silence_ns = 1'000'000'000;  // tcp: a rank not heard this long fails the group
   auth::Key key;
   wire::Identity id;
@@ -170,18 +174,23 @@ uint64_t home_threshold(int ranks);
 constexpr uint64_t kHomeBytes = 4 * 1024;
 constexpr uint64_t kHomeOversubscribedBytes = 256 * 1024;
 
-// How a rank waits for its peers (both media): busy-poll spin_ns, then
-// yield the CPU until spin_ns + yield_ns, then sleep in the kernel.
-// spin: DS4TP_GROUP_SPIN_US, else the option (>= 0), else 20 us when the
-// host has more cores than ranks and none otherwise (spinning then only
-// keeps the awaited rank off the CPU). yield: DS4TP_GROUP_YIELD_US, else
-// 200 us (handing the CPU straight to the awaited rank costs far less
-// than a sleep and a wake-up; bench/README.md "Groups").
-struct WaitBudget {
-  uint64_t spin_ns = 0;
-  uint64_t yield_ns = 0;
+// How a rank waits for its peers (both media): os::Waiter with this
+// policy: busy-poll, then yield the CPU until yield_ns more have passed,
+// then sleep in the kernel. Options::spin_ns as the pair's spin_us:
+// kSpinAdaptive (the default) learns the spin window (os::SpinBudget), at
+// most 20 us when the host has more cores than ranks and none otherwise
+// (spinning then only keeps the awaited rank off the CPU); 0 never spins;
+// more spins that long. DS4TP_GROUP_SPIN_US, when set, fixes the spin
+// (a negative value: none). yield: Options::yield_ns when >= 0, else
+// DS4TP_GROUP_YIELD_US, else 200 us
+// (handing the CPU straight to the awaited rank costs far less than a
+// sleep and a wake-up; bench/README.md "Groups").
+constexpr uint64_t kAdaptiveSpinCapNs = 20'000;
+struct Waiting {
+  os::WaitPolicy policy;
+  bool adaptive = false;  // policy.spin_ns is the cap of a learned window
 };
-WaitBudget wait_budget(int ranks, int64_t spin_option_ns);
+Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns = -1);
 
 // Media (shm.cpp, tcp.cpp). `watch` checks peer processes are alive;
 // `ctl[r]` (fd or -1) is a rendezvous socket that hangs up when rank r
@@ -192,14 +201,14 @@ int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmA
                     Error &err);
 int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<ShmArea> &out,
                   Error &err);
-void shm_area_unlink(const std::string &name);
+void shm_area_unlink(ShmArea &area);
 std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
-                                   uint64_t op_timeout_ns, int64_t spin_ns,
+                                   uint64_t op_timeout_ns, const Waiting &wait,
                                    std::vector<int> ctl = {});
 // `roomy`: the group buffer; a step sending from its start puts the step
 // header in the kBufferRoom bytes before it (one plain send per peer).
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
-                                   uint64_t op_timeout_ns, int64_t spin_ns,
+                                   uint64_t op_timeout_ns, const Waiting &wait,
                                    const uint8_t *roomy);
 
 }  // namespace ds4tp::group

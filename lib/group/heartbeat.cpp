@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <thread>
 
+#include "common/status.hpp"
 #include "common/clock.hpp"
 #include "group/group.hpp"
 #include "os/os.hpp"
@@ -123,7 +124,7 @@ struct Heartbeat::Impl {
                                 culprit, cfg.silence_ns / 1'000'000, cfg.rank));
     else
       verdict(code, fmt::format("rank {} failed ({}); rank 0 told rank {}", culprit,
-                                ds4tp_strerror(code), cfg.rank));
+                                status_message(code), cfg.rank));
     return true;
   }
 

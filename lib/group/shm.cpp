@@ -13,9 +13,6 @@
 // Each rank also has a home in the area: the group buffer
 // (ds4tp_group_buffer). An all-reduce of a vector already in the homes
 // runs in place with no copy in (reduce_home).
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +24,7 @@
 #include "common/clock.hpp"
 #include "group/group.hpp"
 #include "os/os.hpp"
+#include "transport/shm/segment.hpp"
 
 namespace ds4tp::group {
 namespace {
@@ -35,9 +33,8 @@ namespace {
 // refused at open).
 constexpr uint32_t kAreaMagic = 0x48345444u;
 // A rank seen stopped this long fails the wait (the pairs' default
-// peer_silence_ms); its run state is read every kStopCheckNs.
+// peer_silence_ms); os::PeerWatch reads its run state.
 constexpr uint64_t kStoppedNs = 1'000'000'000;
-constexpr uint64_t kStopCheckNs = 20'000'000;
 
 struct alignas(64) Header {
   uint32_t magic;
@@ -71,19 +68,18 @@ size_t area_bytes(int n, size_t chunk) {
 
 }  // namespace
 
+// The slots, lines and homes: a shared-memory segment between processes,
+// or heap memory between the threads of one process.
 struct ShmArea {
+  shm::Segment segment;
+  uint8_t *heap = nullptr;
   uint8_t *base = nullptr;
   size_t bytes = 0;
-  bool mapped = false;
   int n = 0;
   size_t chunk = 0;
-  ~ShmArea() {
-    if (base == nullptr) return;
-    if (mapped)
-      munmap(base, bytes);
-    else
-      std::free(base);
-  }
+  ShmArea(int ranks, size_t chunk_bytes)
+      : bytes(area_bytes(ranks, chunk_bytes)), n(ranks), chunk(chunk_bytes) {}
+  ~ShmArea() { std::free(heap); }
   Header *header() { return reinterpret_cast<Header *>(base); }
   RankLine *line(int r) {
     return reinterpret_cast<RankLine *>(base + sizeof(Header)) + r;
@@ -105,86 +101,59 @@ struct ShmArea {
 };
 
 std::shared_ptr<ShmArea> shm_area_heap(int n, size_t chunk, Error &err) {
-  auto a = std::make_shared<ShmArea>();
-  a->n = n;
-  a->chunk = chunk;
-  a->bytes = area_bytes(n, chunk);
-  a->base = static_cast<uint8_t *>(std::aligned_alloc(4096, (a->bytes + 4095) & ~size_t(4095)));
-  if (a->base == nullptr) {
+  auto a = std::make_shared<ShmArea>(n, chunk);
+  a->heap = static_cast<uint8_t *>(std::aligned_alloc(4096, (a->bytes + 4095) & ~size_t(4095)));
+  if (a->heap == nullptr) {
     err.set(DS4TP_ENOMEM, "group area of {} bytes", a->bytes);
     return nullptr;
   }
+  a->base = a->heap;
   std::memset(a->base, 0, a->bytes);
   a->init();
   return a;
 }
 
-static int map_area(int fd, int n, size_t chunk, std::shared_ptr<ShmArea> &out, Error &err) {
-  auto a = std::make_shared<ShmArea>();
-  a->n = n;
-  a->chunk = chunk;
-  a->bytes = area_bytes(n, chunk);
-  void *p = mmap(nullptr, a->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return err.set(DS4TP_EIO, "mmap group segment: {}", std::strerror(errno));
-  a->base = static_cast<uint8_t *>(p);
-  a->mapped = true;
-  out = std::move(a);
-  return DS4TP_OK;
-}
-
 int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmArea> &out,
                     Error &err) {
-  uint32_t rnd = 0;
+  uint64_t rnd = 0;
   os::random_bytes(&rnd, sizeof rnd);
-  name = fmt::format("/ds4tp-g{}-{:08x}", int(getpid()), rnd);
-  if (name.size() > os::shm_name_max()) name.resize(os::shm_name_max());
-  int fd = os::shm_open_cloexec(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return err.set(DS4TP_EIO, "shm_open {}: {}", name, std::strerror(errno));
-  size_t bytes = area_bytes(n, chunk);
-  int rc = DS4TP_OK;
-  if (ftruncate(fd, off_t(bytes)) != 0) {
-    rc = err.set(DS4TP_EIO, "ftruncate group segment: {}", std::strerror(errno));
-  } else if (int e = os::reserve_file(fd, bytes); e != 0) {
-    rc = err.set(DS4TP_ENOMEM, "group segment of {} bytes: {}", bytes, std::strerror(e));
-  } else {
-    rc = map_area(fd, n, chunk, out, err);
-  }
-  close(fd);
-  if (rc != DS4TP_OK) {
-    shm_unlink(name.c_str());
-    return rc;
-  }
-  out->init();
+  name = shm::unique_name("/ds4tp-g", uint64_t(getpid()), rnd, os::shm_name_max());
+  auto a = std::make_shared<ShmArea>(n, chunk);
+  if (int rc = a->segment.create(name, a->bytes, err)) return rc;
+  if (int rc = a->segment.map_created(err)) return rc;
+  a->base = a->segment.base();
+  a->init();
+  out = std::move(a);
   return DS4TP_OK;
 }
 
 int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<ShmArea> &out,
                   Error &err) {
-  int fd = os::shm_open_cloexec(name.c_str(), O_RDWR, 0600);
-  if (fd < 0) return err.set(DS4TP_EIO, "shm_open {}: {}", name, std::strerror(errno));
-  int rc = map_area(fd, n, chunk, out, err);
-  close(fd);
-  if (rc != DS4TP_OK) return rc;
-  Header *h = out->header();
+  auto a = std::make_shared<ShmArea>(n, chunk);
+  if (int rc = a->segment.open_shared(name, a->bytes, err)) return rc;
+  a->base = a->segment.base();
+  Header *h = a->header();
   if (h->magic != kAreaMagic)
     return err.set(DS4TP_EVERSION, "group segment {} has layout {:08x}, this build reads {:08x}",
                    name, h->magic, kAreaMagic);
   if (h->ranks != uint32_t(n) || h->chunk != chunk)
     return err.set(DS4TP_EPROTO, "group segment {} has ranks {} chunk {}, expected {} and {}",
                    name, h->ranks, h->chunk, n, chunk);
+  out = std::move(a);
   return DS4TP_OK;
 }
 
-void shm_area_unlink(const std::string &name) { shm_unlink(name.c_str()); }
+void shm_area_unlink(ShmArea &area) { area.segment.unlink(); }
 
 namespace {
 
 class ShmMedium final : public Medium {
  public:
-  ShmMedium(std::shared_ptr<ShmArea> a, int rank, bool watch, uint64_t timeout, int64_t spin,
-            std::vector<int> ctl)
-      : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout),
-        wait_(wait_budget(a_->n, spin)) {
+  ShmMedium(std::shared_ptr<ShmArea> a, int rank, bool watch, uint64_t timeout,
+            const Waiting &w, std::vector<int> ctl)
+      : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout), policy_(w.policy) {
+    os::set_spin(policy_, budget_, w.policy.spin_ns, w.adaptive);
+    policy_.clock_every = 64;  // a spin round is one load of a shared word
     for (int r = 0; r < int(ctl.size()); r++)
       if (ctl[size_t(r)] >= 0) {
         ctl_fd_.push_back(ctl[size_t(r)]);
@@ -318,102 +287,85 @@ class ShmMedium final : public Medium {
     if (a_->line(rank_)->sleepers.load(std::memory_order_seq_cst) != 0) wake_word_of(w);
   }
 
-  // Spins briefly, then blocks on `word` of rank r (woken by its publish),
-  // at most 1 ms at a time so the abort word, the peer's liveness and the
-  // deadline are checked.
+  // Waits through os::Waiter (spin, yield, then blocked on `word` of rank
+  // r, woken by its publish, at most 1 ms at a time) while a PeerWatch
+  // looks at the abort word, the rendezvous sockets and rank r's process.
   template <typename Cond>
   int wait_for(int r, std::atomic<uint64_t> &word, Cond cond, uint64_t step, const char *what,
                Error &err) {
     if (cond()) return DS4TP_OK;  // the usual case at a step's end: no clock read
-    const uint64_t start = now_ns();
-    const uint64_t spin = wait_.spin_ns, yield = spin + wait_.yield_ns;
-    // Busy, then yielding (wait_budget), then blocked in the kernel.
-    for (uint32_t i = 0;; i++) {
-      if (cond()) return DS4TP_OK;
-      os::cpu_relax();
-      if ((i & 63) == 63 && now_ns() - start > spin) break;
+    RankLine *l = a_->line(r);
+    os::PeerWatch watch;
+    watch.watch_flag(abort_raised, a_->header());
+    const uint64_t pid = l->pid.load(std::memory_order_acquire);
+    if (watch_) {
+      for (size_t i = 0; i < ctl_fd_.size(); i++)
+        watch.watch_socket(ctl_fd_[i], "rendezvous connection", ctl_rank_[i]);
+      if (pid != 0) watch.watch_process(pid_t(pid), l->start_time.load(), kStoppedNs);
     }
-    for (uint32_t i = 0; yield > spin; i++) {
-      if (cond()) return DS4TP_OK;
-      os::yield_thread();
-      if ((i & 7) == 7 && now_ns() - start > yield) break;
-    }
-    uint64_t next_watch = start + 1'000'000, next_stop_check = start + kStopCheckNs;
-    uint64_t stopped_since = 0;
+    os::Waiter w(policy_, &watch);
+    const uint64_t deadline = os::deadline_after(w.now(), timeout_);
     for (;;) {
       if (cond()) return DS4TP_OK;
-      uint32_t ab = a_->header()->abort_word.load(std::memory_order_acquire);
-      if (ab != 0)
-        return err.set(DS4TP_EFAILED, "group failed: rank {} failed (step {})", ab - 1, step);
-      const uint64_t now = now_ns();
-      if (watch_ && now >= next_watch) {
-        next_watch = now + 1'000'000;
-        if (int dead = hung_up(); dead >= 0) {
-          // Tell the ranks that do not hold its socket which rank it was.
-          uint32_t expect = 0;
-          a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(dead + 1));
-          abort(rank_);
-          return err.set(DS4TP_EPEERCLOSED,
-                         "rank {} closed its rendezvous connection (exited) while rank {} "
-                         "waited for rank {} to {} {}",
-                         dead, rank_, r, what, step);
-        }
-        RankLine *l = a_->line(r);
-        uint64_t pid = l->pid.load(std::memory_order_acquire);
-        if (pid != 0 && !os::process_alive(pid_t(pid), l->start_time.load())) {
-          uint32_t expect = 0;  // the others then name the dead rank too
-          a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(r + 1));
-          return err.set(DS4TP_EPEERCLOSED, "rank {} exited (pid {}) before it could {} {}", r,
-                         pid, what, step);
-        }
-        // A stopped rank is alive but cannot arrive: judged like a pair's
-        // silent peer, after kStoppedNs of being seen stopped.
-        if (pid != 0 && now >= next_stop_check) {
-          next_stop_check = now + kStopCheckNs;
-          if (!os::process_stopped(pid_t(pid))) {
-            stopped_since = 0;
-          } else if (stopped_since == 0) {
-            stopped_since = now;
-          } else if (now - stopped_since >= kStoppedNs) {
-            uint32_t expect = 0;  // the others then name the stopped rank too
-            a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(r + 1));
-            abort(rank_);
-            return err.set(DS4TP_ETIMEDOUT,
-                           "rank {} (pid {}) has been stopped (SIGSTOP or a debugger) for {} ms "
-                           "while rank {} waited for it to {} {}",
-                           r, pid, (now - stopped_since) / 1'000'000, rank_, what, step);
-          }
-        }
-      }
-      if (now - start > timeout_)
+      const int rc = w.idle(deadline, [&](uint64_t left) {
+        const uint32_t seen = uint32_t(word.load(std::memory_order_seq_cst));
+        l->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        if (!cond()) os::wait_on_word(low_word(word), seen, std::min<uint64_t>(left, 1'000'000));
+        l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      });
+      if (rc == DS4TP_OK) continue;
+      if (rc == DS4TP_ETIMEDOUT)
         return err.set(DS4TP_ETIMEDOUT, "rank {} did not {} {} within {} ms", r, what, step,
                        timeout_ / 1'000'000);
-      RankLine *l = a_->line(r);
-      uint32_t seen = uint32_t(word.load(std::memory_order_seq_cst));
-      l->sleepers.fetch_add(1, std::memory_order_seq_cst);
-      if (!cond()) os::wait_on_word(low_word(word), seen, 1'000'000);
-      l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      return gone(r, pid, watch, step, what, err);
     }
   }
 
-  // The rank whose rendezvous socket hung up, or -1. Needed beside the
-  // pid check: a killed rank nobody reaped yet (a zombie) still answers
-  // kill(pid, 0) where there is no /proc, but its sockets are closed.
-  int hung_up() const {
-    for (size_t i = 0; i < ctl_fd_.size(); i += 4) {
-      const int k = int(std::min<size_t>(4, ctl_fd_.size() - i));
-      os::Hangup how;
-      int j = os::wait_hangup(ctl_fd_.data() + i, k, 0, how);
-      if (j >= 0) return ctl_rank_[i + size_t(j)];
+  static bool abort_raised(const void *h) {
+    return static_cast<const Header *>(h)->abort_word.load(std::memory_order_acquire) != 0;
+  }
+
+  // Words what the watch saw, and marks the culprit in the abort word so
+  // the ranks that did not see it name it too.
+  int gone(int r, uint64_t pid, const os::PeerWatch &watch, uint64_t step, const char *what,
+           Error &err) {
+    auto blame = [&](int culprit) {
+      uint32_t expect = 0;
+      a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(culprit + 1));
+    };
+    if (watch.flagged()) {
+      const uint32_t ab = a_->header()->abort_word.load(std::memory_order_acquire);
+      return err.set(DS4TP_EFAILED, "group failed: rank {} failed (step {})", ab - 1, step);
     }
-    return -1;
+    if (watch.socket_tag() >= 0) {
+      // A killed rank nobody reaped yet (a zombie) still answers
+      // kill(pid, 0) where there is no /proc, but its sockets are closed.
+      const int dead = watch.socket_tag();
+      blame(dead);
+      abort(rank_);
+      return err.set(DS4TP_EPEERCLOSED,
+                     "rank {} closed its rendezvous connection (exited) while rank {} waited "
+                     "for rank {} to {} {}",
+                     dead, rank_, r, what, step);
+    }
+    blame(r);
+    if (watch.stopped()) {
+      abort(rank_);
+      return err.set(DS4TP_ETIMEDOUT,
+                     "rank {} (pid {}) has been stopped (SIGSTOP or a debugger) for {} ms while "
+                     "rank {} waited for it to {} {}",
+                     r, pid, watch.stopped_for_ns() / 1'000'000, rank_, what, step);
+    }
+    return err.set(DS4TP_EPEERCLOSED, "rank {} exited (pid {}) before it could {} {}", r, pid,
+                   what, step);
   }
 
   std::shared_ptr<ShmArea> a_;
   int rank_;
   bool watch_;
   uint64_t timeout_;
-  WaitBudget wait_;
+  os::WaitPolicy policy_;
+  os::SpinBudget budget_;  // the adaptive policy's window, learned across waits
   uint64_t two_shot_bytes_ = a_->header()->two_shot_bytes;
   uint64_t home_bytes_ = a_->header()->home_bytes;
   std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets and their ranks
@@ -422,9 +374,9 @@ class ShmMedium final : public Medium {
 }  // namespace
 
 std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
-                                   uint64_t op_timeout_ns, int64_t spin_ns,
+                                   uint64_t op_timeout_ns, const Waiting &wait,
                                    std::vector<int> ctl) {
-  return std::make_unique<ShmMedium>(std::move(area), rank, watch, op_timeout_ns, spin_ns,
+  return std::make_unique<ShmMedium>(std::move(area), rank, watch, op_timeout_ns, wait,
                                      std::move(ctl));
 }
 

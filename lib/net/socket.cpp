@@ -74,6 +74,16 @@ ssize_t send_stream(int fd, const uint8_t *head, size_t head_len, const uint8_t 
   return os::sendv_nosignal(fd, iov, n);
 }
 
+ssize_t recv_stream(int fd, uint8_t *head, size_t head_len, uint8_t *body, uint64_t got,
+                    uint64_t total) {
+  if (head + head_len == body) return ::recv(fd, head + got, size_t(total - got), MSG_DONTWAIT);
+  iovec iov[2];
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = size_t(stream_iov(head, head_len, body, got, total, iov));
+  return ::recvmsg(fd, &msg, MSG_DONTWAIT);
+}
+
 int send_until_blocked(int fd, const uint8_t *p, size_t len, size_t &done) {
   while (done < len) {
     ssize_t n = os::send_nosignal(fd, p + done, len - done);

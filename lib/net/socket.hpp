@@ -89,6 +89,12 @@ inline int stream_iov(const uint8_t *head, size_t head_len, const uint8_t *body,
 ssize_t send_stream(int fd, const uint8_t *head, size_t head_len, const uint8_t *body,
                     uint64_t sent, uint64_t limit);
 
+// Reads what `fd` holds of such a stream's bytes [got, total), without
+// blocking: the recv/recvmsg result (0 at EOF, -1 with errno, EAGAIN when
+// nothing is there). One plain recv when the head sits right before the body.
+ssize_t recv_stream(int fd, uint8_t *head, size_t head_len, uint8_t *body, uint64_t got,
+                    uint64_t total);
+
 // True when the peer has closed or reset `fd` (non-blocking peek).
 bool peer_gone(int fd);
 

@@ -75,10 +75,13 @@ struct PeerState {
 };
 
 // Everything that says the peer went away, looked at in one place:
-//  - up to two sockets that close when the peer process dies (the data
-//    connection, the control connection), watched for a hang-up without
-//    reading them;
-//  - the peer process itself, when it runs on this host;
+//  - up to kMaxSockets sockets that close when the peer process dies (a
+//    pair's data and control connections; a group's rendezvous
+//    connections, one per rank), watched for a hang-up without reading
+//    them;
+//  - the peer process itself, when it runs on this host, and optionally
+//    how long it has been stopped (SIGSTOP, a debugger): a peer stopped
+//    that long is judged silent;
 //  - a failure flag another thread raises (the pair's liveness watcher);
 //  - the peer's liveness verdict (PeerState), read at every check: a peer
 //    silent for peer_silence_ms ends the wait like a dead one, but
@@ -89,10 +92,14 @@ class PeerWatch {
  public:
   static constexpr uint64_t kSocketCheckNs = 1000000;
   static constexpr uint64_t kProcessCheckNs = 20000000;
+  static constexpr int kMaxSockets = 16;
 
   // `what` names the socket in messages ("data connection"); static text.
-  void watch_socket(int fd, const char *what);
-  void watch_process(pid_t pid, uint64_t start_time);
+  // `tag` is the caller's (a group's rank), read back with socket_tag().
+  void watch_socket(int fd, const char *what, int tag = -1);
+  // `stopped_ns` > 0: a process seen stopped for that long (looked at
+  // every kProcessCheckNs) ends the wait as silent (ETIMEDOUT).
+  void watch_process(pid_t pid, uint64_t start_time, uint64_t stopped_ns = 0);
   void watch_flag(bool (*raised)(const void *ctx), const void *ctx);
   void watch_peer(const PeerState *state) { state_ = state; }
   const PeerState *peer_state() const { return state_; }
@@ -118,23 +125,38 @@ class PeerWatch {
   bool gone() const { return how_ != How::kAlive; }
   // The socket that went (its `what`), or nullptr when it was not a socket.
   const char *socket_name() const;
+  // That socket's tag, -1 when it was not a socket.
+  int socket_tag() const;
+  // What ended the wait, for callers that word it themselves.
+  bool exited() const { return how_ == How::kExited; }
+  bool stopped() const { return how_ == How::kStopped; }
+  bool flagged() const { return how_ == How::kFlag; }
+  // How long the process had been seen stopped (stopped() only).
+  uint64_t stopped_for_ns() const { return stopped_for_; }
   // How the peer went, for messages: "closed the data connection",
   // "reset the control connection", "process has exited", "failed".
   std::string why() const;
   // The status a wait that ended this way returns: ETIMEDOUT for a silent
   // peer, EPEERCLOSED otherwise.
-  int code() const { return how_ == How::kSilent ? DS4TP_ETIMEDOUT : DS4TP_EPEERCLOSED; }
-  bool silent() const { return how_ == How::kSilent; }
+  int code() const {
+    return how_ == How::kSilent || how_ == How::kStopped ? DS4TP_ETIMEDOUT : DS4TP_EPEERCLOSED;
+  }
+  bool silent() const { return how_ == How::kSilent || how_ == How::kStopped; }
 
  private:
-  enum class How { kAlive, kClosed, kReset, kExited, kFlag, kSilent };
+  enum class How { kAlive, kClosed, kReset, kExited, kFlag, kSilent, kStopped };
   void saw_hangup(int index, Hangup h);
+  bool look_sockets(uint64_t timeout_ns);
+  bool look_process(uint64_t now);
 
-  int fds_[2] = {-1, -1};
-  const char *names_[2] = {"", ""};
+  // Filled up to nfds_ (no initialiser: a gate builds one per call).
+  int fds_[kMaxSockets];
+  const char *names_[kMaxSockets];
+  int tags_[kMaxSockets];
   int nfds_ = 0;
   pid_t pid_ = 0;
   uint64_t start_ = 0;  // 0: the process is not watched
+  uint64_t stopped_limit_ = 0, stopped_since_ = 0, stopped_for_ = 0;
   bool (*raised_)(const void *) = nullptr;
   const void *ctx_ = nullptr;
   const PeerState *state_ = nullptr;

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/status.hpp"
 #include "common/clock.hpp"
 #include "talk/liveness.hpp"
 #include "wire/gate_header.hpp"
@@ -146,7 +147,7 @@ int Pair::settle(int rc, Error &err) {
     case DS4TP_EFAILED:
     case DS4TP_EDIVERGED: return rc;
     default:
-      if (err.message.empty()) err.message = ds4tp_strerror(rc);
+      if (err.message.empty()) err.message = status_message(rc);
       stats_.failed_call(rc);
       record(err, true);
       return rc;
@@ -299,7 +300,7 @@ int Pair::connect_once(Error &err) {
   const tr::Descriptor *d = tr::find(chosen);
   if (d == nullptr)
     return err.set(DS4TP_EUNSUPPORTED, "transport {} is not built into this library",
-                   ds4tp_transport_name(chosen));
+                   transport_name(chosen));
   std::unique_ptr<tr::State> prepared;
   std::string fallback;
   if ((rc = d->setup(c, offer(d->id), prepared, fallback, err))) return rc;
@@ -512,7 +513,7 @@ int Pair::start_control_plane(Error &err) {
 int Pair::trace_meta(stats::TraceMeta &m) const {
   m.rank = rank();
   m.role = opt_.role == DS4TP_ROLE_LEADER ? "leader" : "worker";
-  m.transport = ds4tp_transport_name(transport_kind_);
+  m.transport = transport_name(transport_kind_);
   char hex[33];
   auto h = host_identity();
   for (int i = 0; i < 16; i++) std::snprintf(hex + 2 * i, 3, "%02x", h[size_t(i)]);

@@ -150,6 +150,7 @@ static void print_layout(void) {
   FIELD(ds4tp_group_options, psk_bytes);
   FIELD(ds4tp_group_options, spin_us);
   FIELD(ds4tp_group_options, peer_silence_ms);
+  FIELD(ds4tp_group_options, yield_us);
 
   SIZE(ds4tp_batch_item);
   FIELD(ds4tp_batch_item, session_id);

@@ -210,7 +210,7 @@ def test_mark_failed_releases_the_peer():
 def test_two_ranks_over_tcp_process_form():
     opts = [ds4tp.GroupOptions(rank=r, group_size=2, rendezvous_host="127.0.0.1",
                                transport=ds4tp.Transport.TCP, connect_timeout_ms=20000,
-                               op_timeout_ms=20000, spin_us=-1)
+                               op_timeout_ms=20000, spin_us=0)
             for r in range(2)]
     opts[0].rendezvous_port = 0
     g0 = ds4tp.Group(opts[0])

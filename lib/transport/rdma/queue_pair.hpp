@@ -3,7 +3,7 @@
 // The transport's protocol logic (receive windows, splitting, drains, bulk
 // rounds, error handling) talks only to these two classes, so it runs
 // unchanged over real verbs (verbs_device.cpp, hardware only) and over the
-// in-memory unreliable-connected pair in fake_qp.hpp that the tests use.
+// in-memory unreliable-connected pair in tests/support/fake_qp.hpp.
 // No verbs type appears here.
 //
 // Semantics every implementation provides (those of a UC queue pair, the

@@ -96,6 +96,14 @@ int Segment::map_created(Error &err) {
 }
 
 int Segment::open_existing(const std::string &name, uint64_t bytes, Error &err) {
+  return open_named(name, bytes, true, err);
+}
+
+int Segment::open_shared(const std::string &name, uint64_t bytes, Error &err) {
+  return open_named(name, bytes, false, err);
+}
+
+int Segment::open_named(const std::string &name, uint64_t bytes, bool remove_name, Error &err) {
   int fd = os::shm_open_cloexec(name.c_str(), O_RDWR, 0);
   if (fd < 0)
     return err.set(DS4TP_EIO,
@@ -105,7 +113,7 @@ int Segment::open_existing(const std::string &name, uint64_t bytes, Error &err) 
   fd_ = fd;
   name_ = name;
   // Both ranks have it open or mapped now; the name is no longer needed.
-  shm_unlink(name.c_str());
+  if (remove_name) shm_unlink(name.c_str());
   struct stat st {};
   if (fstat(fd, &st) != 0)
     return err.set(DS4TP_EIO, "cannot stat shared-memory segment {}: {}", name,

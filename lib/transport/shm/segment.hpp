@@ -31,6 +31,9 @@ class Segment {
   // Opens someone else's segment, removes its name at once, checks that
   // it is `bytes` long and owned by this user, and maps it.
   int open_existing(const std::string &name, uint64_t bytes, Error &err);
+  // The same, keeping the name for others to open (a group's ranks): its
+  // creator removes it once every rank has it mapped.
+  int open_shared(const std::string &name, uint64_t bytes, Error &err);
   // Removes the name (idempotent; a name already gone is fine).
   void unlink();
 
@@ -40,6 +43,7 @@ class Segment {
 
  private:
   void release();
+  int open_named(const std::string &name, uint64_t bytes, bool remove_name, Error &err);
 
   std::string name_;
   bool linked_ = false;  // we still have to remove name_

@@ -11,9 +11,6 @@
 #include <cerrno>
 #include <cstdint>
 
-#include <sys/socket.h>
-#include <sys/uio.h>
-
 #include "net/socket.hpp"
 #include "wire/gate_header.hpp"
 
@@ -29,12 +26,7 @@ inline ssize_t send_stream(int fd, const uint8_t *hdr, const uint8_t *body, uint
 // Reads what the socket holds of the stream's bytes [got, total): the
 // recv/recvmsg result (0 at EOF, -1 with errno, EAGAIN when nothing is there).
 inline ssize_t recv_stream(int fd, uint8_t *hdr, uint8_t *body, uint64_t got, uint64_t total) {
-  if (hdr + wire::kGateHeaderBytes == body) return ::recv(fd, hdr + got, total - got, MSG_DONTWAIT);
-  iovec iov[2];
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = size_t(net::stream_iov(hdr, wire::kGateHeaderBytes, body, got, total, iov));
-  return ::recvmsg(fd, &msg, MSG_DONTWAIT);
+  return net::recv_stream(fd, hdr, wire::kGateHeaderBytes, body, got, total);
 }
 
 // The receiving half of one gate's stream: the peer's header, checked

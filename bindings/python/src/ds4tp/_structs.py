@@ -168,6 +168,7 @@ class GroupOptions(_Struct):
         ("psk_bytes", c_uint32),
         ("spin_us", c_int32),
         ("peer_silence_ms", c_int32),
+        ("yield_us", c_int32),
     ]
 
     def __setattr__(self, name, value):

@@ -645,10 +645,13 @@ pub struct ds4tp_group_options {
     pub psk: *const c_void,
     /// `psk_bytes` of `ds4tp_group_options`.
     pub psk_bytes: u32,
-    /// shm busy-poll before sleeping (us): 0 default, -1 never; DS4TP_GROUP_SPIN_US overrides.
+    /// Busy-poll before yielding (us), as in `ds4tp_options`: DS4TP_SPIN_ADAPTIVE (-1, default)
+    /// learns it, 0 never spins; DS4TP_GROUP_SPIN_US overrides.
     pub spin_us: i32,
     /// tcp: a rank not heard this long (ms) fails the group (default 1000, 200..600000).
     pub peer_silence_ms: i32,
+    /// Yield phase after the spin (us): -1 default (DS4TP_GROUP_YIELD_US, else 200), 0 none.
+    pub yield_us: i32,
 }
 
 extern "C" {

@@ -63,10 +63,13 @@ pub struct GroupOptions {
     pub chunk_bytes: Option<u32>,
     /// Pre-shared key (>= 16 bytes).
     pub psk: Option<Vec<u8>>,
-    /// shm busy-poll before sleeping, us (-1 never); DS4TP_GROUP_SPIN_US overrides.
+    /// Busy-poll before yielding, us: `SPIN_ADAPTIVE` (-1, the default) learns it, 0 never
+    /// spins (as in `Options`); DS4TP_GROUP_SPIN_US overrides.
     pub spin_us: Option<i32>,
     /// tcp: a rank not heard this long fails the group, ms (200..600000).
     pub peer_silence_ms: Option<i32>,
+    /// Yield phase after the spin, us (-1 default: 200; 0 none).
+    pub yield_us: Option<i32>,
 }
 
 impl GroupOptions {
@@ -110,6 +113,9 @@ impl GroupOptions {
         }
         if let Some(v) = self.peer_silence_ms {
             o.peer_silence_ms = v;
+        }
+        if let Some(v) = self.yield_us {
+            o.yield_us = v;
         }
         o
     }

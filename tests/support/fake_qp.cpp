@@ -1,4 +1,4 @@
-#include "transport/rdma/fake_qp.hpp"
+#include "support/fake_qp.hpp"
 
 #include <cstring>
 #include <deque>

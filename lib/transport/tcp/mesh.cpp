@@ -1,0 +1,159 @@
+#include "transport/tcp/mesh.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "transport/tcp/gate_stream.hpp"
+#include "transport/transport.hpp"
+
+namespace ds4tp::tcp {
+namespace {
+
+bool raised(const void *ctx) {
+  return static_cast<const std::atomic<bool> *>(ctx)->load(std::memory_order_acquire);
+}
+
+}  // namespace
+
+Mesh::Mesh(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout_ns,
+           const os::WaitPolicy &policy, bool adaptive)
+    : fds_(std::move(fds)), rank_(rank), n_(int(fds_.size())), timeout_(timeout_ns),
+      staging_(size_t(n_) * (kRoom + chunk)), chunk_(chunk), policy_(policy) {
+  const uint64_t yield = policy_.yield_ns;
+  os::set_spin(policy_, budget_, policy.spin_ns, adaptive);
+  policy_.yield_ns = yield;
+  policy_.clock_every = 8;  // each idle round is a few system calls already
+  for (auto &f : fds_)
+    if (f.valid()) net::set_nonblocking(f.get());
+}
+
+int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const void **views,
+               Error &err) {
+  if (aborted()) return err.set(DS4TP_EFAILED, "group failed: marked failed");
+  Peer peers[kMaxPeers];
+  int pending = 0;
+  for (int r = 0; r < n_; r++) {
+    views[r] = nullptr;
+    if (r == rank_) continue;
+    peers[r].send = src != nullptr;
+    peers[r].recv = root < 0 || r == root;
+    pending += peers[r].send + peers[r].recv;
+  }
+  if (src != nullptr) views[rank_] = src[rank_];
+  // The waiter (and its clock read) starts at the first round that does
+  // not finish the step: a step whose bytes are there at once (the usual
+  // case) never reads the clock.
+  os::PeerWatch watch;
+  watch.watch_flag(raised, &aborted_);
+  std::optional<os::Waiter> w;
+  uint64_t deadline = 0;
+  while (pending > 0) {
+    bool moved = false;
+    for (int r = 0; r < n_; r++) {
+      Peer &p = peers[r];
+      if (p.send) {  // first: the peer may be waiting for these bytes already
+        if (int rc = pump_send(h, src[r], r, p, moved, err)) return fail(rc);
+        if (!p.send) pending--;
+      }
+      if (p.recv) {
+        if (int rc = pump_recv(h, r, p, moved, err)) return fail(rc);
+        if (!p.recv) {
+          pending--;
+          views[r] = landing(r);
+        }
+      }
+    }
+    if (pending == 0) break;
+    if (!w) {
+      w.emplace(policy_, &watch);
+      deadline = os::deadline_after(w->now(), timeout_);
+    } else if (moved) {
+      w->progress();
+      deadline = os::deadline_after(w->last_progress(), timeout_);
+    }
+    if (moved) continue;
+    int perr = 0;
+    const int rc = w->idle(deadline, [&](uint64_t left) { perr = block(peers, left); });
+    if (perr != 0) return fail(err.set(DS4TP_EIO, "poll: {}", std::strerror(perr)));
+    if (rc == DS4TP_ETIMEDOUT) {
+      int late = 0;
+      while (late < n_ && !peers[late].send && !peers[late].recv) late++;
+      return fail(err.set(DS4TP_ETIMEDOUT, "step {}: rank {} made no progress within {} ms",
+                          h.step, late, timeout_ / 1'000'000));
+    }
+    if (rc != DS4TP_OK) return err.set(DS4TP_EFAILED, "group failed: marked failed");
+  }
+  return DS4TP_OK;
+}
+
+void Mesh::abort() {
+  aborted_.store(true, std::memory_order_release);
+  for (auto &f : fds_)
+    if (f.valid()) ::shutdown(f.get(), SHUT_RDWR);
+}
+
+// Sleeps in poll() on the links still moving, in slices so the abort flag
+// is read while blocked. An errno value when poll() failed, else 0.
+int Mesh::block(const Peer *peers, uint64_t left_ns) {
+  pollfd pf[kMaxPeers];
+  int np = 0;
+  for (int r = 0; r < n_; r++) {
+    const Peer &p = peers[r];
+    if (p.send || p.recv)
+      pf[np++] = {fds_[r].get(), short((p.send ? POLLOUT : 0) | (p.recv ? POLLIN : 0)), 0};
+  }
+  const uint64_t ms = left_ns / 1'000'000 + 1;
+  const int slice = ms < uint64_t(kLivenessSliceMs) ? int(ms) : kLivenessSliceMs;
+  if (poll(pf, nfds_t(np), slice) < 0 && errno != EINTR) return errno;
+  return 0;
+}
+
+// Reads what rank r's socket holds of this step: header and body in one
+// call, into the header room and the landing after it.
+int Mesh::pump_recv(const StepHeader &h, int r, Peer &p, bool &moved, Error &err) {
+  const size_t total = h.size + h.body;
+  uint8_t *body = landing(r), *hdr = body - h.size;
+  while (p.recv) {
+    const ssize_t k = net::recv_stream(fds_[r].get(), hdr, h.size, body, p.got, total);
+    if (k == 0)
+      return err.set(DS4TP_EPEERCLOSED, "rank {} closed its connection (step {})", r, h.step);
+    if (k < 0) {
+      if (retry_later(errno)) return DS4TP_OK;
+      return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", r, std::strerror(errno), h.step);
+    }
+    const bool hdr_done = p.got < h.size && p.got + size_t(k) >= h.size;
+    p.got += size_t(k);
+    moved = true;
+    if (hdr_done)
+      if (int rc = h.check(hdr, h.step, h.body, r, err)) return rc;
+    if (p.got == total) p.recv = false;
+  }
+  return DS4TP_OK;
+}
+
+int Mesh::pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, bool &moved,
+                    Error &err) {
+  const size_t total = h.size + h.body;
+  while (p.send) {
+    const ssize_t k = net::send_stream(fds_[r].get(), h.bytes, h.size, src, p.sent, total);
+    if (k < 0) {
+      if (retry_later(errno)) return DS4TP_OK;
+      return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", r, std::strerror(errno), h.step);
+    }
+    p.sent += size_t(k);
+    moved = true;
+    if (p.sent == total) p.send = false;
+  }
+  return DS4TP_OK;
+}
+
+int Mesh::fail(int rc) {
+  abort();
+  return rc;
+}
+
+}  // namespace ds4tp::tcp

@@ -1,0 +1,87 @@
+// The tcp links of one group rank: a connected socket to every other rank
+// (the full mesh bring-up opened), and one step over them: this rank's
+// message to each peer and each peer's message to this rank, all moved in
+// one loop over non-blocking sockets so large steps cannot deadlock on
+// full socket buffers. Each message is a step header (the caller's bytes,
+// checked by the caller's function once whole) and a body.
+//
+// Each peer's message lands in a staging buffer of the mesh with room for
+// the header right before it, so it arrives with one plain recv (a
+// two-piece recvmsg costs more per call, and the wait polls with it). A
+// message sent from a buffer with such room (the group buffer) goes with
+// one plain send as well.
+//
+// Waiting goes through os::Waiter with the caller's policy; a step's
+// deadline counts from the last bytes moved, so a slow link that keeps
+// moving is not a stopped rank. A failure shuts every socket down, so the
+// peers see this rank leave; a peer that closes fails the step with
+// EPEERCLOSED naming it. Staging is allocated once, here. One thread
+// steps at a time; abort() may come from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/error.hpp"
+#include "net/socket.hpp"
+#include "os/spin_budget.hpp"
+#include "os/wait.hpp"
+
+namespace ds4tp::tcp {
+
+// A step's header: `bytes` of it go first on every link; `check` judges
+// the header a peer sent (EDESYNC naming both when it is on another step).
+struct StepHeader {
+  const uint8_t *bytes;
+  size_t size;
+  uint64_t step;
+  uint64_t body;  // body bytes of every message of the step
+  int (*check)(const uint8_t *got, uint64_t step, uint64_t body, int peer, Error &err);
+};
+
+class Mesh {
+ public:
+  static constexpr int kMaxPeers = 16;
+  static constexpr size_t kRoom = 64;  // before each landing: header room, alignment kept
+
+  // `fds[r]`: the socket to rank r (invalid at `rank`). `chunk`: the
+  // largest body. `policy.budget` is ignored: adaptive is the mesh's own.
+  Mesh(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout_ns,
+       const os::WaitPolicy &policy, bool adaptive);
+
+  // Sends src[r] (when src is set) to every peer r, and receives a message
+  // from every peer (or only `root` when root >= 0); views[r] then points
+  // at rank r's body (this rank's: src[rank]). `hdr.bytes` may sit in the
+  // kRoom before src[r] (one plain send then).
+  int step(const StepHeader &hdr, int root, const uint8_t *const *src, const void **views,
+           Error &err);
+  // Fails this step and every later one, and shuts the links down.
+  void abort();
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  int size() const { return n_; }
+
+ private:
+  struct Peer {
+    size_t sent = 0, got = 0;
+    bool send = false, recv = false;
+  };
+  uint8_t *landing(int r) { return staging_.data() + size_t(r) * (kRoom + chunk_) + kRoom; }
+  int pump_recv(const StepHeader &h, int r, Peer &p, bool &moved, Error &err);
+  int pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, bool &moved, Error &err);
+  int block(const Peer *peers, uint64_t left_ns);
+  int fail(int rc);
+
+  std::vector<net::Fd> fds_;
+  int rank_;
+  int n_;
+  uint64_t timeout_;
+  std::vector<uint8_t> staging_;
+  size_t chunk_;
+  std::atomic<bool> aborted_{false};
+  os::WaitPolicy policy_;
+  os::SpinBudget budget_;
+};
+
+}  // namespace ds4tp::tcp
