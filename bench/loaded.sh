@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The adaptive wait policy (the default) against the two fixed ones, on an
-# idle and on an oversubscribed host (issue #20).
+# idle and on an oversubscribed host (bench/README.md, "Adaptive waiting").
 #   bench/loaded.sh [build-dir]          (default build/; it must be built)
 # Twice, first as the machine is, then with one CPU hog (a shell busy loop)
 # per online core, killed on exit:

@@ -3,8 +3,10 @@
 # spawned worker on loopback) and plots the result.
 #   bench/run.sh [ds4tp_bench options]      e.g. --long, --transports tcp
 # Output: bench-out/ (table.txt, results.csv, samples-16k.csv, *.png,
-# summary.md),
-# or the directory given with --out. DS4TP_BUILD_DIR overrides build/.
+# summary.md), or the directory given with --out; the target figures also
+# go into bench/results/<date>-<host>.md (bench/summary.py --out-dir).
+# DS4TP_BUILD_DIR overrides build/; DS4TP_BENCH_HOST names the host in
+# bench/results/ (default: uname -n).
 # Big gates on a rate-limited veth link vs loopback, with their target
 # lines: bench/link/run.sh (root; bench/README.md, "Big gates on a
 # rate-limited link").
@@ -21,6 +23,8 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 "$dir/bench/ds4tp_bench" --out "$out" "$@"
 /usr/bin/python3 bench/plot.py "$out"
-# The target figures as a Markdown row (bench/README.md's run tables).
-/usr/bin/python3 bench/summary.py "$out" >"$out/summary.md"
+# The target figures as a Markdown row, in the run's summary.md and in
+# the host's file of the day under bench/results/.
+/usr/bin/python3 bench/summary.py "$out" --out-dir bench/results \
+  --host "${DS4TP_BENCH_HOST:-$(uname -n)}" >"$out/summary.md"
 echo "summary.py: wrote $out/summary.md"

@@ -52,8 +52,8 @@ list(LENGTH samples ns)
 if(ns LESS 151)  # header + 30 samples x 5 variants over tcp
   message(FATAL_ERROR "samples-16k.csv has ${ns} lines, expected at least 151")
 endif()
-# summary.py (bench/README.md's run tables) reads the run back: every
-# target figure of the default policy is there.
+# summary.py (the tables of bench/README.md and bench/results/) reads
+# the run back: every target figure of the default policy is there.
 if(PYTHON AND SUMMARY)
   execute_process(COMMAND "${PYTHON}" "${SUMMARY}" "${OUT}"
     RESULT_VARIABLE rc OUTPUT_VARIABLE md ERROR_VARIABLE err TIMEOUT 60)

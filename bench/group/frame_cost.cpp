@@ -7,11 +7,12 @@
 // Linux copies a TCP send into the sending thread's page fragment (32
 // KiB), so sizes sent from one thread shift each other's offsets there.
 // Prints the p50 of each size and its ratio to the first. --one-thread
-// sends every size from one thread instead, as ds4tp_bench once did.
+// sends every size from one thread instead, to show how sizes sent from
+// one thread shift each other (ds4tp_bench gives each variant a thread).
 // --pin puts the parent on CPU 0 and the child on CPU 1, as ds4tp_bench
 // pins its ranks. --per-round also prints each size's p50 in every round:
-// on the session 12 host the framed sizes' cost came and went in
-// stretches of seconds, for raw sockets as for the library.
+// on some hosts the framed sizes' cost comes and goes in stretches of
+// seconds, for raw sockets as for the library (bench/README.md, "Targets").
 //   g++ -O2 -std=c++17 -o /tmp/frame_cost bench/group/frame_cost.cpp -lpthread
 //   /tmp/frame_cost [--one-thread] [--pin] [--per-round] [rounds] size...
 //   (default: 20 16384 16400)

@@ -10,7 +10,7 @@
 # unframed and with the step header's bytes, as references).
 # Every implementation runs `reps` times, interleaved, and the table shows
 # the median p50, so a burst of load hits all of them alike. Ends with the
-# issue's target lines. The baselines are compiled into a temporary
+# target lines (bench/README.md, "Targets"). The baselines are compiled into a temporary
 # directory; nothing here links into the library.
 # Usage: bench/group/run.sh [build-dir] [iters] [reps]
 set -euo pipefail
