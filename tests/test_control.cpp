@@ -21,6 +21,7 @@
 #include "session/session.hpp"
 #include "wire/codec.hpp"
 #include "wire/frames.hpp"
+#include "talk/peer_state.hpp"
 
 using namespace ds4tp;
 using namespace ds4tp::wire;
@@ -349,7 +350,7 @@ TEST_CASE("frames that arrive together are read in one go and returned one by on
   raw_write(tp.b, bytes);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // all of it in the socket
 
-  os::PeerState peer;
+  talk::PeerState peer;
   ChannelConfig c = cfg(DS4TP_ROLE_LEADER);
   c.peer = &peer;
   Channel ch(tp.a, c);

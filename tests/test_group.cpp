@@ -12,7 +12,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "group/heartbeat.hpp"
+#include "talk/group_beat.hpp"
 #include "group/reduce.hpp"
 #include "group/wire.hpp"
 #include "group_util.hpp"
@@ -110,8 +110,8 @@ TEST_CASE("group: wire codecs round-trip and refuse bad input", "[group]") {
 }
 
 TEST_CASE("group: the heartbeat stream reads beats, a notice split across reads, and refuses other bytes", "[group]") {
-  using group::BeatReader;
-  const uint8_t stream[] = {group::kBeat, group::kNotice, 2, uint8_t(-DS4TP_ETIMEDOUT), group::kBeat};
+  using talk::BeatReader;
+  const uint8_t stream[] = {talk::kBeat, talk::kNotice, 2, uint8_t(-DS4TP_ETIMEDOUT), talk::kBeat};
   BeatReader r(true);
   size_t used = 0;
   CHECK(r.feed(stream, 3, used) == BeatReader::kNone);  // the notice's last byte is still to come
@@ -125,8 +125,8 @@ TEST_CASE("group: the heartbeat stream reads beats, a notice split across reads,
   BeatReader from_peer(false);
   CHECK(from_peer.feed(stream, sizeof stream, used) == BeatReader::kBadByte);
   CHECK(used == 2);
-  CHECK(from_peer.bad_byte() == group::kNotice);
-  const uint8_t junk[] = {group::kBeat, 0x00};
+  CHECK(from_peer.bad_byte() == talk::kNotice);
+  const uint8_t junk[] = {talk::kBeat, 0x00};
   BeatReader r2(true);
   CHECK(r2.feed(junk, sizeof junk, used) == BeatReader::kBadByte);
   CHECK(r2.bad_byte() == 0x00);

@@ -90,16 +90,16 @@ int Group::finish(int rc, Error &err) {
   return rc;
 }
 
-// tcp groups beat on the rendezvous connections (heartbeat.hpp); shm ranks
+// tcp groups beat on the rendezvous connections (talk/group_beat.hpp); shm ranks
 // read each other's process state instead (shm.cpp).
 int Group::start_heartbeat(Error &err) {
   if (!medium_ || medium_->transport() != DS4TP_TRANSPORT_TCP) return DS4TP_OK;
-  HeartbeatConfig hc;
+  talk::HeartbeatConfig hc;
   hc.rank = opt_.rank;
   hc.silence_ns = opt_.peer_silence_ns;
   for (int r = 0; r < int(ctl_.size()); r++)
     if (ctl_[size_t(r)].valid()) hc.links.push_back({ctl_[size_t(r)].get(), opt_.rank == 0 ? r : 0});
-  return Heartbeat::start(hc, [this](int code, const std::string &why) { abort_with(code, why); },
+  return talk::Heartbeat::start(hc, [this](int code, const std::string &why) { abort_with(code, why); },
                           heartbeat_, err);
 }
 

@@ -19,7 +19,7 @@
 
 #include "auth/key.hpp"
 #include "common/error.hpp"
-#include "group/heartbeat.hpp"
+#include "talk/group_beat.hpp"
 #include "group/reduce.hpp"
 #include "net/socket.hpp"
 #include "os/wait.hpp"
@@ -147,10 +147,10 @@ class Group {
   net::Fd listen_fd_;
   // Rendezvous sockets, kept for the group's life: their hang-up tells a
   // peer's death where nothing else does (an shm group, a zombie rank),
-  // and tcp groups beat on them (heartbeat.hpp).
+  // and tcp groups beat on them (talk/group_beat.hpp).
   // Rank 0 holds one per rank (index = rank); the others hold [0].
   std::vector<net::Fd> ctl_;
-  std::unique_ptr<Heartbeat> heartbeat_;  // tcp only; joined before ctl_ closes
+  std::unique_ptr<talk::Heartbeat> heartbeat_;  // tcp only; joined before ctl_ closes
   std::atomic<int> failed_{0};
   mutable std::mutex mu_;
   std::string msg_;

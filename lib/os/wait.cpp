@@ -1,25 +1,6 @@
 #include "os/wait.hpp"
 
-#include "wire/gate_header.hpp"
-
 namespace ds4tp::os {
-
-std::string PeerState::where_peer_is() const {
-  uint64_t kl = peer_kind_layer.load(std::memory_order_relaxed);
-  uint64_t seq = peer_seq.load(std::memory_order_relaxed);
-  if (heartbeats.load(std::memory_order_relaxed) == 0)
-    return fmt::format("no heartbeat from the {} arrived yet", peer);
-  if (seq == 0) return fmt::format("the {} is alive and has completed no gate yet", peer);
-  return fmt::format("the {} is alive, its last completed gate is {} layer {} seq {}", peer,
-                     wire::gate_kind_name(uint16_t(kl >> 32)), uint32_t(kl), seq);
-}
-
-std::string PeerState::silence() const {
-  return fmt::format("the {} went silent: no heartbeat for {} ms (peer_silence_ms {}): it is "
-                     "stopped, frozen, or the link is cut",
-                     peer, silent_for_ns.load(std::memory_order_relaxed) / 1000000,
-                     silence_ns / 1000000);
-}
 
 void PeerWatch::watch_socket(int fd, const char *what, int tag) {
   if (nfds_ == kMaxSockets) return;
@@ -81,7 +62,7 @@ bool PeerWatch::look_process(uint64_t now) {
 
 bool PeerWatch::check(uint64_t now) {
   if (how_ != How::kAlive) return true;
-  if (state_ != nullptr && state_->silent()) {
+  if (silent_ != nullptr && silent_(silence_ctx_)) {
     how_ = How::kSilent;
     return true;
   }
@@ -125,7 +106,7 @@ std::string PeerWatch::why() const {
     case How::kReset: return std::string("reset the ") + names_[which_];
     case How::kExited: return "process has exited";
     case How::kFlag: return "failed";
-    case How::kSilent: return state_ != nullptr ? state_->silence() : "went silent";
+    case How::kSilent: return silence_why_ != nullptr ? silence_why_(silence_ctx_) : "went silent";
     case How::kStopped:
       return fmt::format("process has been stopped (SIGSTOP or a debugger) for {} ms",
                          stopped_for_ / 1000000);

@@ -35,45 +35,6 @@ inline uint64_t deadline_after(uint64_t base, uint64_t span) {
   return span > kNoDeadline - base ? kNoDeadline : base + span;
 }
 
-// What this process knows about the peer's liveness, written by the pair's
-// liveness watcher (talk/liveness.cpp) from the peer's heartbeats and read
-// by every wait through PeerWatch: the hot path reads one atomic. It also
-// holds this rank's last completed gate, which the watcher puts in the
-// heartbeats it sends, and the peer's, which it read from the last
-// heartbeat. Owned by the pair; outlives every transport and the watcher.
-struct PeerState {
-  static constexpr uint32_t kAlive = 0;
-  static constexpr uint32_t kSilent = 1;  // no heartbeat for silence_ns: stays
-  std::atomic<uint32_t> verdict{kAlive};
-  std::atomic<uint64_t> silent_for_ns{0};  // when judged silent, how long it had been
-  uint64_t silence_ns = 0;                 // the limit (set before the watcher starts)
-  const char *peer = "peer";               // "worker" / "leader", for messages
-  // Last completed gates: kind << 32 | layer, and seq. Two relaxed words:
-  // a message may pair a kind with the next gate's seq, nothing worse.
-  std::atomic<uint64_t> my_kind_layer{0}, my_seq{0};
-  std::atomic<uint64_t> peer_kind_layer{0}, peer_seq{0};
-  std::atomic<uint64_t> heartbeats{0};     // received so far
-  std::atomic<uint64_t> heartbeats_missed{0};  // our beat periods with none received (stats)
-
-  bool silent() const { return verdict.load(std::memory_order_relaxed) == kSilent; }
-  // True once the peer's heartbeats say it completed the gate of this
-  // kind and seq (or a later one of the kind): it was there.
-  bool peer_passed(uint16_t kind, uint64_t seq) const {
-    return (peer_kind_layer.load(std::memory_order_relaxed) >> 32) == kind &&
-           peer_seq.load(std::memory_order_relaxed) >= seq;
-  }
-  void completed(uint16_t kind, uint32_t layer, uint64_t seq) {
-    my_kind_layer.store(uint64_t(kind) << 32 | layer, std::memory_order_relaxed);
-    my_seq.store(seq, std::memory_order_relaxed);
-  }
-  // "the worker is alive, its last completed gate is row gate layer 12
-  // seq 3409" (or "... has completed no gate yet"). Allocates: failures only.
-  std::string where_peer_is() const;
-  // "the worker went silent: no heartbeat for 1020 ms (peer_silence_ms
-  // 1000): it is stopped, frozen, or the link is cut".
-  std::string silence() const;
-};
-
 // Everything that says the peer went away, looked at in one place:
 //  - up to kMaxSockets sockets that close when the peer process dies (a
 //    pair's data and control connections; a group's rendezvous
@@ -83,9 +44,9 @@ struct PeerState {
 //    how long it has been stopped (SIGSTOP, a debugger): a peer stopped
 //    that long is judged silent;
 //  - a failure flag another thread raises (the pair's liveness watcher);
-//  - the peer's liveness verdict (PeerState), read at every check: a peer
-//    silent for peer_silence_ms ends the wait like a dead one, but
-//    code() is then ETIMEDOUT, not EPEERCLOSED.
+//  - the peer's liveness verdict (talk::PeerState, through watch_silence),
+//    read at every check: a peer silent for peer_silence_ms ends the wait
+//    like a dead one, but code() is then ETIMEDOUT, not EPEERCLOSED.
 // Sockets are looked at every kSocketCheckNs, the process every
 // kProcessCheckNs, the flag at every check.
 class PeerWatch {
@@ -101,8 +62,14 @@ class PeerWatch {
   // every kProcessCheckNs) ends the wait as silent (ETIMEDOUT).
   void watch_process(pid_t pid, uint64_t start_time, uint64_t stopped_ns = 0);
   void watch_flag(bool (*raised)(const void *ctx), const void *ctx);
-  void watch_peer(const PeerState *state) { state_ = state; }
-  const PeerState *peer_state() const { return state_; }
+  // `silent(ctx)`: the liveness verdict, read at every check; `why(ctx)`
+  // words it (failure path only). talk::watch_peer sets the pair's.
+  void watch_silence(bool (*silent)(const void *ctx), std::string (*why)(const void *ctx),
+                     const void *ctx) {
+    silent_ = silent;
+    silence_why_ = why;
+    silence_ctx_ = ctx;
+  }
 
   // The first wait that uses this watch starts at `now`: its first socket
   // and process looks come a period later, so a wait that ends within a
@@ -159,7 +126,9 @@ class PeerWatch {
   uint64_t stopped_limit_ = 0, stopped_since_ = 0, stopped_for_ = 0;
   bool (*raised_)(const void *) = nullptr;
   const void *ctx_ = nullptr;
-  const PeerState *state_ = nullptr;
+  bool (*silent_)(const void *) = nullptr;
+  std::string (*silence_why_)(const void *) = nullptr;
+  const void *silence_ctx_ = nullptr;
   uint64_t next_socket_ = 0, next_process_ = 0;
   How how_ = How::kAlive;
   int which_ = -1;

@@ -10,6 +10,7 @@
 
 #include "common/status.hpp"
 #include "common/clock.hpp"
+#include "talk/beat_clock.hpp"
 #include "talk/liveness.hpp"
 #include "wire/gate_header.hpp"
 #include "connect/negotiate.hpp"
@@ -495,7 +496,7 @@ int Pair::start_control_plane(Error &err) {
   lc.max_frame_bytes = opt_.max_frame_bytes;
   lc.channel = &session_->channel();
   lc.peer = &peer_state_;
-  lc.heartbeat_ns = std::min<uint64_t>(100000000, peer_state_.silence_ns / 4);
+  lc.heartbeat_ns = talk::beat_period(100000000, peer_state_.silence_ns);
   talk::LivenessHooks hooks;
   session::Session *s = session_.get();
   hooks.close_expected = [s] { return s->stopped(); };

@@ -26,6 +26,7 @@
 #include "stats/trace.hpp"
 #include "transport/transport.hpp"
 #include "wire/hello.hpp"
+#include "talk/peer_state.hpp"
 
 namespace ds4tp {
 
@@ -195,7 +196,7 @@ class Pair {
   net::Fd data_;  // until the transport takes it
   // The peer's liveness (the watcher writes it) and our last gate (the
   // gates write it); declared before everything that reads it.
-  os::PeerState peer_state_;
+  talk::PeerState peer_state_;
   std::unique_ptr<Transport> transport_;
   int transport_kind_ = DS4TP_TRANSPORT_AUTO;
   // Control plane, started at the end of connect(): framed lockstep

@@ -42,7 +42,7 @@ struct SessionConfig {
   uint64_t spin_ns = 0;
   uint32_t n_layer = 0;  // bounds a verify block's layers
   uint32_t n_embd = 0;   // an image embedding row must be n_embd floats
-  os::PeerState *peer = nullptr;  // the peer's heartbeats land here
+  talk::PeerState *peer = nullptr;  // the peer's heartbeats land here
   // A live peer's reply or agreement may come this late (ms; -1: no
   // limit; at least frame_timeout_ms): peer_arrival_timeout_ms.
   int64_t arrival_ms = 0;

@@ -14,6 +14,7 @@
 #include "net/socket.hpp"
 #include "os/os.hpp"
 #include "os/wait.hpp"
+#include "talk/peer_state.hpp"
 
 namespace ds4tp::talk {
 

@@ -27,7 +27,7 @@
 #include "wire/codec.hpp"
 #include "wire/frames.hpp"
 
-namespace ds4tp::os { struct PeerState; }
+namespace ds4tp::talk { struct PeerState; }
 
 namespace ds4tp::talk {
 
@@ -35,7 +35,7 @@ struct ChannelConfig {
   int role = 0;                          // ds4tp_role of this end
   uint32_t max_frame_bytes = 64u << 20;  // largest payload sent or accepted
   uint64_t spin_ns = 0;                  // busy-poll before blocking in poll()
-  os::PeerState *peer = nullptr;         // HEARTBEAT frames read land here
+  talk::PeerState *peer = nullptr;         // HEARTBEAT frames read land here
 };
 
 // A received frame; `payload` stays valid until the next recv.

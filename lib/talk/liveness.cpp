@@ -17,6 +17,8 @@
 #include "stats/stats.hpp"
 #include "talk/channel.hpp"
 #include "wire/frames.hpp"
+#include "talk/beat_clock.hpp"
+#include "talk/peer_state.hpp"
 
 namespace ds4tp::talk {
 
@@ -89,7 +91,7 @@ struct Liveness::Impl {
   bool decided = false;
   uint64_t gone_ns = 0;  // when the hang-up was first seen
   uint64_t heard_ns = 0;     // when the peer was last heard
-  uint64_t last_tick = 0;    // the previous beat
+  BeatClock clock;           // the beats' schedule (beat_clock.hpp)
   uint64_t last_total = 0;   // control bytes received + unread at the last beat
 
   // STOP sent or received: the peer closing is the normal end. The
@@ -105,11 +107,8 @@ struct Liveness::Impl {
     if (decided || cfg.channel == nullptr || cfg.peer == nullptr) return;
     if (lockstep_ended()) return;  // after STOP: nothing to judge
     const uint64_t now = now_ns();
-    os::PeerState &ps = *cfg.peer;
-    // This thread ran late (the process was stopped, the host starved it):
-    // what it did not see is not the peer's silence.
-    if (now - last_tick > ps.silence_ns / 2) heard_ns = now;
-    last_tick = now;
+    talk::PeerState &ps = *cfg.peer;
+    if (clock.ran_late(now)) heard_ns = now;
     wire::HeartbeatMsg m;
     uint64_t kl = ps.my_kind_layer.load(std::memory_order_relaxed);
     m.kind = uint16_t(kl >> 32);
@@ -126,7 +125,7 @@ struct Liveness::Impl {
     last_total = total;
     if (now - heard_ns < ps.silence_ns) return;
     ps.silent_for_ns.store(now - heard_ns, std::memory_order_relaxed);
-    ps.verdict.store(os::PeerState::kSilent, std::memory_order_release);
+    ps.verdict.store(talk::PeerState::kSilent, std::memory_order_release);
     report(DS4TP_ETIMEDOUT, ps.silence(), 0);
   }
   static void on_beat_timer(uv_timer_t *t) { static_cast<Impl *>(t->data)->on_beat(); }
@@ -293,7 +292,9 @@ int Liveness::start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, cons
   if (!im.watching)
     uv_timer_start(&im.hangup, Impl::on_hangup_timer, kHangupCheckMs, kHangupCheckMs);
   if (cfg.channel != nullptr && cfg.peer != nullptr) {
-    im.heard_ns = im.last_tick = now_ns();
+    im.heard_ns = now_ns();
+    im.clock = BeatClock(cfg.peer->silence_ns);
+    im.clock.start(im.heard_ns);
     uint64_t period_ms = std::max<uint64_t>(1, cfg.heartbeat_ns / 1000000);
     uv_timer_start(&im.beat, Impl::on_beat_timer, period_ms, period_ms);
   }

@@ -43,7 +43,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 
-namespace ds4tp::os { struct PeerState; }
+namespace ds4tp::talk { struct PeerState; }
 
 namespace ds4tp::talk {
 
@@ -65,7 +65,7 @@ struct LivenessConfig {
   int dead_peer_ms = 10000;          // TCP_USER_TIMEOUT: unacknowledged data / keepalive
   // Heartbeats: both null = off (only hang-ups are watched).
   Channel *channel = nullptr;        // borrowed; outlives the watcher
-  os::PeerState *peer = nullptr;     // borrowed; outlives the watcher
+  talk::PeerState *peer = nullptr;     // borrowed; outlives the watcher
   uint64_t heartbeat_ns = 100000000;
 };
 

@@ -19,10 +19,10 @@
 
 namespace ds4tp {
 
-namespace os { struct PeerState; }
+namespace talk { struct PeerState; }
 
 // A wait blocked in poll() wakes this often to read the peer's liveness
-// verdict (os::PeerState), whatever the transport.
+// verdict (talk::PeerState), whatever the transport.
 constexpr int kLivenessSliceMs = 20;
 
 // Deadlines and wait policy a transport applies.
@@ -40,7 +40,7 @@ struct DataConfig {
   uint64_t gate_timeout_ns = 0;      // row/batch gate: without progress, once met
   uint64_t big_gate_timeout_ns = 0;  // big gate: without progress, once met
   uint64_t arrival_ns = 0;           // 0: as above; os::kNoDeadline: unlimited
-  const os::PeerState *peer = nullptr;  // owned by the pair; outlives the transport
+  const talk::PeerState *peer = nullptr;  // owned by the pair; outlives the transport
   uint64_t spin_ns = 0;              // busy-poll before blocking
   bool adaptive_spin = false;        // spin_ns is the cap of a learned window
                                      // (os::SpinBudget, one per transport)

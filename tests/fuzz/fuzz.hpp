@@ -49,6 +49,9 @@ int rdma_frames(const uint8_t *d, size_t n);
 // Group bring-up and step messages: byte 0 picks the decoder.
 int group_frames(const uint8_t *d, size_t n);
 std::vector<Bytes> group_seeds();
+// The shm transport's handshake: a header, then an offer or a ready body.
+int shm_offer(const uint8_t *d, size_t n);
+std::vector<Bytes> shm_offer_seeds();
 
 // Valid messages of each kind, encoded with the library's own encoders.
 std::vector<Bytes> seeds(const std::string &target);

@@ -1,5 +1,5 @@
 // Group bring-up and step messages (lib/group/wire.hpp) and the tcp
-// heartbeat stream (lib/group/heartbeat.hpp): byte 0 picks the decoder,
+// heartbeat stream (lib/talk/group_beat.hpp): byte 0 picks the decoder,
 // the rest is its input. A decoded message re-encodes to bytes that
 // decode to the same values.
 #include "fuzz/fuzz.hpp"
@@ -7,13 +7,14 @@
 #include <algorithm>
 #include <cstring>
 
-#include "group/heartbeat.hpp"
+#include "talk/group_beat.hpp"
 #include "group/wire.hpp"
 
 namespace ds4tp::fuzz {
 
 int group_frames(const uint8_t *d, size_t n) {
   using namespace ds4tp::group;
+  using namespace ds4tp::talk;
   if (n == 0) return 0;
   const uint8_t which = d[0] % 6;
   d++;
@@ -94,6 +95,7 @@ int group_frames(const uint8_t *d, size_t n) {
 
 std::vector<Bytes> group_seeds() {
   using namespace ds4tp::group;
+  using namespace ds4tp::talk;
   std::vector<Bytes> out;
   auto add = [&](uint8_t which, const uint8_t *b, size_t n) {
     Bytes v(1, which);

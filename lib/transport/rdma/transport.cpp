@@ -10,6 +10,7 @@
 
 #include "common/clock.hpp"
 #include "wire/gate_header.hpp"
+#include "talk/peer_state.hpp"
 
 namespace ds4tp::rdma {
 
@@ -84,7 +85,7 @@ int RdmaTransport::handle(const Completion &c, const Op &op, Error &err) {
 int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op, Error &err,
                             uint64_t idle_ns, uint64_t meet_ns) {
   if (idle_ns == 0) idle_ns = cfg_.gate_timeout_ns;
-  const os::PeerState *ps = cfg_.peer;
+  const talk::PeerState *ps = cfg_.peer;
   bool met = ps == nullptr || meet_ns <= idle_ns;
   Completion wc[kPollBatch];
   os::Waiter w(policy_, &watch_);

@@ -13,6 +13,7 @@
 #include "transport/rdma/transport.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/rdma_frames.hpp"
+#include "talk/peer_state.hpp"
 
 namespace ds4tp::rdma {
 
@@ -77,7 +78,7 @@ class RdmaTransport final : public Transport {
     // Either socket closing means the peer process is gone.
     watch_.watch_socket(data_.get(), "data");
     watch_.watch_socket(control_fd_, "control");
-    watch_.watch_peer(cfg_.peer);
+    talk::watch_peer(watch_, cfg_.peer);
     os::set_spin(policy_, budget_, cfg_.spin_ns, cfg_.adaptive_spin);
     policy_.grace_ns = kGoneGraceNs;
   }

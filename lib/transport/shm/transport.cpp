@@ -17,6 +17,7 @@
 #include "os/wait.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/shm_offer.hpp"
+#include "talk/peer_state.hpp"
 
 namespace ds4tp {
 namespace {
@@ -103,7 +104,7 @@ class ShmTransport final : public Transport {
     // the pid is checked too when it names the peer here (start != 0).
     watch_.watch_socket(fd_.get(), "data connection");
     watch_.watch_process(peer_pid_, peer_start_);
-    watch_.watch_peer(cfg_.peer);
+    talk::watch_peer(watch_, cfg_.peer);
     os::set_spin(policy_, budget_, cfg_.spin_ns, cfg_.adaptive_spin);
     policy_.clock_every = 64;  // acquire loads and pause only; the clock (vDSO) every 64 rounds
   }

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include "common/clock.hpp"
+#include "talk/peer_state.hpp"
 
 namespace ds4tp::tcp {
 
@@ -121,7 +122,7 @@ struct Fail {
                    kind(m), m.layer, m.aux, m.seq, limit_ns / 1000000, sent, got, total,
                    plan.round >> 10);
   }
-  int never(const os::PeerState &peer, uint64_t limit_ns, Error &err) const {
+  int never(const talk::PeerState &peer, uint64_t limit_ns, Error &err) const {
     return err.set(DS4TP_ETIMEDOUT,
                    "{} (layer {}, gate {}, seq {}): {}, but it never reached this gate in {} "
                    "ms (peer_arrival_timeout_ms, at least the gate's progress deadline)",
@@ -166,7 +167,7 @@ int alternate_exchange(const BigLink &link, const BigPlan &plan, const GateHeade
   Fail f{mine, plan, 0, 0, total};
   os::PeerWatch watch;
   watch.watch_socket(fd, "data connection");
-  watch.watch_peer(cfg.peer);
+  talk::watch_peer(watch, cfg.peer);
   // Several rounds: no busy-polling. A rank then waits at least the
   // peer's whole round (ms), and on loopback the peer's core does the TCP
   // work of that round, so a spinning rank takes the CPU the transfer

@@ -12,6 +12,7 @@
 #include "transport/tcp/big_exchange.hpp"
 #include "transport/tcp/gate_stream.hpp"
 #include "wire/gate_header.hpp"
+#include "talk/peer_state.hpp"
 
 namespace ds4tp {
 namespace {
@@ -92,7 +93,7 @@ class TcpTransport final : public Transport {
     // neither direction can move.
     os::PeerWatch watch;
     watch.watch_socket(fd, "data connection");
-    watch.watch_peer(cfg_.peer);
+    talk::watch_peer(watch, cfg_.peer);
     os::Waiter w(policy_, &watch);
     const uint64_t started = w.last_progress();
     start_ns_ = started;

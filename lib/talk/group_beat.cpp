@@ -1,5 +1,5 @@
-// The tcp group's heartbeat thread (heartbeat.hpp).
-#include "group/heartbeat.hpp"
+// The tcp group's heartbeat thread (group_beat.hpp).
+#include "talk/group_beat.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -9,10 +9,10 @@
 
 #include "common/status.hpp"
 #include "common/clock.hpp"
-#include "group/group.hpp"
+#include "talk/beat_clock.hpp"
 #include "os/os.hpp"
 
-namespace ds4tp::group {
+namespace ds4tp::talk {
 
 BeatReader::Event BeatReader::feed(const uint8_t *p, size_t n, size_t &used) {
   for (used = 0; used < n;) {
@@ -50,12 +50,14 @@ struct Heartbeat::Impl {
 
   void run() {
     os::name_this_thread("ds4tp-gbeat");
-    const uint64_t beat = std::min(cfg.beat_ns, cfg.silence_ns / 4);
-    uint64_t now = now_ns(), next_beat = now, last_tick = now;
+    const uint64_t beat = beat_period(cfg.beat_ns, cfg.silence_ns);
+    BeatClock clock(cfg.silence_ns);
+    uint64_t now = now_ns(), next_beat = now;
+    clock.start(now);
     for (auto &l : links) l.heard_ns = now;
     for (;;) {
-      pollfd pf[kMaxRanks + 1];
-      int idx[kMaxRanks + 1];
+      pollfd pf[kMaxBeatLinks + 1];
+      int idx[kMaxBeatLinks + 1];
       int np = 0;
       pf[np++] = {wake[0], POLLIN, 0};
       for (int i = 0; i < int(links.size()); i++)
@@ -70,11 +72,8 @@ struct Heartbeat::Impl {
       for (int k = 1; k < np; k++)
         if (pf[k].revents != 0 && read_link(links[size_t(idx[k])], now)) return;
       if (now < next_beat) continue;
-      // This thread ran late (the process was stopped or starved): what it
-      // did not see is not the peers' silence.
-      if (now - last_tick > cfg.silence_ns / 2)
+      if (clock.ran_late(now))
         for (auto &l : links) l.heard_ns = now;
-      last_tick = now;
       next_beat = now + beat;
       for (auto &l : links)
         if (l.open) (void)os::send_nosignal(l.at.fd, &kBeat, 1);  // a full socket: it is not reading
@@ -161,4 +160,4 @@ Heartbeat::~Heartbeat() {
   os::wake_close(impl_->wake);
 }
 
-}  // namespace ds4tp::group
+}  // namespace ds4tp::talk

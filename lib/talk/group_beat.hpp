@@ -1,4 +1,5 @@
-// Liveness for tcp groups: a thread per rank that beats on the rendezvous
+// Liveness for tcp groups (the pair's is liveness.hpp; both keep the
+// timing rules of beat_clock.hpp): a thread per rank that beats on the rendezvous
 // connections (rank 0 to every rank, every rank to rank 0) and judges the
 // ranks it hears. A rank not heard for silence_ns (stopped, frozen, or
 // its link cut: nothing closes the socket) fails the group here; rank 0
@@ -23,8 +24,9 @@
 
 #include "common/error.hpp"
 
-namespace ds4tp::group {
+namespace ds4tp::talk {
 
+constexpr int kMaxBeatLinks = 16;  // a group's ranks at most
 constexpr uint8_t kBeat = 0x48;    // 'H'
 constexpr uint8_t kNotice = 0x46;  // 'F'
 
@@ -76,4 +78,4 @@ class Heartbeat {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ds4tp::group
+}  // namespace ds4tp::talk

@@ -1,0 +1,61 @@
+// The pair's knowledge of its peer's liveness, shared by the liveness
+// watcher that writes it and every wait that reads it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "os/wait.hpp"
+
+namespace ds4tp::talk {
+
+// What this process knows about the peer's liveness, written by the pair's
+// liveness watcher (talk/liveness.cpp) from the peer's heartbeats and read
+// by every wait through os::PeerWatch (watch_peer below): the hot path
+// reads one atomic. It also
+// holds this rank's last completed gate, which the watcher puts in the
+// heartbeats it sends, and the peer's, which it read from the last
+// heartbeat. Owned by the pair; outlives every transport and the watcher.
+struct PeerState {
+  static constexpr uint32_t kAlive = 0;
+  static constexpr uint32_t kSilent = 1;  // no heartbeat for silence_ns: stays
+  std::atomic<uint32_t> verdict{kAlive};
+  std::atomic<uint64_t> silent_for_ns{0};  // when judged silent, how long it had been
+  uint64_t silence_ns = 0;                 // the limit (set before the watcher starts)
+  const char *peer = "peer";               // "worker" / "leader", for messages
+  // Last completed gates: kind << 32 | layer, and seq. Two relaxed words:
+  // a message may pair a kind with the next gate's seq, nothing worse.
+  std::atomic<uint64_t> my_kind_layer{0}, my_seq{0};
+  std::atomic<uint64_t> peer_kind_layer{0}, peer_seq{0};
+  std::atomic<uint64_t> heartbeats{0};     // received so far
+  std::atomic<uint64_t> heartbeats_missed{0};  // our beat periods with none received (stats)
+
+  bool silent() const { return verdict.load(std::memory_order_relaxed) == kSilent; }
+  // True once the peer's heartbeats say it completed the gate of this
+  // kind and seq (or a later one of the kind): it was there.
+  bool peer_passed(uint16_t kind, uint64_t seq) const {
+    return (peer_kind_layer.load(std::memory_order_relaxed) >> 32) == kind &&
+           peer_seq.load(std::memory_order_relaxed) >= seq;
+  }
+  void completed(uint16_t kind, uint32_t layer, uint64_t seq) {
+    my_kind_layer.store(uint64_t(kind) << 32 | layer, std::memory_order_relaxed);
+    my_seq.store(seq, std::memory_order_relaxed);
+  }
+  // "the worker is alive, its last completed gate is row gate layer 12
+  // seq 3409" (or "... has completed no gate yet"). Allocates: failures only.
+  std::string where_peer_is() const;
+  // "the worker went silent: no heartbeat for 1020 ms (peer_silence_ms
+  // 1000): it is stopped, frozen, or the link is cut".
+  std::string silence() const;
+};
+
+// Makes `watch` read `state`'s verdict at every check (nothing when null).
+inline void watch_peer(os::PeerWatch &watch, const PeerState *state) {
+  if (state == nullptr) return;
+  watch.watch_silence([](const void *c) { return static_cast<const PeerState *>(c)->silent(); },
+                      [](const void *c) { return static_cast<const PeerState *>(c)->silence(); },
+                      state);
+}
+
+}  // namespace ds4tp::talk
