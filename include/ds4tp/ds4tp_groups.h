@@ -1,0 +1,140 @@
+/* libds4tp: groups of N ranks and their collectives.
+ * Part of the public API: include <ds4tp/ds4tp.h>, which includes this. Experimental (ds4tp.h, "API stability"). */
+#ifndef DS4TP_GROUPS_H
+#define DS4TP_GROUPS_H
+#ifndef DS4TP_H
+#error "include <ds4tp/ds4tp.h> rather than this topic header"
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Groups: N ranks (2..16) and collectives for tensor-parallel engines.  */
+/* Beside the pair; no lockstep control plane. Every rank calls the same */
+/* collectives in the same order with the same counts. Each call waits   */
+/* at most op_timeout_ms for the slowest rank; a rank's death, stop or   */
+/* ds4tp_group_mark_failed fails the group on every rank (EPEERCLOSED,   */
+/* ETIMEDOUT or EFAILED naming the rank), and later calls return         */
+/* DS4TP_EFAILED. One thread per handle at a time.                       */
+
+typedef struct ds4tp_group ds4tp_group;
+
+typedef enum ds4tp_dtype {
+  DS4TP_DTYPE_F32 = 0,
+  DS4TP_DTYPE_F16 = 1,
+  DS4TP_DTYPE_BF16 = 2
+} ds4tp_dtype;
+
+typedef enum ds4tp_reduce_op { DS4TP_OP_SUM = 0 } ds4tp_reduce_op;
+
+typedef struct ds4tp_group_options {
+  uint32_t size; /* sizeof(ds4tp_group_options) as compiled by the caller */
+  /* Rank and group size; -1 = from the launcher's environment:
+   * RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE
+   * (mpirun), SLURM_PROCID/SLURM_NTASKS (srun). */
+  int32_t rank;
+  int32_t group_size;
+  /* Rank 0's rendezvous address: rank 0 listens, the others dial.
+   * NULL / -1 = MASTER_ADDR / MASTER_PORT, else "127.0.0.1" / 29600. */
+  const char *rendezvous_host;
+  int32_t rendezvous_port;
+  int32_t transport;          /* AUTO (shm when all ranks share a host), TCP, SHM */
+  int32_t connect_timeout_ms; /* whole bring-up (default 60000) */
+  int32_t op_timeout_ms;      /* one collective waiting on a peer that makes no
+                               * progress (tcp: bytes still moving on a slow
+                               * link restart it; default 10000) */
+  /* Largest bytes a rank contributes per step; bigger calls run in
+   * chunks. Also the size of ds4tp_group_buffer. Default 1 MiB. */
+  uint32_t chunk_bytes;
+  /* Pre-shared key (>= 16 bytes): every rank proves it to rank 0 with an
+   * HMAC-SHA256 over a fresh nonce. NULL/0 = DS4TP_PSK, else none. */
+  const void *psk;
+  uint32_t psk_bytes;
+  /* How a rank waits for its peers (shm and tcp): busy-poll spin_us,
+   * then yield the CPU for yield_us, then sleep in the kernel. spin_us
+   * means what it means in ds4tp_options: DS4TP_SPIN_ADAPTIVE (-1, the
+   * default) learns the spin, at most 20 us and only when the host has
+   * more cores than ranks (else none: spinning would keep the awaited
+   * rank off the CPU); 0 = never spin; else 1..10000000 us.
+   * DS4TP_GROUP_SPIN_US, when set, fixes it (a negative value: none).
+   * A caller built before yield_us existed (its `size` ends before it)
+   * used the older meaning, which is mapped: 0 (its default) is
+   * DS4TP_SPIN_ADAPTIVE, -1 (its "never") is 0. */
+  int32_t spin_us;
+  /* tcp groups: every rank beats on its rendezvous connection; a rank
+   * not heard for peer_silence_ms (stopped, frozen, link cut) fails the
+   * group on every rank with DS4TP_ETIMEDOUT naming it, even between
+   * calls (default 1000, 200..600000; shm groups read the ranks' process
+   * state instead). Fields added later: older callers get the default. */
+  int32_t peer_silence_ms;
+  /* The yield phase after the spin: -1 (default) = DS4TP_GROUP_YIELD_US,
+   * else 200 us; 0 = sleep right after the spin; else 1..10000000 us. */
+  int32_t yield_us;
+} ds4tp_group_options;
+
+/* Fills `opt` with defaults (rank and size from the environment). */
+DS4TP_EXPERIMENTAL_API void ds4tp_group_options_init(ds4tp_group_options *opt);
+
+/* Creates this rank's handle; nothing is dialled yet. `identity` (may be
+ * NULL) must match on every rank. EINVAL for bad options (size 2..16,
+ * rank in range, rank and size known). */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_new(ds4tp_group **out, const ds4tp_group_options *opt,
+                              const ds4tp_identity *identity);
+
+/* Bring-up: every rank dials rank 0 with its identity (and key proof);
+ * rank 0 checks identities (EIDENTITY naming the rank and field), ranks
+ * (duplicate: EPROTO; missing at the deadline: ETIMEDOUT naming them),
+ * group sizes and keys (EAUTH), and sends the roster; then the data
+ * links (shm segment or a tcp full mesh) are opened. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_connect(ds4tp_group *g);
+
+/* In-process form (the ncclCommInitAll shape): n handles for n threads of
+ * this process, connected, sharing memory, no sockets. opt may be NULL;
+ * its rank, size, rendezvous and transport are ignored. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_new_local(ds4tp_group **groups, int n,
+                                    const ds4tp_group_options *opt,
+                                    const ds4tp_identity *identity);
+
+/* Accepts NULL. Peers still in a call see this rank leave. */
+DS4TP_EXPERIMENTAL_API void ds4tp_group_free(ds4tp_group *g);
+
+/* In-place all-reduce of `count` elements: f32 accumulation, summed in
+ * rank order 0..N-1 on every rank, so every rank gets identical bits. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_all_reduce(ds4tp_group *g, void *buf, uint64_t count,
+                                     int dtype, int op);
+/* out[r*bytes .. ] = rank r's `in` (bytes each); out holds size*bytes. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_all_gather(ds4tp_group *g, const void *in, void *out,
+                                     uint64_t bytes);
+/* Every rank's buf gets root's bytes. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_broadcast(ds4tp_group *g, void *buf, uint64_t bytes,
+                                    int root);
+DS4TP_EXPERIMENTAL_API int ds4tp_group_barrier(ds4tp_group *g);
+
+/* Library-allocated buffer of chunk_bytes (64-byte aligned) the engine
+ * may fill and pass to the calls above; valid until ds4tp_group_free.
+ * Over shm, once connected, it lies in the shared segment, and an
+ * all_reduce of a vector in it needs no copy in (README "Groups"); take
+ * it after ds4tp_group_connect (before, it is a heap buffer). */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_buffer(ds4tp_group *g, void **ptr, uint64_t *bytes);
+
+DS4TP_EXPERIMENTAL_API int ds4tp_group_rank(const ds4tp_group *g);
+DS4TP_EXPERIMENTAL_API int ds4tp_group_size(const ds4tp_group *g);
+/* Active transport (TCP or SHM) after connect, AUTO before. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_transport(const ds4tp_group *g);
+/* Rank 0's rendezvous port after ds4tp_group_new on rank 0 (port 0 asks
+ * for a free one), else the configured port. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_rendezvous_port(const ds4tp_group *g);
+/* The failure status once failed, else 0. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_failed(const ds4tp_group *g);
+/* Message of the failure (or last error); never NULL. */
+DS4TP_EXPERIMENTAL_API const char *ds4tp_group_errmsg(const ds4tp_group *g);
+/* Fails the group here and on every rank; any thread, async-safe enough
+ * to call from a watchdog. */
+DS4TP_EXPERIMENTAL_API void ds4tp_group_mark_failed(ds4tp_group *g);
+
+/* The group's counters (ds4tp_stats.h): collectives by kind, bytes, the
+ * all-reduce latency histogram; the pair-only fields stay 0. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_stats_read(const ds4tp_group *g, ds4tp_stats *st);
+DS4TP_EXPERIMENTAL_API int ds4tp_group_stats_reset(ds4tp_group *g);
+DS4TP_EXPERIMENTAL_API int ds4tp_group_stats_prometheus(const ds4tp_group *g, char *buf, size_t cap,
+                                                        size_t *needed);
+
+#endif /* DS4TP_GROUPS_H */

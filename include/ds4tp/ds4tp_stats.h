@@ -1,0 +1,85 @@
+/* libds4tp: observability: counters, histograms, Prometheus text, traces.
+ * Part of the public API: include <ds4tp/ds4tp.h>, which includes this. */
+#ifndef DS4TP_STATS_H
+#define DS4TP_STATS_H
+#ifndef DS4TP_H
+#error "include <ds4tp/ds4tp.h> rather than this topic header"
+#endif
+
+/* ---- Observability: counters, histograms, Prometheus text, traces ------ */
+/* Every pair and group counts its work at no measurable cost (relaxed    */
+/* per-thread counters, no lock, allocation or system call on the gate    */
+/* path). DS4TP_STATS=0 in the environment skips the clock reads behind   */
+/* the histograms (counters still count).                                 */
+
+/* Histogram buckets: bucket i counts values <= 256 ns << i (i < 25);     */
+/* the last one (DS4TP_STATS_BUCKETS - 1) everything above. Per bucket,   */
+/* not cumulative.                                                        */
+#define DS4TP_STATS_BUCKETS 26
+
+typedef struct ds4tp_stats_hist {
+  uint64_t count;   /* sum of the buckets */
+  uint64_t sum_ns;
+  uint64_t buckets[DS4TP_STATS_BUCKETS];
+} ds4tp_stats_hist;
+
+/* A snapshot since creation or the last ds4tp_stats_reset. Set `size` to */
+/* sizeof(ds4tp_stats) before reading: a binary built against an older,   */
+/* smaller struct gets the fields it knows. Pair snapshots fill the gate  */
+/* fields, group snapshots the collective ones; the rest stay 0.          */
+typedef struct ds4tp_stats {
+  uint32_t size;
+  int32_t rank;
+  int32_t transport;          /* DS4TP_TRANSPORT_* */
+  uint32_t reserved0;
+  uint64_t row_gates, batch_gates, big_gates;
+  uint64_t bytes_sent, bytes_received;   /* payload bytes, not headers */
+  uint64_t errors;            /* calls that failed the handle */
+  uint64_t timeouts, desyncs; /* of those: DS4TP_ETIMEDOUT, DS4TP_EDESYNC */
+  uint64_t rdma_retries, rdma_qp_recreated;
+  uint64_t heartbeats_received;
+  uint64_t heartbeats_missed; /* our beat periods that brought none */
+  /* Gates where the transport tells the peer's arrival apart (tcp: its   */
+  /* first bytes; shm: its stamp): time waiting for the peer vs moving.   */
+  uint64_t split_gates, peer_wait_ns, transfer_ns;
+  uint64_t all_reduces, all_gathers, broadcasts, barriers;  /* groups */
+  ds4tp_stats_hist row_gate, batch_gate, big_gate;
+  ds4tp_stats_hist control_round_trip;  /* leader: command to first reply */
+  ds4tp_stats_hist all_reduce;          /* groups */
+  ds4tp_stats_hist row_peer_wait;       /* row gates: the waiting part */
+} ds4tp_stats;
+
+/* Fills *st (st->size set by the caller). DS4TP_EINVAL for NULL or a     */
+/* size below 16. Any thread, any time, also on a failed pair.            */
+DS4TP_API int ds4tp_stats_read(const ds4tp_pair *pair, ds4tp_stats *st);
+/* Later snapshots count from now. Any thread. */
+DS4TP_API int ds4tp_stats_reset(ds4tp_pair *pair);
+/* Upper bound of bucket i in ns (UINT64_MAX for the last). */
+DS4TP_API uint64_t ds4tp_stats_bucket_le_ns(int i);
+/* Prometheus text exposition (HELP/TYPE lines, ds4tp_* names, labels     */
+/* rank, transport and kind; histograms in seconds) written into buf,     */
+/* NUL-terminated. *needed (may be NULL) gets the length without the NUL; */
+/* DS4TP_ENOMEM when cap <= that length (buf is then left untouched, so   */
+/* call again with *needed + 1). buf may be NULL when cap is 0.           */
+DS4TP_API int ds4tp_stats_prometheus(const ds4tp_pair *pair, char *buf, size_t cap,
+                                     size_t *needed);
+
+/* Tracing: gate and control events go into a preallocated ring (the last */
+/* 65536 gates; DS4TP_TRACE_EVENTS sets another count) and are written as */
+/* Chrome trace / Perfetto JSON (pid = rank, ts in us of CLOCK_MONOTONIC) */
+/* by ds4tp_trace_write and at ds4tp_free. DS4TP_TRACE=path starts it at  */
+/* connect ("%r" in the path becomes the rank). Call from the gate thread */
+/* or while no gate runs. `ds4tp trace merge a.json b.json -o both.json`  */
+/* puts two ranks on one timeline. DS4TP_ESTATE if one already records.   */
+DS4TP_API int ds4tp_trace_start(ds4tp_pair *pair, const char *path);
+/* Writes the file now (recording goes on). DS4TP_ESTATE when none        */
+/* records, DS4TP_EIO when the file cannot be written. */
+DS4TP_API int ds4tp_trace_write(ds4tp_pair *pair);
+/* Merges two ranks' traces into `out`, shifting b's clock onto a's: 0 on */
+/* one host, else estimated from the gates both hold (each rank's gate   */
+/* ends after the peer's began). *offset_us and *uncertainty_us (may be   */
+/* NULL) get the shift and its half-width. DS4TP_EIO naming the problem. */
+DS4TP_API int ds4tp_trace_merge(const char *a, const char *b, const char *out,
+                                double *offset_us, double *uncertainty_us);
+
+#endif /* DS4TP_STATS_H */
