@@ -5,7 +5,8 @@ import array
 import ctypes
 from ctypes import POINTER, c_int, c_int32, c_uint32
 
-from ._buffers import _buffer_address, _floats, _int32s
+from ._buffers import (UNTYPED_FORMATS, _buffer_address, _floats, _int32s, _native, _view,
+                       describe_format)
 from ._constants import (ACK_DONE, DRAFTER_META_BYTES, IMAGE_FINGERPRINT_BYTES, Status,
                          WAIT_FOREVER)
 from ._loader import Error, _check, _lib, last_error
@@ -24,7 +25,12 @@ def _float_out(into, count, what):
     into: ``into`` (writable, large enough) or a new array('f')."""
     if into is None:
         into = array.array("f", bytes(count * 4))
-    address, nbytes, keep = _buffer_address(into, writable=True)
+    fmt = _view(into, f"{what} into").format
+    if _native(fmt) not in ("f",) + tuple(UNTYPED_FORMATS):
+        raise TypeError(f"{what}: into holds {describe_format(fmt)} but float32 values are "
+                        "written: pass a float32 buffer (e.g. np.empty(n, dtype=np.float32)) "
+                        "or raw bytes")
+    address, nbytes, keep = _buffer_address(into, writable=True, what=f"{what} into")
     if nbytes < count * 4:
         raise Error(Status.EINVAL, f"{what}: buffer holds {nbytes // 4} floats, {count} needed")
     return into, address, keep
