@@ -87,9 +87,12 @@ install(CODE "
   endif()
   file(READ \"${PROJECT_BINARY_DIR}/ds4tp.pc.template\" pc)
   string(REPLACE \"@DS4TP_PC_PREFIX@\" \"\${pc_prefix}\" pc \"\${pc}\")
-  file(WRITE \"${PROJECT_BINARY_DIR}/pc-install/ds4tp.pc\" \"\${pc}\")
+  # One scratch file per destination: installs may run side by side.
+  string(MD5 dest \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}\")
+  file(WRITE \"${PROJECT_BINARY_DIR}/pc-install/\${dest}/ds4tp.pc\" \"\${pc}\")
   file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${DS4TP_PC_DIR}\" TYPE FILE
-       FILES \"${PROJECT_BINARY_DIR}/pc-install/ds4tp.pc\")
+       FILES \"${PROJECT_BINARY_DIR}/pc-install/\${dest}/ds4tp.pc\")
+  file(REMOVE_RECURSE \"${PROJECT_BINARY_DIR}/pc-install/\${dest}\")
 " COMPONENT dev)
 
 # `cmake --install --strip` and cpack (CPACK_STRIP_FILES) strip the
