@@ -40,13 +40,13 @@ sit in a collective of their own handle.
 import ctypes
 import enum
 from ctypes import c_void_p
-from typing import Any, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from ._buffers import (UNTYPED_FORMATS, _buffer_address, _native, _release_views, _tracked_view,
                        _view, describe_format)
 from ._constants import Status, Transport
 from ._loader import _Handle, Error, _lib, _text, last_error
-from ._structs import GroupOptions, Identity
+from ._structs import GroupOptions, Identity, Stats
 
 
 class Dtype(enum.IntEnum):
@@ -211,6 +211,27 @@ class Group(_Handle):
     def errmsg(self) -> str:
         """Message of the failure or the last failed call ("" if none)."""
         return _text(_lib().ds4tp_group_errmsg(self._live()))
+
+    def stats(self) -> Dict[str, Any]:
+        """The group's counters and histograms (ds4tp_stats fields, as
+        :meth:`Pair.stats`), e.g. ``stats()["all_reduce"]["count"]``."""
+        st = Stats()
+        st.size = ctypes.sizeof(st)
+        self._check(_lib().ds4tp_group_stats_read(self._live(), ctypes.byref(st)))
+        return st.as_dict()
+
+    def stats_reset(self) -> None:
+        """Later :meth:`stats` count from now."""
+        self._check(_lib().ds4tp_group_stats_reset(self._live()))
+
+    def prometheus(self) -> str:
+        """The Prometheus text exposition of :meth:`stats`."""
+        need = ctypes.c_size_t(0)
+        _lib().ds4tp_group_stats_prometheus(self._live(), None, 0, ctypes.byref(need))
+        buf = ctypes.create_string_buffer(need.value + 1)
+        self._check(_lib().ds4tp_group_stats_prometheus(self._live(), buf, len(buf),
+                                                        ctypes.byref(need)))
+        return buf.value.decode()
 
     def mark_failed(self) -> None:
         """Fails the group on every rank; from any thread."""

@@ -5,7 +5,7 @@
 //! rank gets identical bits; f16 and bf16 data travel as their `u16` bits
 //! ([`F16`], [`BF16`]).
 
-use crate::{owned_str, sys, Error, Identity, Result, Status, Transport, BF16, F16};
+use crate::{owned_str, sys, Error, Identity, Result, Stats, Status, Transport, BF16, F16};
 use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
 use std::ptr;
@@ -311,6 +311,26 @@ impl Group {
     /// Message of the failure (or last error).
     pub fn errmsg(&self) -> String {
         owned_str(unsafe { sys::ds4tp_group_errmsg(self.g) })
+    }
+    /// The group's counters and histograms since creation or
+    /// [`Group::stats_reset`] (all-reduce calls, bytes, latency).
+    pub fn stats(&self) -> Result<Stats> {
+        let mut st = Stats { size: std::mem::size_of::<Stats>() as u32, ..Default::default() };
+        self.check(unsafe { sys::ds4tp_group_stats_read(self.g, &mut st) })?;
+        Ok(st)
+    }
+    /// Later [`Group::stats`] count from now.
+    pub fn stats_reset(&mut self) -> Result<()> {
+        self.check(unsafe { sys::ds4tp_group_stats_reset(self.g) })
+    }
+    /// The Prometheus text exposition of [`Group::stats`].
+    pub fn prometheus(&self) -> Result<String> {
+        let mut need = 0usize;
+        unsafe { sys::ds4tp_group_stats_prometheus(self.g, ptr::null_mut(), 0, &mut need) };
+        let mut buf = vec![0u8; need + 1];
+        self.check(unsafe { sys::ds4tp_group_stats_prometheus(self.g, buf.as_mut_ptr().cast(), buf.len(), &mut need) })?;
+        buf.truncate(need);
+        Ok(String::from_utf8_lossy(&buf).into_owned())
     }
     /// Fails the group here and on every rank.
     pub fn mark_failed(&mut self) {
