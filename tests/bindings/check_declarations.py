@@ -106,7 +106,8 @@ class Header:
         self.enums = set(re.findall(r"typedef\s+enum\s+\w*\s*\{[^}]*\}\s*(\w+)\s*;", self.text))
         self.fn_types = set(re.findall(r"typedef\s+[^;(]*\(\s*\*\s*(\w+)\s*\)", self.text))
         self.functions = {}
-        for m in re.finditer(r"DS4TP_API\s+([^;{}()]*?)\b(ds4tp_\w+)\s*\(([^;{}]*?)\)\s*;", self.text):
+        proto = r"DS4TP_API\s+([^;{}()]*?)\b(ds4tp_\w+)\s*\(([^;{}]*?)\)\s*;"
+        for m in re.finditer(proto, self.text):
             ret, name, params = m.groups()
             ps = split_params(params)
             if ps == ["void"]:
@@ -198,8 +199,8 @@ def rust_functions(src):
 
     out = {}
     for block in re.finditer(r'extern\s+"C"\s*\{(.*?)\n\}', text, flags=re.S):
-        for m in re.finditer(r"pub\s+fn\s+(ds4tp_\w+)\s*\((.*?)\)\s*(->\s*([^;]+))?;", block.group(1),
-                             flags=re.S):
+        proto = r"pub\s+fn\s+(ds4tp_\w+)\s*\((.*?)\)\s*(->\s*([^;]+))?;"
+        for m in re.finditer(proto, block.group(1), flags=re.S):
             name, params, _, ret = m.groups()
             ps = [p.split(":", 1)[1] for p in split_params(params) if p]
             out[name] = (rtype(ret or "", name), [rtype(p, name) for p in ps])
@@ -272,7 +273,8 @@ def self_test(src):
          "pub fn ds4tp_slab_bytes(pair: *const ds4tp_pair) -> u64;",
          "pub fn ds4tp_slab_bytes(pair: *const ds4tp_pair) -> u32;"),
         ("new function", "include/ds4tp/ds4tp.h", "DS4TP_API int ds4tp_group_barrier(",
-         "DS4TP_API int ds4tp_group_fresh(ds4tp_group *g, int x);\nDS4TP_API int ds4tp_group_barrier("),
+         "DS4TP_API int ds4tp_group_fresh(ds4tp_group *g, int x);\n"
+         "DS4TP_API int ds4tp_group_barrier("),
     ]
     want = {"split": None, "python count": "ds4tp_group_broadcast takes 4 parameters",
             "rust type": "ds4tp_slab_bytes returns uint64 in the header, uint32",
