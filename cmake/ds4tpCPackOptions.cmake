@@ -6,3 +6,10 @@ if(CPACK_GENERATOR STREQUAL "DEB")
 else()
   set(CPACK_PACKAGING_INSTALL_PREFIX "/")
 endif()
+# The prefix ds4tp.pc names (see cmake/ds4tpInstall.cmake): the .deb's
+# /usr; empty for the tarball, whose .pc finds it from its own place.
+if(CPACK_GENERATOR STREQUAL "DEB")
+  set(ENV{DS4TP_PC_PREFIX} "/usr")
+else()
+  set(ENV{DS4TP_PC_PREFIX} "")
+endif()

@@ -43,16 +43,26 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/ds4tpConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/ds4tpConfig.cmake ${PROJECT_BINARY_DIR}/ds4tpConfigVersion.cmake
   DESTINATION ${DS4TP_CMAKE_DIR} COMPONENT dev)
 
-# The .pc finds its prefix relative to itself, so `cmake --install --prefix`
-# to any directory gives a working file (unless the dirs are absolute).
+# ds4tp.pc names its prefix as an absolute path, so `pkg-config --cflags
+# --libs ds4tp` prints clean flags (-I/opt/ds4tp/include, and nothing for
+# /usr/include under the .deb): the path is the prefix being installed
+# into, fixed when `cmake --install` (or cpack) runs. A relocatable .pc
+# (prefix=${pcfiledir}/.., found from the file's own place, at the cost of
+# unnormalised flags) is written for the tarball, for an install with
+# DS4TP_PC_RELOCATABLE=1 in the environment, and for an absolute libdir
+# or includedir never (those are used as they are). cpack says per
+# generator which prefix the package installs into (ds4tpCPackOptions.cmake
+# sets DS4TP_PC_PREFIX: /usr for the .deb, empty = relocatable for the
+# tarball), as its staging directory is no place to name.
 if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
   set(DS4TP_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
   set(DS4TP_PC_LIBDIR "${CMAKE_INSTALL_FULL_LIBDIR}")
   set(DS4TP_PC_INCLUDEDIR "${CMAKE_INSTALL_FULL_INCLUDEDIR}")
+  set(ds4tp_pc_up "")
 else()
-  file(RELATIVE_PATH up "/p/${DS4TP_PC_DIR}" "/p")
-  string(REGEX REPLACE "/$" "" up "${up}")
-  set(DS4TP_PC_PREFIX "\${pcfiledir}/${up}")
+  file(RELATIVE_PATH ds4tp_pc_up "/p/${DS4TP_PC_DIR}" "/p")
+  string(REGEX REPLACE "/$" "" ds4tp_pc_up "${ds4tp_pc_up}")
+  set(DS4TP_PC_PREFIX "@DS4TP_PC_PREFIX@")  # filled in at install time
   set(DS4TP_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
   set(DS4TP_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
@@ -61,5 +71,42 @@ set(DS4TP_PC_REQUIRES_PRIVATE "libuv fmt")
 if(DS4TP_CRYPTO_BACKEND STREQUAL "libcrypto")
   string(APPEND DS4TP_PC_REQUIRES_PRIVATE " libcrypto")
 endif()
-configure_file(${PROJECT_SOURCE_DIR}/pkgconfig/ds4tp.pc.in ${PROJECT_BINARY_DIR}/ds4tp.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/ds4tp.pc DESTINATION ${DS4TP_PC_DIR} COMPONENT dev)
+configure_file(${PROJECT_SOURCE_DIR}/pkgconfig/ds4tp.pc.in ${PROJECT_BINARY_DIR}/ds4tp.pc.template @ONLY)
+install(CODE "
+  set(up \"${ds4tp_pc_up}\")
+  if(DEFINED ENV{DS4TP_PC_PREFIX})
+    set(pc_prefix \"\$ENV{DS4TP_PC_PREFIX}\")
+  elseif(\"\$ENV{DS4TP_PC_RELOCATABLE}\" STREQUAL \"1\")
+    set(pc_prefix \"\")
+  else()
+    set(pc_prefix \"\${CMAKE_INSTALL_PREFIX}\")
+  endif()
+  string(REGEX REPLACE \"(.)/+$\" \"\\\\1\" pc_prefix \"\${pc_prefix}\")
+  if(pc_prefix STREQUAL \"\" AND NOT up STREQUAL \"\")
+    set(pc_prefix \"\\\${pcfiledir}/\${up}\")
+  endif()
+  file(READ \"${PROJECT_BINARY_DIR}/ds4tp.pc.template\" pc)
+  string(REPLACE \"@DS4TP_PC_PREFIX@\" \"\${pc_prefix}\" pc \"\${pc}\")
+  # One scratch file per destination: installs may run side by side.
+  string(MD5 dest \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}\")
+  file(WRITE \"${PROJECT_BINARY_DIR}/pc-install/\${dest}/ds4tp.pc\" \"\${pc}\")
+  file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${DS4TP_PC_DIR}\" TYPE FILE
+       FILES \"${PROJECT_BINARY_DIR}/pc-install/\${dest}/ds4tp.pc\")
+  file(REMOVE_RECURSE \"${PROJECT_BINARY_DIR}/pc-install/\${dest}\")
+" COMPONENT dev)
+
+# `cmake --install --strip` and cpack (CPACK_STRIP_FILES) strip the
+# executables and the shared library; the archive's debug info goes too
+# (--strip-debug keeps its symbol table, which the linker needs).
+if(CMAKE_STRIP)
+  install(CODE "
+    if(CMAKE_INSTALL_DO_STRIP)
+      execute_process(COMMAND \"${CMAKE_STRIP}\" --strip-debug
+        \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/$<TARGET_FILE_NAME:ds4tp_static>\"
+        RESULT_VARIABLE rc)
+      if(NOT rc EQUAL 0)
+        message(FATAL_ERROR \"${CMAKE_STRIP} --strip-debug of the installed archive failed\")
+      endif()
+    endif()
+  " COMPONENT dev)
+endif()

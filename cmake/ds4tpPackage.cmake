@@ -1,7 +1,8 @@
 # cpack: system packages from the install rules' components.
 #   .deb  libds4tp0      runtime: libds4tp.so.0 and the ds4tp tool
 #         libds4tp-dev   headers, libds4tp.so, libds4tp.a, CMake package, ds4tp.pc
-#   .tar.gz              everything, relocatable (relative RPATH, .pc from pcfiledir)
+#   .tar.gz              everything, relocatable (relative RPATH, .pc from pcfiledir;
+#                        the .deb's .pc names /usr)
 # `cd build && cpack` (or scripts/package-check.sh, which also checks them).
 # Included last from the top-level CMakeLists.txt.
 set(CPACK_PACKAGE_NAME "libds4tp")
@@ -13,8 +14,9 @@ set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_RESOURCE_FILE_LICENSE "${PROJECT_SOURCE_DIR}/LICENSE")
 set(CPACK_GENERATOR "DEB;TGZ" CACHE STRING "cpack generators")
 set(CPACK_PACKAGE_DIRECTORY "${PROJECT_BINARY_DIR}/packages")
-# Stripped executables and shared library (cmake --install keeps the
-# debug info of RelWithDebInfo builds; the archive is never stripped).
+# Stripped executables and shared library, and the archive without its
+# debug sections (cmake/ds4tpInstall.cmake; plain cmake --install keeps
+# the debug info of RelWithDebInfo builds, --strip drops it too).
 set(CPACK_STRIP_FILES ON)
 # The .deb installs under /usr, the tarball at its top level (bin/, lib/,
 # include/): set per generator by cmake/ds4tpCPackOptions.cmake.

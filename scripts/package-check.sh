@@ -65,8 +65,24 @@ echo "packaged ds4tp probe: $(head -1 "$T/probe.out")"
 
 export PKG_CONFIG_PATH="$root/usr/lib/pkgconfig"
 unset PKG_CONFIG_LIBDIR
+# The packaged .pc names /usr, where the .deb installs, so its flags are
+# clean (-I/usr/include is the compiler's own: pkg-config prints nothing).
+grep -qx 'prefix=/usr' "$root/usr/lib/pkgconfig/ds4tp.pc" ||
+  fail "the .deb's ds4tp.pc does not name prefix=/usr: $(head -1 "$root/usr/lib/pkgconfig/ds4tp.pc")"
+as_installed=$(pkg-config --cflags --libs ds4tp | xargs)
+[ "$as_installed" = "-lds4tp" ] || fail "the .deb's pkg-config flags are not clean: '$as_installed' (want -lds4tp)"
+# Here it lies unpacked under $root: pkg-config is told so.
+pkg-config() { command pkg-config --define-variable=prefix="$root/usr" "$@"; }
 libdir=$(pkg-config --variable=libdir ds4tp)
 [ "$(cd "$libdir" && pwd)" = "$(cd "$root/usr/lib" && pwd)" ] || fail "ds4tp.pc points at $libdir, not the unpacked root"
+# Release packages carry no debug info: stripped library and tool, the
+# archive stripped of its debug sections (its symbols stay).
+for f in "$root/usr/lib/libds4tp.so.$version" "$root/usr/bin/ds4tp" "$root/usr/lib/libds4tp.a"; do
+  if readelf -S "$f" 2>/dev/null | grep -q '\.debug_info'; then fail "$f carries debug info"; fi
+done
+dev_kib=$(( $(stat -c %s "$dev") / 1024 ))
+[ "$dev_kib" -lt 4096 ] || fail "$(basename "$dev") is $dev_kib KiB: more than 4 MiB, is the archive stripped?"
+echo "packaged .pc: $as_installed; $(basename "$dev") $dev_kib KiB, no debug info"
 consumer="$src/tests/install/consumer"
 cc=${CC:-cc}
 # shellcheck disable=SC2046
@@ -96,4 +112,7 @@ tar xzf "$tgz" -C "$T/tgz"
 top=$(ls -d "$T"/tgz/*/)
 env -u LD_LIBRARY_PATH "$top/bin/ds4tp" probe | grep -q "libds4tp $version" || fail "tarball's ds4tp probe"
 [ -f "$top/lib/pkgconfig/ds4tp.pc" ] && [ -f "$top/include/ds4tp/ds4tp.h" ] || fail "tarball lacks headers or ds4tp.pc"
+# Its .pc finds the prefix from its own place (unpacked anywhere).
+tlib=$(PKG_CONFIG_PATH="$top/lib/pkgconfig" command pkg-config --variable=libdir ds4tp)
+[ "$(cd "$tlib" && pwd)" = "$(cd "$top/lib" && pwd)" ] || fail "the tarball's ds4tp.pc points at $tlib, not where it was unpacked"
 echo "package-check OK: $(basename "$runtime"), $(basename "$dev"), $(basename "$tgz")"

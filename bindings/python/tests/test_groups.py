@@ -237,3 +237,19 @@ def test_bad_spin_option_is_refused():
         ds4tp.Group.local(2, ds4tp.GroupOptions(spin_us=-5))
     assert e.value.status == ds4tp.Status.EINVAL
     assert "spin_us" in str(e.value)
+
+
+def test_group_stats_count_the_all_reduces():
+    groups = ds4tp.Group.local(2)
+    try:
+        run_ranks(groups, lambda r, g: [g.all_reduce(array.array("f", [1.0] * 64)) for _ in range(3)])
+        st = groups[0].stats()
+        assert st["all_reduces"] == 3, f"all_reduces = {st['all_reduces']}, want 3"
+        assert st["all_reduce"]["count"] == 3, st["all_reduce"]
+        assert isinstance(st["transport"], ds4tp.Transport), st["transport"]
+        assert "ds4tp" in groups[0].prometheus()
+        groups[0].stats_reset()
+        assert groups[0].stats()["all_reduces"] == 0, "stats_reset did not reset"
+    finally:
+        for g in groups:
+            g.close()

@@ -7,10 +7,14 @@
 // `pkg-config --static`): the `static` feature, or DS4TP_STATIC=1
 // (DS4TP_STATIC=0 forces the shared library even with the feature).
 //
-// No rpath is set: a binary linked against the shared library finds it
-// through the system loader (ldconfig, LD_LIBRARY_PATH, DYLD_LIBRARY_PATH)
-// or through an rpath its own build chooses. Dependents read the directory
-// and the header path as DEP_DS4TP_LIB_DIR and DEP_DS4TP_INCLUDE.
+// No rpath is set unless asked: a binary linked against the shared library
+// finds it through the system loader (ldconfig, LD_LIBRARY_PATH,
+// DYLD_LIBRARY_PATH) or through an rpath its own build chooses; for a
+// library outside the loader's default directories the build prints (as a
+// cargo warning) the exact LD_LIBRARY_PATH line and link argument to use.
+// DS4TP_RPATH=1 adds `-Wl,-rpath,<libdir>` to the link itself. Dependents
+// read the directory and the header path as DEP_DS4TP_LIB_DIR and
+// DEP_DS4TP_INCLUDE.
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,7 +24,7 @@ use std::process::Command;
 const FALLBACK_PRIVATE_LIBS: &[&str] = &["uv", "fmt", "crypto", "stdc++", "m", "dl", "pthread"];
 
 fn main() {
-    for var in ["DS4TP_LIB_DIR", "DS4TP_STATIC", "PKG_CONFIG", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR", "PKG_CONFIG_SYSROOT_DIR"] {
+    for var in ["DS4TP_LIB_DIR", "DS4TP_STATIC", "DS4TP_RPATH", "PKG_CONFIG", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR", "PKG_CONFIG_SYSROOT_DIR"] {
         println!("cargo:rerun-if-env-changed={}", var);
     }
     println!("cargo:rerun-if-changed=build.rs");
@@ -34,7 +38,10 @@ fn main() {
         None => from_pkg_config(want_static),
     };
     match link {
-        Ok(link) => link.emit(),
+        Ok(mut link) => {
+            link.rpath(want_static);
+            link.emit()
+        }
         Err(tried) => {
             eprintln!("ds4tp-sys: cannot find libds4tp.\n{}", tried);
             eprintln!(
@@ -56,7 +63,51 @@ struct Link {
     include: Option<PathBuf>,
 }
 
+// Directories the loader searches without being told (no warning there).
+fn loader_default(dir: &Path) -> bool {
+    let d = dir.to_string_lossy();
+    let d = d.trim_end_matches('/');
+    ["/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib"].contains(&d)
+        || d.starts_with("/usr/lib/") && !d["/usr/lib/".len()..].contains('/')
+        || d.starts_with("/lib/") && !d["/lib/".len()..].contains('/')
+}
+
+fn on(var: &str) -> bool {
+    matches!(env::var(var).ok().as_deref(), Some("1") | Some("ON") | Some("on") | Some("yes") | Some("true"))
+}
+
 impl Link {
+    // DS4TP_RPATH=1: the library's directory as an rpath of the link;
+    // otherwise a warning naming how the binary will find the library.
+    fn rpath(&mut self, want_static: bool) {
+        let dir = match (&self.lib_dir, want_static) {
+            (Some(d), false) => d.clone(),
+            _ => return,
+        };
+        let arg = format!("-Wl,-rpath,{}", dir.display());
+        println!("cargo:rpath_arg={}", arg); // DEP_DS4TP_RPATH_ARG for direct dependents
+        if on("DS4TP_RPATH") {
+            // Cargo hands a build script's link arguments to its own
+            // package's binaries, tests and examples only, never to a
+            // dependent's: say what the dependent's build needs.
+            self.link_args.push(arg.clone());
+            println!(
+                "cargo:warning=ds4tp-sys: DS4TP_RPATH=1 links ds4tp-sys's own targets with `{}`; \
+                 cargo passes no link argument from a dependency to your binary: build it with \
+                 RUSTFLAGS=\"-C link-arg={}\", or print `cargo:rustc-link-arg={}` from its build.rs",
+                arg, arg, arg
+            );
+        } else if !loader_default(&dir) {
+            let var = if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("macos") { "DYLD_LIBRARY_PATH" } else { "LD_LIBRARY_PATH" };
+            println!(
+                "cargo:warning=ds4tp-sys links libds4tp from {} with no rpath: run your binary \
+                 with `{}={}`, or link it with RUSTFLAGS=\"-C link-arg={}\" (DS4TP_RPATH=1 does \
+                 that for ds4tp-sys's own tests and examples), or use the `static` feature",
+                dir.display(), var, dir.display(), arg
+            );
+        }
+    }
+
     fn emit(&self) {
         for d in &self.search {
             println!("cargo:rustc-link-search=native={}", d.display());

@@ -6,6 +6,7 @@ import ctypes
 import sys
 import weakref
 from ctypes import c_char_p, c_int, c_int32, c_void_p
+from typing import Optional
 
 _NO_OFFSET = (1 << 64) - 1
 
@@ -44,21 +45,60 @@ def _release_views(views):
     views.clear()
 
 
-def _buffer_address(obj, writable):
-    """(address, nbytes, keepalive) of a contiguous bytes-like object."""
+# Buffer formats that carry no element type of their own: raw bytes. Only
+# these may be told what they hold (``dtype=``); a typed buffer is taken
+# as what its format says.
+UNTYPED_FORMATS = "Bbc"
+
+_FORMAT_NAMES = {
+    "f": "float32", "e": "float16", "d": "float64", "b": "int8", "B": "uint8",
+    "c": "char", "h": "int16", "H": "uint16", "i": "int32", "I": "uint32",
+    "l": "long", "L": "unsigned long", "q": "int64", "Q": "uint64", "n": "ssize_t",
+    "N": "size_t", "?": "bool",
+}
+
+
+def describe_format(fmt: str) -> str:
+    """'float64 ('d')' for a buffer format, the raw format when unknown."""
+    name = _FORMAT_NAMES.get(_native(fmt) or "")
+    return f"{name} ({fmt!r})" if name else f"elements of format {fmt!r}"
+
+
+def _view(obj, what="buffer"):
+    try:
+        return memoryview(obj)
+    except TypeError:
+        raise TypeError(f"{what} must support the buffer protocol (a numpy array, array.array, "
+                        f"bytearray, memoryview, mmap); got {type(obj).__name__}") from None
+
+
+def _writable_hint(view):
+    if not view.readonly and not view.c_contiguous:
+        return ("it is not C-contiguous (a slice with a step, a transpose): pass "
+                "np.ascontiguousarray(a), written back with a[...] = b if the strided array "
+                "must change, or a contiguous array to begin with")
+    return ("it is read-only: pass a writable copy (numpy: a.copy() or "
+            "np.require(a, requirements=\"W\"); bytes: bytearray(b))")
+
+
+def _buffer_address(obj, writable, what="buffer"):
+    """(address, nbytes, keepalive) of a contiguous bytes-like object. A
+    buffer to be written into must be writable and C-contiguous; one only
+    read is copied when it is neither."""
     if isinstance(obj, bytes) and not writable:
         return ctypes.cast(c_char_p(obj), c_void_p).value or 0, len(obj), obj
-    view = memoryview(obj)
+    view = _view(obj, what)
+    if writable and view.readonly:
+        raise TypeError(f"{what} must be writable (it is written in place), but "
+                        + _writable_hint(view))
+    if writable and not view.c_contiguous:
+        raise ValueError(f"{what} must be C-contiguous to be written into, but "
+                         + _writable_hint(view))
     if not view.c_contiguous:
-        if writable:
-            raise ValueError("buffer must be C-contiguous to be written into (e.g. "
-                             "numpy.ascontiguousarray)")
         data = view.tobytes()  # a strided view, copied in C order
         copy = (ctypes.c_char * len(data)).from_buffer_copy(data)
         return ctypes.addressof(copy), len(data), copy
     if view.readonly:
-        if writable:
-            raise TypeError("buffer must be writable (bytearray, array, mmap, memoryview of one)")
         copy = (ctypes.c_char * view.nbytes).from_buffer_copy(view)
         return ctypes.addressof(copy), view.nbytes, copy
     holder = (ctypes.c_char * view.nbytes).from_buffer(view.cast("B"))
@@ -71,7 +111,7 @@ def _int32s(values):
     return (c_int32 * max(len(values), 1))(*values), len(values)
 
 
-def _native(fmt):
+def _native(fmt: str) -> Optional[str]:
     """The struct format of one element without a native byte-order prefix
     (numpy writes '<f' for a little-endian float32), or None."""
     if fmt[:1] in "@=" or (fmt[:1] == "<" and sys.byteorder == "little") or \

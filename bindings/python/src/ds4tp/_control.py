@@ -4,12 +4,15 @@ the symmetric calls of both ranks, and the worker side (a mixin of Pair)."""
 import array
 import ctypes
 from ctypes import POINTER, c_int, c_int32, c_uint32
+from typing import Any, Iterable, Optional, Tuple
 
-from ._buffers import _buffer_address, _floats, _int32s
+from ._buffers import (UNTYPED_FORMATS, _buffer_address, _floats, _int32s, _native, _view,
+                       describe_format)
 from ._constants import (ACK_DONE, DRAFTER_META_BYTES, IMAGE_FINGERPRINT_BYTES, Status,
                          WAIT_FOREVER)
 from ._loader import Error, _check, _lib, last_error
-from ._structs import (COMMAND_FN, BatchItem, Command, ImageSpan, Reply, WORKER_OPS, WorkerOps,
+from ._structs import (COMMAND_FN, BatchItem, Command, Image, ImageSpan, Reply, WORKER_OPS,
+                       WorkerOps,
                        _CommandStruct)
 
 
@@ -24,7 +27,12 @@ def _float_out(into, count, what):
     into: ``into`` (writable, large enough) or a new array('f')."""
     if into is None:
         into = array.array("f", bytes(count * 4))
-    address, nbytes, keep = _buffer_address(into, writable=True)
+    fmt = _view(into, f"{what} into").format
+    if _native(fmt) not in ("f",) + tuple(UNTYPED_FORMATS):
+        raise TypeError(f"{what}: into holds {describe_format(fmt)} but float32 values are "
+                        "written: pass a float32 buffer (e.g. np.empty(n, dtype=np.float32)) "
+                        "or raw bytes")
+    address, nbytes, keep = _buffer_address(into, writable=True, what=f"{what} into")
     if nbytes < count * 4:
         raise Error(Status.EINVAL, f"{what}: buffer holds {nbytes // 4} floats, {count} needed")
     return into, address, keep
@@ -38,20 +46,21 @@ class ControlPlane:
     # each command is owed); logits_floats is the size of the worker's
     # logits half to read per row, 0 for none.
 
-    def send_session_create(self, session_id, ctx_size):
+    def send_session_create(self, session_id: int, ctx_size: int) -> None:
         """SESSION_CREATE; then wait_ack."""
         _check(_lib().ds4tp_send_session_create(self._live(), session_id, ctx_size))
 
-    def send_session_destroy(self, session_id):
+    def send_session_destroy(self, session_id: int) -> None:
         """SESSION_DESTROY; then wait_ack."""
         _check(_lib().ds4tp_send_session_destroy(self._live(), session_id))
 
-    def send_sync(self, session_id, tokens, logits_floats=0):
+    def send_sync(self, session_id: int, tokens: Iterable[int], logits_floats: int = 0) -> None:
         """SYNC: the session's tokens become exactly ``tokens``; then wait_sync."""
         arr, n = _int32s(tokens)
         _check(_lib().ds4tp_send_sync(self._live(), session_id, arr, n, logits_floats))
 
-    def send_sync_images(self, session_id, tokens, images, logits_floats=0):
+    def send_sync_images(self, session_id: int, tokens: Iterable[int],
+                         images: Iterable[Image], logits_floats: int = 0) -> None:
         """SYNC_IMAGES with :class:`Image` embeddings; then wait_sync."""
         arr, n = _int32s(tokens)
         spans = (ImageSpan * max(len(images), 1))()
@@ -68,58 +77,59 @@ class ControlPlane:
         _check(_lib().ds4tp_send_sync_images(self._live(), session_id, arr, n, spans, len(images),
                                              logits_floats))
 
-    def send_eval(self, session_id, seq, token, logits_floats=0):
+    def send_eval(self, session_id: int, seq: int, token: int, logits_floats: int = 0) -> None:
         """EVAL: one decode step; ``seq`` rises with every EVAL and MTP."""
         _check(_lib().ds4tp_send_eval(self._live(), session_id, seq, token, logits_floats))
 
-    def send_mtp(self, session_id, seq, token, limit):
+    def send_mtp(self, session_id: int, seq: int, token: int, limit: int) -> None:
         """MTP: a multi-token-prediction cycle of up to ``limit`` drafts; then wait_ack."""
         _check(_lib().ds4tp_send_mtp(self._live(), session_id, seq, token, limit))
 
-    def send_rewind(self, session_id, pos):
+    def send_rewind(self, session_id: int, pos: int) -> None:
         """REWIND to ``pos`` (no reply)."""
         _check(_lib().ds4tp_send_rewind(self._live(), session_id, pos))
 
-    def send_invalidate(self, session_id):
+    def send_invalidate(self, session_id: int) -> None:
         """INVALIDATE (no reply)."""
         _check(_lib().ds4tp_send_invalidate(self._live(), session_id))
 
-    def send_spec_restore(self, session_id, pos):
+    def send_spec_restore(self, session_id: int, pos: int) -> None:
         """SPEC_RESTORE to ``pos``; then wait_ack (ACK_UNAVAILABLE: sync in full)."""
         _check(_lib().ds4tp_send_spec_restore(self._live(), session_id, pos))
 
-    def send_eval_batch(self, items, logits_floats=0):
+    def send_eval_batch(self, items: Iterable[Any], logits_floats: int = 0) -> None:
         """EVAL_BATCH of BatchItems or (session_id, token) pairs; then wait_ack(0)."""
         arr, n = _items(items)
         _check(_lib().ds4tp_send_eval_batch(self._live(), arr, n, logits_floats))
 
-    def send_mixed_batch(self, prefill_session_id, prompt, items, logits_floats=0):
+    def send_mixed_batch(self, prefill_session_id: int, prompt: Iterable[int],
+                         items: Iterable[Any], logits_floats: int = 0) -> None:
         """MIXED_BATCH: a prefill chunk plus one decode step per item; then wait_ack."""
         parr, pn = _int32s(prompt)
         iarr, n = _items(items)
         _check(_lib().ds4tp_send_mixed_batch(self._live(), prefill_session_id, parr, pn, iarr, n,
                                              logits_floats))
 
-    def send_verify(self, session_id, drafts, flags=0):
+    def send_verify(self, session_id: int, drafts: Iterable[int], flags: int = 0) -> None:
         """VERIFY: announces a verify block of the drafts (VERIFY_* flags)."""
         arr, n = _int32s(drafts)
         _check(_lib().ds4tp_send_verify(self._live(), session_id, arr, n, flags))
 
-    def send_verify_commit(self, mode, count, logits_floats=0):
+    def send_verify_commit(self, mode: int, count: int, logits_floats: int = 0) -> None:
         """VERIFY_COMMIT: the decision (:class:`CommitMode`) on the open block."""
         _check(_lib().ds4tp_send_verify_commit(self._live(), int(mode), count, logits_floats))
 
-    def send_draft(self, session_id, token, pos, mode):
+    def send_draft(self, session_id: int, token: int, pos: int, mode: int) -> None:
         """DRAFT: a lockstep drafter step (:class:`DraftMode`)."""
         _check(_lib().ds4tp_send_draft(self._live(), session_id, token, pos, int(mode)))
 
-    def send_stop(self):
+    def send_stop(self) -> None:
         """STOP: ends the lockstep; the worker loop returns."""
         _check(_lib().ds4tp_send_stop(self._live()))
 
     # -- control plane: leader replies ----------------------------------------
 
-    def wait_ack(self, session_id):
+    def wait_ack(self, session_id: int) -> int:
         """Reads the COMMAND_ACK of the last command for ``session_id`` (0 for
         EVAL_BATCH) and returns its status (>= 0). A worker failure raises
         Error(EREMOTE); see :attr:`remote_status`."""
@@ -127,14 +137,14 @@ class ControlPlane:
         _check(_lib().ds4tp_wait_ack(self._live(), session_id, ctypes.byref(status)))
         return status.value
 
-    def wait_sync(self, session_id):
+    def wait_sync(self, session_id: int) -> Tuple[int, int]:
         """Reads the SYNC_ACK of the last SYNC*: (status, position)."""
         status, position = c_int32(0), c_uint32(0)
         _check(_lib().ds4tp_wait_sync(self._live(), session_id, ctypes.byref(status),
                                       ctypes.byref(position)))
         return status.value, position.value
 
-    def recv_logits(self, count, into=None):
+    def recv_logits(self, count: int, into: Any = None) -> Any:
         """Reads the next logits half (``count`` floats) into the writable
         float32 buffer ``into``, or a new array('f'), which it returns."""
         into, address, keep = _float_out(into, count, "recv_logits")
@@ -143,18 +153,19 @@ class ControlPlane:
         return into
 
     @property
-    def remote_status(self):
+    def remote_status(self) -> int:
         """The status the worker reported with its failure (0 if none)."""
         return _lib().ds4tp_remote_status(self._live())
 
     # -- control plane: both ranks --------------------------------------------
 
-    def hash_check(self, session_id, seq, hash):
+    def hash_check(self, session_id: int, seq: int, hash: int) -> None:
         """Lockstep state hash check; raises Error(EDIVERGED) when the hashes
         differ (the pair stays usable)."""
         _check(_lib().ds4tp_hash_check(self._live(), session_id, seq, hash))
 
-    def sync_checkpoint(self, point, current, total, requested=False):
+    def sync_checkpoint(self, point: int, current: int,
+                        total: int, requested: bool = False) -> bool:
         """Agreed cancellation at a prefill boundary: True when either rank
         requested it."""
         cancelled = c_int(0)
@@ -162,14 +173,14 @@ class ControlPlane:
                                             1 if requested else 0, ctypes.byref(cancelled)))
         return bool(cancelled.value)
 
-    def agree_execution_mode(self, flags, caps=0):
+    def agree_execution_mode(self, flags: int, caps: int = 0) -> int:
         """Start-up agreement: ``flags`` must match the peer's; returns the
         intersection of both ranks' ``caps``."""
         c = c_uint32(caps)
         _check(_lib().ds4tp_agree_execution_mode(self._live(), flags, ctypes.byref(c)))
         return c.value
 
-    def agree_drafter_split(self, mine_on, meta=None):
+    def agree_drafter_split(self, mine_on: bool, meta: Optional[bytes] = None) -> Tuple[bool, bool]:
         """Start-up agreement of the split drafter: (agreed, peer_on). ``meta``
         is DRAFTER_META_BYTES bytes (None = zeros)."""
         if meta is not None and len(meta) != DRAFTER_META_BYTES:
@@ -181,30 +192,30 @@ class ControlPlane:
                                                 ctypes.byref(agreed), ctypes.byref(peer_on)))
         return bool(agreed.value), bool(peer_on.value)
 
-    def block_begin(self, rows, n_layers, gates_per_layer=1):
+    def block_begin(self, rows: int, n_layers: int, gates_per_layer: int = 1) -> int:
         """Verify block begin (both ranks); returns the agreed gates per layer."""
         gpl = c_uint32(gates_per_layer)
         _check(_lib().ds4tp_block_begin(self._live(), rows, n_layers, ctypes.byref(gpl)))
         return gpl.value
 
-    def block_end(self):
+    def block_end(self) -> None:
         """Verify block end (both ranks)."""
         _check(_lib().ds4tp_block_end(self._live()))
 
-    def small_exchange(self, mine):
+    def small_exchange(self, mine: bytes) -> bytes:
         """Swaps len(mine) (1..SMALL_EXCHANGE_MAX) bytes with the peer; returns its bytes."""
         mine = bytes(mine)
         peer = ctypes.create_string_buffer(max(len(mine), 1))
         _check(_lib().ds4tp_small_exchange(self._live(), mine, peer, len(mine)))
         return peer.raw[:len(mine)]
 
-    def head_row_send(self, row, floats):
+    def head_row_send(self, row: int, floats: Any) -> None:
         """Worker -> leader output-head row of the current verify block."""
         address, n, keep = _floats(floats)
         _check(_lib().ds4tp_head_row_send(self._live(), row, address, n))
         del keep
 
-    def head_row_recv(self, row, count, into=None):
+    def head_row_recv(self, row: int, count: int, into: Any = None) -> Any:
         """Leader: receives head row ``row`` (``count`` floats) into the
         writable float32 buffer ``into`` (e.g. a numpy float32 array), or a
         new array('f'), which it returns."""
@@ -215,7 +226,7 @@ class ControlPlane:
 
     # -- control plane: worker --------------------------------------------------
 
-    def recv_command(self, timeout_ms=WAIT_FOREVER):
+    def recv_command(self, timeout_ms: int = WAIT_FOREVER) -> Command:
         """Waits for the next command and returns it as a :class:`Command`."""
         raw = _CommandStruct()
         _lib().ds4tp_command_init(ctypes.byref(raw))
@@ -225,25 +236,25 @@ class ControlPlane:
         finally:
             _lib().ds4tp_command_free(ctypes.byref(raw))
 
-    def send_ack(self, status=ACK_DONE):
+    def send_ack(self, status: int = ACK_DONE) -> None:
         """COMMAND_ACK for the last command."""
         _check(_lib().ds4tp_send_ack(self._live(), status))
 
-    def send_sync_ack(self, status, position):
+    def send_sync_ack(self, status: int, position: int) -> None:
         """SYNC_ACK: status and the tokens the session holds now."""
         _check(_lib().ds4tp_send_sync_ack(self._live(), status, position))
 
-    def send_logits(self, floats):
+    def send_logits(self, floats: Any) -> None:
         """One logits half (the command's logits_floats values)."""
         address, n, keep = _floats(floats)
         _check(_lib().ds4tp_send_logits(self._live(), address, n))
         del keep
 
-    def send_error(self, status, message):
+    def send_error(self, status: int, message: str) -> None:
         """Reports that the last command failed; the worker takes no more."""
         _check(_lib().ds4tp_send_error(self._live(), status, message.encode()))
 
-    def worker_run(self, handler):
+    def worker_run(self, handler: Any) -> None:
         """Serves commands until STOP (returns) or a failure (raises Error).
 
         ``handler`` has a method per command kind (``session_create``,

@@ -5,6 +5,7 @@ import ctypes.util
 import os
 import sys
 from pathlib import Path
+from typing import List, Tuple
 
 from ._constants import VERSION_MAJOR, Status
 
@@ -43,7 +44,7 @@ def _prefix_candidates():
     return [prefix / d / name for prefix in _prefixes() for d in _libdirs() for name in _NAMES]
 
 
-def library_candidates():
+def library_candidates() -> List[str]:
     """Every place the library is looked for, in order: $DS4TP_LIBRARY (a
     path), the install prefixes (see _prefix_candidates), then the system
     loader (ctypes.util.find_library, then the bare SONAME)."""
@@ -55,7 +56,7 @@ def library_candidates():
     return found + ([system] if system else []) + [_NAMES[0]]
 
 
-def library_path():
+def library_path() -> str:
     """The path (or loader name) the library is loaded from first."""
     return library_candidates()[0]
 
@@ -130,7 +131,7 @@ def _check_major(lib):
             "version = same ABI): install a matching libds4tp or point DS4TP_LIBRARY at one")
 
 
-def check_version():
+def check_version() -> None:
     """Loads the library and checks that its major version is this
     binding's; raises LibraryVersionError (or LibraryNotFound) if not."""
     _check_major(_lib())
@@ -167,42 +168,42 @@ def _check(rc):
     return rc
 
 
-def version():
+def version() -> int:
     """DS4TP_VERSION_HEX of the linked library: (major<<16)|(minor<<8)|patch."""
     return _lib().ds4tp_version()
 
 
-def version_string():
+def version_string() -> str:
     """"MAJOR.MINOR.PATCH" of the linked library."""
     return _text(_lib().ds4tp_version_string())
 
 
-def protocol_version():
+def protocol_version() -> int:
     """Wire protocol version the linked library speaks."""
     return _lib().ds4tp_protocol_version()
 
 
-def strerror(status):
+def strerror(status: int) -> str:
     """Short description of a status code."""
     return _text(_lib().ds4tp_strerror(int(status)))
 
 
-def err_name(status):
+def err_name(status: int) -> str:
     """Symbolic name of a status code ("DS4TP_ETIMEDOUT")."""
     return _text(_lib().ds4tp_err_name(int(status)))
 
 
-def last_error():
+def last_error() -> str:
     """Message of the last failed call made by this thread ("" if none)."""
     return _text(_lib().ds4tp_last_error())
 
 
-def transport_name(transport):
+def transport_name(transport: int) -> str:
     """Lower-case name of a transport value ("tcp"); "?" when unknown."""
     return _text(_lib().ds4tp_transport_name(int(transport)))
 
 
-def transport_available(transport):
+def transport_available(transport: int) -> Tuple[bool, str]:
     """(available, why): whether ``transport`` can run on this host, and
     what was found or what is missing. No network I/O."""
     why = ctypes.create_string_buffer(512)
@@ -210,7 +211,7 @@ def transport_available(transport):
     return bool(ok), _text(why.value)
 
 
-def command_name(kind):
+def command_name(kind: int) -> str:
     """Upper-case name of a command kind or control frame type ("EVAL")."""
     return _text(_lib().ds4tp_command_name(int(kind)))
 

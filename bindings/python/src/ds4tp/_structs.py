@@ -8,7 +8,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_int, c_int32, c_u
 
 from ._buffers import _memory_view
 from ._constants import (CommandKind, GATE_MASK_WORDS, IMAGE_FINGERPRINT_BYTES, REPLY_MESSAGE_MAX,
-                         Role)
+                         Role, Transport)
 from ._loader import _check, _lib, _text, command_name
 
 # ---------------------------------------------------------------------------
@@ -479,7 +479,11 @@ class Stats(Structure):
                 [(n, StatsHist) for n in _STATS_HISTS])
 
     def as_dict(self):
-        d = {"rank": self.rank, "transport": self.transport}
+        try:
+            transport = Transport(self.transport)
+        except ValueError:  # a newer library's transport
+            transport = self.transport
+        d = {"rank": self.rank, "transport": transport}
         d.update({n: getattr(self, n) for n in _STATS_COUNTERS})
         d.update({n: getattr(self, n).as_dict() for n in _STATS_HISTS})
         return d

@@ -8,7 +8,9 @@
 #![deny(missing_docs)]
 
 mod control;
+mod group;
 pub use control::*;
+pub use group::*;
 
 use std::os::raw::{c_char, c_int, c_uint, c_void};
 
@@ -600,104 +602,9 @@ extern "C" {
     pub fn ds4tp_trace_start(pair: *mut ds4tp_pair, path: *const c_char) -> c_int;
     /// Writes the trace file now.
     pub fn ds4tp_trace_write(pair: *mut ds4tp_pair) -> c_int;
-}
-
-// ---- groups: N ranks and all-reduce -----------------------------------
-
-/// `ds4tp_group` (opaque).
-#[repr(C)]
-pub struct ds4tp_group {
-    _private: [u8; 0],
-}
-
-/// `DS4TP_DTYPE_F32` (ds4tp_dtype).
-pub const DS4TP_DTYPE_F32: c_int = 0;
-/// `DS4TP_DTYPE_F16` (ds4tp_dtype).
-pub const DS4TP_DTYPE_F16: c_int = 1;
-/// `DS4TP_DTYPE_BF16` (ds4tp_dtype).
-pub const DS4TP_DTYPE_BF16: c_int = 2;
-/// `DS4TP_OP_SUM` (ds4tp_reduce_op).
-pub const DS4TP_OP_SUM: c_int = 0;
-
-/// `ds4tp_group_options` (include/ds4tp/ds4tp.h).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct ds4tp_group_options {
-    /// sizeof(ds4tp_group_options) as compiled by the caller
-    pub size: u32,
-    /// This rank; -1 = RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID.
-    pub rank: i32,
-    /// Ranks in the group (2..16); -1 = WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS.
-    pub group_size: i32,
-    /// Rank 0's rendezvous host; NULL = MASTER_ADDR, else "127.0.0.1".
-    pub rendezvous_host: *const c_char,
-    /// Rank 0's rendezvous port; -1 = MASTER_PORT, else 29600.
-    pub rendezvous_port: i32,
-    /// AUTO (shm when all ranks share a host), TCP or SHM.
-    pub transport: i32,
-    /// Whole bring-up (ms, default 60000).
-    pub connect_timeout_ms: i32,
-    /// One collective waiting on a peer (ms, default 10000).
-    pub op_timeout_ms: i32,
-    /// Largest bytes a rank contributes per step (default 1 MiB).
-    pub chunk_bytes: u32,
-    /// Pre-shared key (>= 16 bytes); NULL/0 = DS4TP_PSK, else none.
-    pub psk: *const c_void,
-    /// `psk_bytes` of `ds4tp_group_options`.
-    pub psk_bytes: u32,
-    /// Busy-poll before yielding (us), as in `ds4tp_options`: DS4TP_SPIN_ADAPTIVE (-1, default)
-    /// learns it, 0 never spins; DS4TP_GROUP_SPIN_US overrides.
-    pub spin_us: i32,
-    /// tcp: a rank not heard this long (ms) fails the group (default 1000, 200..600000).
-    pub peer_silence_ms: i32,
-    /// Yield phase after the spin (us): -1 default (DS4TP_GROUP_YIELD_US, else 200), 0 none.
-    pub yield_us: i32,
-}
-
-extern "C" {
-    /// Fills `opt` with defaults (rank and size from the environment).
-    pub fn ds4tp_group_options_init(opt: *mut ds4tp_group_options);
-    /// Creates this rank's handle; rank 0 binds its rendezvous listener.
-    pub fn ds4tp_group_new(
-        out: *mut *mut ds4tp_group,
-        opt: *const ds4tp_group_options,
-        identity: *const ds4tp_identity,
-    ) -> c_int;
-    /// Bring-up: rendezvous at rank 0, roster, data links.
-    pub fn ds4tp_group_connect(g: *mut ds4tp_group) -> c_int;
-    /// `n` connected handles for `n` threads of this process.
-    pub fn ds4tp_group_new_local(
-        groups: *mut *mut ds4tp_group,
-        n: c_int,
-        opt: *const ds4tp_group_options,
-        identity: *const ds4tp_identity,
-    ) -> c_int;
-    /// Accepts NULL. Peers still in a call see this rank leave.
-    pub fn ds4tp_group_free(g: *mut ds4tp_group);
-    /// In-place all-reduce of `count` elements (rank-order f32 sum).
-    pub fn ds4tp_group_all_reduce(g: *mut ds4tp_group, buf: *mut c_void, count: u64, dtype: c_int, op: c_int)
-        -> c_int;
-    /// out holds size * bytes: rank r's `in` at r * bytes.
-    pub fn ds4tp_group_all_gather(g: *mut ds4tp_group, input: *const c_void, out: *mut c_void, bytes: u64)
-        -> c_int;
-    /// Every rank's buf gets root's bytes.
-    pub fn ds4tp_group_broadcast(g: *mut ds4tp_group, buf: *mut c_void, bytes: u64, root: c_int) -> c_int;
-    /// Waits until every rank arrived.
-    pub fn ds4tp_group_barrier(g: *mut ds4tp_group) -> c_int;
-    /// Library-allocated buffer of chunk_bytes.
-    pub fn ds4tp_group_buffer(g: *mut ds4tp_group, ptr: *mut *mut c_void, bytes: *mut u64) -> c_int;
-    /// This rank.
-    pub fn ds4tp_group_rank(g: *const ds4tp_group) -> c_int;
-    /// Ranks in the group.
-    pub fn ds4tp_group_size(g: *const ds4tp_group) -> c_int;
-    /// Active transport (TCP or SHM) after connect, AUTO before.
-    pub fn ds4tp_group_transport(g: *const ds4tp_group) -> c_int;
-    /// Rank 0's rendezvous port (after ds4tp_group_new on rank 0).
-    pub fn ds4tp_group_rendezvous_port(g: *const ds4tp_group) -> c_int;
-    /// The failure status once failed, else 0.
-    pub fn ds4tp_group_failed(g: *const ds4tp_group) -> c_int;
-    /// Message of the failure (or last error); never NULL.
-    pub fn ds4tp_group_errmsg(g: *const ds4tp_group) -> *const c_char;
-    /// Fails the group here and on every rank; any thread.
-    pub fn ds4tp_group_mark_failed(g: *mut ds4tp_group);
+    /// Merges the leader's and worker's trace files `a` and `b` into `out`, the worker's clock
+    /// shifted onto the leader's; `offset_us` and `uncertainty_us` (may be NULL) get the shift and
+    /// its half-width.
+    pub fn ds4tp_trace_merge(a: *const c_char, b: *const c_char, out: *const c_char,
+                             offset_us: *mut f64, uncertainty_us: *mut f64) -> c_int;
 }

@@ -5,20 +5,10 @@
 //! rank gets identical bits; f16 and bf16 data travel as their `u16` bits
 //! ([`F16`], [`BF16`]).
 
-use crate::{owned_str, sys, Error, Identity, Result, Status, Transport};
+use crate::{owned_str, sys, Error, Identity, Result, Stats, Status, Transport, BF16, F16};
 use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
 use std::ptr;
-
-/// An IEEE half, as its bits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(transparent)]
-pub struct F16(pub u16);
-
-/// A bfloat16 (the top half of an f32), as its bits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(transparent)]
-pub struct BF16(pub u16);
 
 /// Element types all-reduce takes: `f32`, [`F16`], [`BF16`].
 pub trait Element: Copy + sealed::Sealed {
@@ -146,6 +136,22 @@ impl Drop for Group {
 
 impl Group {
     /// ds4tp_group_new: this rank's handle (rank 0 binds its listener now).
+    /// `options` fields left `None` take the C defaults: rank, size and
+    /// rendezvous from the launcher's `RANK`, `WORLD_SIZE`, `MASTER_ADDR`
+    /// and `MASTER_PORT` (or Open MPI's and Slurm's variables); `identity`
+    /// may be `None` (no model check). One process per rank, e.g.
+    /// `RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29600 ./rank`
+    /// beside the same with `RANK=1`:
+    ///
+    /// ```no_run
+    /// use ds4tp::{Group, GroupOptions, F16};
+    /// let mut g = Group::new(&GroupOptions::default(), None)?;
+    /// g.connect()?; // rendezvous at rank 0, then the data links
+    /// let mut hidden = vec![F16::from_f32(g.rank() as f32 + 1.0); 2560];
+    /// g.all_reduce(&mut hidden)?; // in place, identical bits on every rank
+    /// println!("rank {} of {} over {:?}: {}", g.rank(), g.size(), g.transport(), hidden[0]);
+    /// # Ok::<(), ds4tp::Error>(())
+    /// ```
     pub fn new(options: &GroupOptions, identity: Option<&Identity>) -> Result<Group> {
         crate::check_version()?;
         let host = options.host_cstring()?;
@@ -159,7 +165,31 @@ impl Group {
         Ok(Group { g })
     }
 
-    /// ds4tp_group_new_local: `n` connected handles, one per thread.
+    /// ds4tp_group_new_local: `n` (2..16) connected handles, one per thread
+    /// of this process (shared memory, no sockets), in rank order.
+    /// `options`: `None` for the defaults, or a [`GroupOptions`] whose rank,
+    /// size and rendezvous fields are ignored (timeouts, `chunk_bytes`,
+    /// `spin_us` apply); `identity`: `None`, or an [`Identity`] every
+    /// handle gets. Each handle is `Send`: move it into its thread.
+    ///
+    /// ```
+    /// use ds4tp::{Group, BF16};
+    /// let groups = Group::local(3, None, None)?;
+    /// let ranks: Vec<_> = groups
+    ///     .into_iter()
+    ///     .map(|mut g| {
+    ///         std::thread::spawn(move || {
+    ///             let mut v = vec![BF16::from_f32(g.rank() as f32); 4];
+    ///             g.all_reduce(&mut v).map(|_| v)
+    ///         })
+    ///     })
+    ///     .collect();
+    /// for r in ranks {
+    ///     let v = r.join().unwrap()?;
+    ///     assert_eq!(v[0].to_f32(), 0.0 + 1.0 + 2.0);
+    /// }
+    /// # Ok::<(), ds4tp::Error>(())
+    /// ```
     pub fn local(n: usize, options: Option<&GroupOptions>, identity: Option<&Identity>) -> Result<Vec<Group>> {
         crate::check_version()?;
         let defaults = GroupOptions::default();
@@ -287,6 +317,26 @@ impl Group {
     /// Message of the failure (or last error).
     pub fn errmsg(&self) -> String {
         owned_str(unsafe { sys::ds4tp_group_errmsg(self.g) })
+    }
+    /// The group's counters and histograms since creation or
+    /// [`Group::stats_reset`] (all-reduce calls, bytes, latency).
+    pub fn stats(&self) -> Result<Stats> {
+        let mut st = Stats { size: std::mem::size_of::<Stats>() as u32, ..Default::default() };
+        self.check(unsafe { sys::ds4tp_group_stats_read(self.g, &mut st) })?;
+        Ok(st)
+    }
+    /// Later [`Group::stats`] count from now.
+    pub fn stats_reset(&mut self) -> Result<()> {
+        self.check(unsafe { sys::ds4tp_group_stats_reset(self.g) })
+    }
+    /// The Prometheus text exposition of [`Group::stats`].
+    pub fn prometheus(&self) -> Result<String> {
+        let mut need = 0usize;
+        unsafe { sys::ds4tp_group_stats_prometheus(self.g, ptr::null_mut(), 0, &mut need) };
+        let mut buf = vec![0u8; need + 1];
+        self.check(unsafe { sys::ds4tp_group_stats_prometheus(self.g, buf.as_mut_ptr().cast(), buf.len(), &mut need) })?;
+        buf.truncate(need);
+        Ok(String::from_utf8_lossy(&buf).into_owned())
     }
     /// Fails the group here and on every rank.
     pub fn mark_failed(&mut self) {

@@ -31,6 +31,7 @@ pub use ds4tp_sys as sys;
 
 mod control;
 mod group;
+mod half;
 mod integration;
 mod options;
 mod pair;
@@ -38,6 +39,7 @@ mod worker;
 
 pub use control::*;
 pub use group::*;
+pub use half::*;
 pub use integration::*;
 pub use options::*;
 pub use pair::*;

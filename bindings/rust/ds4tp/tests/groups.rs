@@ -157,3 +157,26 @@ fn failures_carry_the_message() {
     let err = Group::local(2, Some(&bad), None).err().expect("spin_us -9 accepted");
     assert!(err.message().contains("spin_us"), "{}", err);
 }
+
+#[test]
+fn group_stats_count_the_all_reduces() {
+    let groups = Group::local(2, None, None).expect("local group");
+    let ts: Vec<_> = groups
+        .into_iter()
+        .map(|mut g| {
+            thread::spawn(move || {
+                for _ in 0..3 {
+                    g.all_reduce(&mut [1.0f32; 64]).expect("all_reduce");
+                }
+                g
+            })
+        })
+        .collect();
+    let mut groups: Vec<Group> = ts.into_iter().map(|t| t.join().expect("rank thread")).collect();
+    let st = groups[0].stats().expect("stats");
+    assert_eq!(st.all_reduces, 3, "all_reduces after three calls");
+    assert_eq!(st.all_reduce.count, 3, "all_reduce histogram count");
+    assert!(groups[0].prometheus().expect("prometheus").contains("ds4tp"), "prometheus text");
+    groups[0].stats_reset().expect("stats_reset");
+    assert_eq!(groups[0].stats().expect("stats").all_reduces, 0, "stats_reset did not reset");
+}
