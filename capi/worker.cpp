@@ -134,7 +134,7 @@ int copy_command(const Command &cmd, ds4tp_command *out, Error &err) {
 ds4tp_command_fn pick(const ds4tp_worker_ops &o, FrameType t) {
 #define SLOT(field) o.field
 #define NO_SLOT nullptr
-#define DS4TP_PICK(type, number, name, sender, min, unit, max, reply, rows, slot) \
+#define DS4TP_PICK(type, number, name, sender, min, unit, max, reply, rows, slot, msg) \
   if (t == FrameType::type) return slot;
   DS4TP_COMMAND_FRAMES(DS4TP_PICK)
 #undef DS4TP_PICK

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "session/command_fields.hpp"
+
 namespace ds4tp::session {
 
 using wire::FrameType;
@@ -31,138 +33,32 @@ int Session::decode_command(const talk::Frame &f, Command &c, Error &err) {
   c.items.clear();
   c.images.clear();
   c.embd.clear();
-  int rc = DS4TP_OK;
+  // The frame table's row for the type names the payload struct.
+#define DS4TP_DECODE_COMMAND(t, number, name, sender, min, unit, max, reply, rows, slot, msg) \
+  case FrameType::t: {                                                                     \
+    wire::msg m;                                                                           \
+    fields::lend(c, m);                                                                    \
+    const int rc = wire::decode_payload(FrameType::t, p, n, m, err);                       \
+    fields::take(c, m);                                                                    \
+    if (rc != DS4TP_OK) return rc;                                                         \
+    break;                                                                                 \
+  }
   switch (c.type) {
-    case FrameType::Sync: {
-      wire::SyncMsg m;
-      m.tokens.swap(c.tokens);  // reuse capacity
-      rc = wire::decode(p, n, m, err);
-      c.session = m.session;
-      c.logits_floats = m.logits_floats;
-      c.tokens.swap(m.tokens);
-      break;
-    }
-    case FrameType::SyncImages: {
-      wire::SyncImagesMsg m;
-      m.tokens.swap(c.tokens);
-      m.images.swap(c.images);
-      m.embd.swap(c.embd);
-      rc = wire::decode(p, n, m, err);
-      c.session = m.session;
-      c.logits_floats = m.logits_floats;
-      c.tokens.swap(m.tokens);
-      c.images.swap(m.images);
-      c.embd.swap(m.embd);
-      if (rc == DS4TP_OK)
-        for (size_t i = 0; i < c.images.size(); i++)
-          if (c.images[i].data_width != cfg_.n_embd)
-            return err.set(DS4TP_EPROTO, "SYNC_IMAGES image {}: data width {} is not the model's "
-                           "n_embd {}", i, c.images[i].data_width, cfg_.n_embd);
-      break;
-    }
-    case FrameType::Eval: {
-      wire::EvalMsg m;
-      rc = wire::decode(p, n, m, err);
-      c.session = m.session;
-      c.seq = m.seq;
-      c.token = m.token;
-      c.logits_floats = m.logits_floats;
-      break;
-    }
-    case FrameType::Mtp: {
-      wire::MtpMsg m;
-      rc = wire::decode(p, n, m, err);
-      c.session = m.session;
-      c.seq = m.seq;
-      c.token = m.token;
-      c.limit = int32_t(m.limit);
-      break;
-    }
-    case FrameType::Rewind:
-    case FrameType::SpecRestore: {
-      wire::PosMsg m;
-      rc = wire::decode_pos(c.type, p, n, m, err);
-      c.session = m.session;
-      c.pos = m.pos;
-      break;
-    }
-    case FrameType::Invalidate:
-    case FrameType::SessionDestroy: {
-      wire::SessionMsg m;
-      rc = wire::decode_session(c.type, p, n, m, err);
-      c.session = m.session;
-      break;
-    }
-    case FrameType::Stop: rc = wire::decode_stop(p, n, err); break;
-    case FrameType::Hash: {
-      wire::HashMsg m;
-      rc = wire::decode(p, n, m, err);
-      c.session = m.session;
-      c.seq = m.seq;
-      c.hash = m.hash;
-      leader_hash_ = m;
-      break;
-    }
-    case FrameType::Verify: {
-      wire::VerifyMsg m;
-      m.drafts.swap(c.tokens);
-      rc = wire::decode(p, n, m, err);
-      c.session = m.session;
-      c.flags = m.flags;
-      c.tokens.swap(m.drafts);
-      break;
-    }
-    case FrameType::VerifyCommit: {
-      wire::CommitMsg m;
-      rc = wire::decode(p, n, m, err);
-      c.session = m.session;
-      c.mode = uint32_t(m.mode);
-      c.count = m.count;
-      c.logits_floats = m.logits_floats;
-      break;
-    }
-    case FrameType::SessionCreate: {
-      wire::CreateMsg m;
-      rc = wire::decode(p, n, m, err);
-      c.session = m.session;
-      c.ctx_size = m.ctx_size;
-      break;
-    }
-    case FrameType::EvalBatch: {
-      wire::EvalBatchMsg m;
-      m.items.swap(c.items);
-      rc = wire::decode(p, n, m, err);
-      c.logits_floats = m.logits_floats;
-      c.items.swap(m.items);
-      break;
-    }
-    case FrameType::MixedBatch: {
-      wire::MixedBatchMsg m;
-      m.prompt.swap(c.tokens);
-      m.items.swap(c.items);
-      rc = wire::decode(p, n, m, err);
-      c.session = m.session;
-      c.logits_floats = m.logits_floats;
-      c.tokens.swap(m.prompt);
-      c.items.swap(m.items);
-      break;
-    }
-    case FrameType::Draft: {
-      wire::DraftMsg m;
-      rc = wire::decode(p, n, m, err);
-      c.session = m.session;
-      c.token = m.token;
-      c.pos = m.pos;
-      c.mode = m.mode;
-      break;
-    }
+    DS4TP_COMMAND_FRAMES(DS4TP_DECODE_COMMAND)
     default:
       return err.set(DS4TP_EDESYNC,
                      "waiting for a command, the leader sent {} ({} bytes): the ranks are out of "
                      "lockstep (a symmetric call made on one rank only?)",
                      frame_name(c.type), n);
   }
-  return rc;
+#undef DS4TP_DECODE_COMMAND
+  if (c.type == FrameType::Hash) leader_hash_ = wire::HashMsg{c.session, c.seq, c.hash};
+  if (c.type == FrameType::SyncImages)
+    for (size_t i = 0; i < c.images.size(); i++)
+      if (c.images[i].data_width != cfg_.n_embd)
+        return err.set(DS4TP_EPROTO, "SYNC_IMAGES image {}: data width {} is not the model's "
+                       "n_embd {}", i, c.images[i].data_width, cfg_.n_embd);
+  return DS4TP_OK;
 }
 
 int Session::recv_command(Command &cmd, int64_t timeout_ms, Error &err) {

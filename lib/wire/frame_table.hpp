@@ -9,11 +9,12 @@
 // limits to it at compile time. Pure code: no I/O, no globals.
 //
 // Adding a command touches:
-//   1. a row in DS4TP_COMMAND_FRAMES below;
-//   2. its payload struct and codec: wire/frames.hpp, wire/frames_fixed.cpp
-//      or wire/frames_arrays.cpp, and validate_payload in wire/frames.cpp;
+//   1. a row in DS4TP_COMMAND_FRAMES below, naming its payload struct;
+//   2. that struct and its codec: wire/frames.hpp, wire/frames_fixed.cpp or
+//      wire/frames_arrays.cpp (validate_payload and the worker's command
+//      decoding then run it from the row);
 //   3. session/: the leader call (leader.cpp, declared in session.hpp) and
-//      its case in decode_command (worker_side.cpp);
+//      what the struct gives the worker's Command (session/command_fields.hpp);
 //   4. the C API: DS4TP_CMD_*, the ds4tp_worker_ops field and the send call
 //      in include/ds4tp/ds4tp.h, with its capi wrapper (the build fails
 //      while the first two are missing).
@@ -67,47 +68,49 @@ enum class Rows : uint8_t {
 };
 
 // Command rows: C(Type, number, NAME, sender, min, unit, max, reply,
-// logits rows, worker callback). Payload bytes are min + k * unit for some
+// logits rows, worker callback, payload struct). Payload bytes are min + k * unit for some
 // k >= 0, at most max (unit 0: exactly min; max kAny: max_frame_bytes).
 // NAME is also the DS4TP_CMD_ suffix; the callback is SLOT(field of
-// ds4tp_worker_ops) or NO_SLOT. Numbers 1..24 keep those of the
-// engine-embedded protocol we generalize; 25.. are ours.
-#define DS4TP_COMMAND_FRAMES(C)                                                                                                 \
-  C(Sync,           1,  SYNC,            Leader, 16,         4,     kAny,       SyncAck, One,            SLOT(sync))            \
-  C(Eval,           2,  EVAL,            Leader, 24,         0,     24,         None,    One,            SLOT(eval))            \
-  C(Rewind,         3,  REWIND,          Leader, 16,         0,     16,         None,    None,           SLOT(rewind))          \
-  C(Invalidate,     4,  INVALIDATE,      Leader, 8,          0,     8,          None,    None,           SLOT(invalidate))      \
-  C(Stop,           5,  STOP,            Leader, 0,          0,     0,          None,    None,           NO_SLOT)               \
-  C(Hash,           6,  HASH,            Both,   24,         0,     24,         Hash,    None,           SLOT(hash))            \
-  C(Verify,         11, VERIFY,          Leader, 20,         4,     kVerifyMax, None,    None,           SLOT(verify))          \
-  C(VerifyCommit,   12, VERIFY_COMMIT,   Leader, 24,         0,     24,         None,    Replay,         SLOT(verify_commit))   \
-  C(SessionCreate,  13, SESSION_CREATE,  Leader, 16,         0,     16,         Ack,     None,           SLOT(session_create))  \
-  C(SessionDestroy, 14, SESSION_DESTROY, Leader, 8,          0,     8,          Ack,     None,           SLOT(session_destroy)) \
-  C(EvalBatch,      15, EVAL_BATCH,      Leader, 8 + kItem,  kItem, kAny,       Ack,     PerItem,        SLOT(eval_batch))      \
-  C(MixedBatch,     16, MIXED_BATCH,     Leader, 28 + kItem, 4,     kAny,       Ack,     PromptAndItems, SLOT(mixed_batch))     \
-  C(SyncImages,     18, SYNC_IMAGES,     Leader, 24,         4,     kAny,       SyncAck, One,            SLOT(sync_images))     \
-  C(Mtp,            21, MTP,             Leader, 24,         0,     24,         Ack,     None,           SLOT(mtp))             \
-  C(Draft,          23, DRAFT,           Leader, 24,         0,     24,         None,    None,           SLOT(draft))           \
-  C(SpecRestore,    24, SPEC_RESTORE,    Leader, 16,         0,     16,         Ack,     None,           SLOT(spec_restore))
+// ds4tp_worker_ops) or NO_SLOT; the payload struct (wire/frames.hpp or
+// rdma_frames.hpp) is what decode_payload fills: validate_payload and the
+// worker's command decoding run it for the row's type. Numbers 1..24 keep
+// those of the engine-embedded protocol we generalize; 25.. are ours.
+#define DS4TP_COMMAND_FRAMES(C)                                                                                                                \
+  C(Sync,           1,  SYNC,            Leader, 16,         4,     kAny,       SyncAck, One,            SLOT(sync),            SyncMsg)       \
+  C(Eval,           2,  EVAL,            Leader, 24,         0,     24,         None,    One,            SLOT(eval),            EvalMsg)       \
+  C(Rewind,         3,  REWIND,          Leader, 16,         0,     16,         None,    None,           SLOT(rewind),          PosMsg)        \
+  C(Invalidate,     4,  INVALIDATE,      Leader, 8,          0,     8,          None,    None,           SLOT(invalidate),      SessionMsg)    \
+  C(Stop,           5,  STOP,            Leader, 0,          0,     0,          None,    None,           NO_SLOT,               StopMsg)       \
+  C(Hash,           6,  HASH,            Both,   24,         0,     24,         Hash,    None,           SLOT(hash),            HashMsg)       \
+  C(Verify,         11, VERIFY,          Leader, 20,         4,     kVerifyMax, None,    None,           SLOT(verify),          VerifyMsg)     \
+  C(VerifyCommit,   12, VERIFY_COMMIT,   Leader, 24,         0,     24,         None,    Replay,         SLOT(verify_commit),   CommitMsg)     \
+  C(SessionCreate,  13, SESSION_CREATE,  Leader, 16,         0,     16,         Ack,     None,           SLOT(session_create),  CreateMsg)     \
+  C(SessionDestroy, 14, SESSION_DESTROY, Leader, 8,          0,     8,          Ack,     None,           SLOT(session_destroy), SessionMsg)    \
+  C(EvalBatch,      15, EVAL_BATCH,      Leader, 8 + kItem,  kItem, kAny,       Ack,     PerItem,        SLOT(eval_batch),      EvalBatchMsg)  \
+  C(MixedBatch,     16, MIXED_BATCH,     Leader, 28 + kItem, 4,     kAny,       Ack,     PromptAndItems, SLOT(mixed_batch),     MixedBatchMsg) \
+  C(SyncImages,     18, SYNC_IMAGES,     Leader, 24,         4,     kAny,       SyncAck, One,            SLOT(sync_images),     SyncImagesMsg) \
+  C(Mtp,            21, MTP,             Leader, 24,         0,     24,         Ack,     None,           SLOT(mtp),             MtpMsg)        \
+  C(Draft,          23, DRAFT,           Leader, 24,         0,     24,         None,    None,           SLOT(draft),           DraftMsg)      \
+  C(SpecRestore,    24, SPEC_RESTORE,    Leader, 16,         0,     16,         Ack,     None,           SLOT(spec_restore),    PosMsg)
 
-// Every other row: F(Type, number, NAME, sender, min, unit, max).
-#define DS4TP_OTHER_FRAMES(F)                                                                   \
-  F(RdmaInfo,       7,  RDMA_INFO,       Both,   kRdmaInfoPayload,   0, kRdmaInfoPayload)       \
-  F(SyncAck,        8,  SYNC_ACK,        Worker, 16,                 0, 16)                     \
-  F(RdmaReady,      9,  RDMA_READY,      Both,   kRdmaReadyPayload,  0, kRdmaReadyPayload)      \
-  F(Logits,         10, LOGITS,          Worker, 12,                 4, kAny)                   \
-  F(CommandAck,     17, COMMAND_ACK,     Worker, 16,                 0, 16)                     \
-  F(RdmaWarm,       19, RDMA_WARM,       Both,   kRdmaWarmPayload,   0, kRdmaWarmPayload)       \
-  F(RdmaPosted,     20, RDMA_POSTED,     Both,   kRdmaPostedPayload, 0, kRdmaPostedPayload)     \
-  F(SyncCheckpoint, 22, SYNC_CHECKPOINT, Both,   24,                 0, 24)                     \
-  F(BlockBegin,     25, BLOCK_BEGIN,     Both,   24,                 0, 24)                     \
-  F(BlockEnd,       26, BLOCK_END,       Both,   8,                  0, 8)                      \
-  F(SmallExchange,  27, SMALL_EXCHANGE,  Both,   17,                 1, 16 + kSmallExchangeMax) \
-  F(HeadRow,        28, HEAD_ROW,        Worker, 20,                 4, 16 + 4 * kHeadRowMax)   \
-  F(ExecMode,       29, EXEC_MODE,       Both,   8,                  0, 8)                      \
-  F(DrafterSplit,   30, DRAFTER_SPLIT,   Both,   72,                 0, 72)                     \
-  F(WorkerError,    31, WORKER_ERROR,    Worker, 24,                 1, 24 + kErrorMessageMax)  \
-  F(Heartbeat,      32, HEARTBEAT,       Both,   24,                 0, 24)
+// Every other row: F(Type, number, NAME, sender, min, unit, max, payload struct).
+#define DS4TP_OTHER_FRAMES(F)                                                                                    \
+  F(RdmaInfo,       7,  RDMA_INFO,       Both,   kRdmaInfoPayload,   0, kRdmaInfoPayload,       RdmaInfo)        \
+  F(SyncAck,        8,  SYNC_ACK,        Worker, 16,                 0, 16,                     SyncAckMsg)      \
+  F(RdmaReady,      9,  RDMA_READY,      Both,   kRdmaReadyPayload,  0, kRdmaReadyPayload,      RdmaReady)       \
+  F(Logits,         10, LOGITS,          Worker, 12,                 4, kAny,                   LogitsHead)      \
+  F(CommandAck,     17, COMMAND_ACK,     Worker, 16,                 0, 16,                     AckMsg)          \
+  F(RdmaWarm,       19, RDMA_WARM,       Both,   kRdmaWarmPayload,   0, kRdmaWarmPayload,       RdmaWarm)        \
+  F(RdmaPosted,     20, RDMA_POSTED,     Both,   kRdmaPostedPayload, 0, kRdmaPostedPayload,     RdmaPosted)      \
+  F(SyncCheckpoint, 22, SYNC_CHECKPOINT, Both,   24,                 0, 24,                     CheckpointMsg)   \
+  F(BlockBegin,     25, BLOCK_BEGIN,     Both,   24,                 0, 24,                     BlockBeginMsg)   \
+  F(BlockEnd,       26, BLOCK_END,       Both,   8,                  0, 8,                      BlockEndMsg)     \
+  F(SmallExchange,  27, SMALL_EXCHANGE,  Both,   17,                 1, 16 + kSmallExchangeMax, SmallMsg)        \
+  F(HeadRow,        28, HEAD_ROW,        Worker, 20,                 4, 16 + 4 * kHeadRowMax,   HeadRowHead)     \
+  F(ExecMode,       29, EXEC_MODE,       Both,   8,                  0, 8,                      ExecModeMsg)     \
+  F(DrafterSplit,   30, DRAFTER_SPLIT,   Both,   72,                 0, 72,                     DrafterSplitMsg) \
+  F(WorkerError,    31, WORKER_ERROR,    Worker, 24,                 1, 24 + kErrorMessageMax,  WorkerErrorMsg)  \
+  F(Heartbeat,      32, HEARTBEAT,       Both,   24,                 0, 24,                     HeartbeatMsg)
 
 // The C API exposes the command subset as ds4tp_command_kind with the
 // same numbers.
@@ -142,9 +145,9 @@ constexpr std::array<FrameRule, kFrameTypeMax + 1> make_frame_table() {
   std::array<FrameRule, kFrameTypeMax + 1> t{};
 #define SLOT(field) #field
 #define NO_SLOT nullptr
-#define DS4TP_COMMAND_ROW(type, number, name, sender, min, unit, max, reply, rows, slot) \
+#define DS4TP_COMMAND_ROW(type, number, name, sender, min, unit, max, reply, rows, slot, msg) \
   t[number] = FrameRule{#name, Sender::sender, min, unit, max, Reply::reply, Rows::rows, slot};
-#define DS4TP_OTHER_ROW(type, number, name, sender, min, unit, max) \
+#define DS4TP_OTHER_ROW(type, number, name, sender, min, unit, max, msg) \
   t[number] = FrameRule{#name, Sender::sender, min, unit, max};
   DS4TP_COMMAND_FRAMES(DS4TP_COMMAND_ROW)
   DS4TP_OTHER_FRAMES(DS4TP_OTHER_ROW)

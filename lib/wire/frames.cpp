@@ -83,41 +83,23 @@ void read_floats(const uint8_t *src, float *dst, size_t count) {
   }
 }
 
+// One case per row of the frame table, decoding into the row's struct.
 int validate_payload(uint16_t type, const uint8_t *p, size_t n, Error &err) {
-  switch (FrameType(type)) {
-    case FrameType::Sync: { SyncMsg m; return decode(p, n, m, err); }
-    case FrameType::Eval: { EvalMsg m; return decode(p, n, m, err); }
-    case FrameType::Rewind: { PosMsg m; return decode_pos(FrameType::Rewind, p, n, m, err); }
-    case FrameType::Invalidate: { SessionMsg m; return decode_session(FrameType::Invalidate, p, n, m, err); }
-    case FrameType::Stop: return decode_stop(p, n, err);
-    case FrameType::Hash: { HashMsg m; return decode(p, n, m, err); }
-    case FrameType::RdmaInfo: { RdmaInfo m; return decode_rdma_info(p, n, m, err); }
-    case FrameType::SyncAck: { SyncAckMsg m; return decode(p, n, m, err); }
-    case FrameType::RdmaReady: { RdmaReady m; return decode_rdma_ready(p, n, m, err); }
-    case FrameType::Logits: { LogitsHead m; return decode(p, n, m, err); }
-    case FrameType::Verify: { VerifyMsg m; return decode(p, n, m, err); }
-    case FrameType::VerifyCommit: { CommitMsg m; return decode(p, n, m, err); }
-    case FrameType::SessionCreate: { CreateMsg m; return decode(p, n, m, err); }
-    case FrameType::SessionDestroy: { SessionMsg m; return decode_session(FrameType::SessionDestroy, p, n, m, err); }
-    case FrameType::EvalBatch: { EvalBatchMsg m; return decode(p, n, m, err); }
-    case FrameType::MixedBatch: { MixedBatchMsg m; return decode(p, n, m, err); }
-    case FrameType::CommandAck: { AckMsg m; return decode(p, n, m, err); }
-    case FrameType::SyncImages: { SyncImagesMsg m; return decode(p, n, m, err); }
-    case FrameType::RdmaWarm: { RdmaWarm m; return decode_rdma_warm(p, n, m, err); }
-    case FrameType::RdmaPosted: { RdmaPosted m; return decode_rdma_posted(p, n, m, err); }
-    case FrameType::Mtp: { MtpMsg m; return decode(p, n, m, err); }
-    case FrameType::SyncCheckpoint: { CheckpointMsg m; return decode(p, n, m, err); }
-    case FrameType::Draft: { DraftMsg m; return decode(p, n, m, err); }
-    case FrameType::SpecRestore: { PosMsg m; return decode_pos(FrameType::SpecRestore, p, n, m, err); }
-    case FrameType::BlockBegin: { BlockBeginMsg m; return decode(p, n, m, err); }
-    case FrameType::BlockEnd: { BlockEndMsg m; return decode(p, n, m, err); }
-    case FrameType::SmallExchange: { SmallMsg m; return decode(p, n, m, err); }
-    case FrameType::HeadRow: { HeadRowHead m; return decode(p, n, m, err); }
-    case FrameType::ExecMode: { ExecModeMsg m; return decode(p, n, m, err); }
-    case FrameType::Heartbeat: { HeartbeatMsg m; return decode(p, n, m, err); }
-    case FrameType::DrafterSplit: { DrafterSplitMsg m; return decode(p, n, m, err); }
-    case FrameType::WorkerError: { WorkerErrorMsg m; return decode(p, n, m, err); }
+#define DS4TP_VALIDATE(t, msg)                         \
+  case FrameType::t: {                                 \
+    msg m;                                             \
+    return decode_payload(FrameType::t, p, n, m, err); \
   }
+#define DS4TP_VALIDATE_COMMAND(t, number, name, sender, min, unit, max, reply, rows, slot, msg) \
+  DS4TP_VALIDATE(t, msg)
+#define DS4TP_VALIDATE_OTHER(t, number, name, sender, min, unit, max, msg) DS4TP_VALIDATE(t, msg)
+  switch (FrameType(type)) {
+    DS4TP_COMMAND_FRAMES(DS4TP_VALIDATE_COMMAND)
+    DS4TP_OTHER_FRAMES(DS4TP_VALIDATE_OTHER)
+  }
+#undef DS4TP_VALIDATE_OTHER
+#undef DS4TP_VALIDATE_COMMAND
+#undef DS4TP_VALIDATE
   return err.set(DS4TP_EPROTO, "unknown control frame type {} ({} payload bytes)", type, n);
 }
 

@@ -21,6 +21,7 @@
 #include "common/error.hpp"
 #include "wire/codec.hpp"
 #include "wire/frame_table.hpp"
+#include "wire/rdma_frames.hpp"
 
 namespace ds4tp::wire {
 
@@ -326,6 +327,37 @@ int decode(const uint8_t *p, size_t n, MixedBatchMsg &m, Error &err);
 int decode(const uint8_t *p, size_t n, WorkerErrorMsg &m, Error &err);
 int decode(const uint8_t *p, size_t n, LogitsHead &m, Error &err);
 int decode(const uint8_t *p, size_t n, HeadRowHead &m, Error &err);
+
+// STOP carries nothing.
+struct StopMsg {};
+
+// One entry for every payload struct the frame table names: the codec of
+// `type`, which a struct serving two types (PosMsg, SessionMsg) needs.
+template <class Msg>
+int decode_payload(FrameType, const uint8_t *p, size_t n, Msg &m, Error &err) {
+  return decode(p, n, m, err);
+}
+inline int decode_payload(FrameType t, const uint8_t *p, size_t n, PosMsg &m, Error &err) {
+  return decode_pos(t, p, n, m, err);
+}
+inline int decode_payload(FrameType t, const uint8_t *p, size_t n, SessionMsg &m, Error &err) {
+  return decode_session(t, p, n, m, err);
+}
+inline int decode_payload(FrameType, const uint8_t *p, size_t n, StopMsg &, Error &err) {
+  return decode_stop(p, n, err);
+}
+inline int decode_payload(FrameType, const uint8_t *p, size_t n, RdmaInfo &m, Error &err) {
+  return decode_rdma_info(p, n, m, err);
+}
+inline int decode_payload(FrameType, const uint8_t *p, size_t n, RdmaReady &m, Error &err) {
+  return decode_rdma_ready(p, n, m, err);
+}
+inline int decode_payload(FrameType, const uint8_t *p, size_t n, RdmaWarm &m, Error &err) {
+  return decode_rdma_warm(p, n, m, err);
+}
+inline int decode_payload(FrameType, const uint8_t *p, size_t n, RdmaPosted &m, Error &err) {
+  return decode_rdma_posted(p, n, m, err);
+}
 
 // Copies `count` little-endian f32 from `src` to `dst`.
 void read_floats(const uint8_t *src, float *dst, size_t count);
