@@ -23,9 +23,7 @@ Mesh::Mesh(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout_ns
            const os::WaitPolicy &policy, bool adaptive)
     : fds_(std::move(fds)), rank_(rank), n_(int(fds_.size())), timeout_(timeout_ns),
       staging_(size_t(n_) * (kRoom + chunk)), chunk_(chunk), policy_(policy) {
-  const uint64_t yield = policy_.yield_ns;
-  os::set_spin(policy_, budget_, policy.spin_ns, adaptive);
-  policy_.yield_ns = yield;
+  os::set_spin(policy_, budget_, policy.spin_ns, adaptive);  // keeps policy.yield_ns
   policy_.clock_every = 8;  // each idle round is a few system calls already
   for (auto &f : fds_)
     if (f.valid()) net::set_nonblocking(f.get());

@@ -60,7 +60,6 @@ class Mesh {
   // Fails this step and every later one, and shuts the links down.
   void abort();
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
-  int size() const { return n_; }
 
  private:
   struct Peer {
