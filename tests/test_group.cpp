@@ -97,12 +97,22 @@ TEST_CASE("group: wire codecs round-trip and refuse bad input", "[group]") {
   ro.size = 3;
   ro.shm_name = "/ds4tp-g1-abc";
   ro.peers = {{"", 1}, {"127.0.0.1", 2}, {"10.0.0.3", 3}};
+  ro.token[3] = 0x77;
   uint8_t rb[group::kRosterBytes];
   group::encode_roster(ro, rb);
   group::Roster r2;
   REQUIRE(group::decode_roster(rb, sizeof rb, r2, err) == 0);
   CHECK(r2.shm_name == ro.shm_name);
   CHECK(r2.peers[2].host == "10.0.0.3");
+  CHECK(r2.token == ro.token);
+  uint8_t lb[group::kLinkBytes];
+  group::encode_link(2, ro.token, lb);
+  uint32_t lr = 0;
+  group::LinkToken lt{};
+  REQUIRE(group::decode_link(lb, sizeof lb, 3, lr, lt, err) == 0);
+  CHECK(lr == 2);
+  CHECK(lt == ro.token);
+  CHECK(group::decode_link(lb, sizeof lb, 2, lr, lt, err) == DS4TP_EPROTO);  // rank 2 of 2
   uint8_t h[group::kStepHeaderBytes];
   group::encode_step_header(5, 100, h);
   CHECK(group::check_step_header(h, 5, 100, 1, err) == 0);
@@ -214,7 +224,8 @@ TEST_CASE("group: 8 processes, auto picks shm on one host", "[group]") {
 TEST_CASE("group: bring-up refusals name the rank", "[group]") {
   SECTION("identity mismatch") {
     GroupRun run = run_group_procs(3, DS4TP_TRANSPORT_AUTO, checks_body,
-                                   [](int r, ds4tp_group_options &, ds4tp_identity &id) {
+                                   [](int r, ds4tp_group_options &o, ds4tp_identity &id) {
+                                     o.connect_timeout_ms = 2500;  // rank 0 waits for a real rank 2
                                      if (r == 2) id.n_embd = 4096;
                                    });
     CHECK(run.rcs[0] == DS4TP_EIDENTITY);
@@ -226,6 +237,7 @@ TEST_CASE("group: bring-up refusals name the rank", "[group]") {
   SECTION("duplicate rank") {
     GroupRun run = run_group_procs(3, DS4TP_TRANSPORT_AUTO, checks_body,
                                    [](int r, ds4tp_group_options &o, ds4tp_identity &) {
+                                     o.connect_timeout_ms = 2500;
                                      if (r == 2) o.rank = 1;
                                    });
     INFO(run.msgs[0]);
@@ -248,6 +260,7 @@ TEST_CASE("group: bring-up refusals name the rank", "[group]") {
     static const char k1[] = "0123456789abcdef-key-one!";
     GroupRun run = run_group_procs(2, DS4TP_TRANSPORT_AUTO, checks_body,
                                    [](int r, ds4tp_group_options &o, ds4tp_identity &) {
+                                     o.connect_timeout_ms = 2500;
                                      o.psk = r == 0 ? k0 : k1;
                                      o.psk_bytes = sizeof k0 - 1;
                                    });

@@ -1,146 +1,24 @@
 // Group bring-up: the rendezvous at rank 0, the roster and the data links.
-// Blocking sockets code bounded by the connect deadline; runs once per
-// group, on the thread that calls ds4tp_group_connect.
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+// Runs once per group, on the thread that calls ds4tp_group_connect,
+// bounded by the connect deadline; the listening sides are served by
+// rendezvous.cpp so strangers cannot hold them up.
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
-#include "auth/crypto.hpp"
 #include "auth/proof.hpp"
 #include "common/clock.hpp"
 #include "group/group.hpp"
+#include "group/rendezvous.hpp"
 #include "group/wire.hpp"
-#include "os/os.hpp"
+#include "net/endpoint.hpp"
 #include "pair/pair.hpp"
 
 namespace ds4tp::group {
-namespace {
-
-int listen_on(const std::string &host, int port, net::Fd &out, int &bound, Error &err) {
-  net::Fd fd(os::open_socket(AF_INET, SOCK_STREAM, 0));
-  if (!fd.valid()) return err.set(DS4TP_EIO, "socket: {}", std::strerror(errno));
-  int one = 1;
-  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  if (host.empty() || host == "0.0.0.0") {
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-  } else if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_family = AF_INET;
-    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
-      return err.set(DS4TP_EINVAL, "cannot resolve rendezvous host '{}'", host);
-    a.sin_addr = reinterpret_cast<sockaddr_in *>(res->ai_addr)->sin_addr;
-    freeaddrinfo(res);
-  }
-  if (bind(fd.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) != 0)
-    return err.set(DS4TP_EIO, "bind {}:{}: {}", host, port, std::strerror(errno));
-  if (::listen(fd.get(), 64) != 0) return err.set(DS4TP_EIO, "listen: {}", std::strerror(errno));
-  socklen_t len = sizeof a;
-  getsockname(fd.get(), reinterpret_cast<sockaddr *>(&a), &len);
-  bound = ntohs(a.sin_port);
-  net::set_nonblocking(fd.get());
-  out = std::move(fd);
-  return DS4TP_OK;
-}
-
-// Dials until connected or the deadline (the peer may not listen yet).
-int dial(const std::string &host, int port, uint64_t deadline, net::Fd &out, Error &err) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  std::string ps = std::to_string(port);
-  if (getaddrinfo(host.c_str(), ps.c_str(), &hints, &res) != 0 || res == nullptr)
-    return err.set(DS4TP_EINVAL, "cannot resolve '{}'", host);
-  int last = 0;
-  for (;;) {
-    net::Fd fd(os::open_socket(AF_INET, SOCK_STREAM, 0));  // non-blocking
-    bool ok = fd.valid() && ::connect(fd.get(), res->ai_addr, res->ai_addrlen) == 0;
-    if (!ok && fd.valid() && errno == EINPROGRESS) {
-      pollfd p{fd.get(), POLLOUT, 0};
-      uint64_t now = now_ns();
-      int ms = now < deadline ? int(std::min<uint64_t>((deadline - now) / 1'000'000 + 1, 1000)) : 0;
-      if (poll(&p, 1, ms) == 1) {
-        int e = 0;
-        socklen_t el = sizeof e;
-        getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &e, &el);
-        ok = e == 0;
-        errno = e;
-      } else {
-        errno = ETIMEDOUT;
-      }
-    }
-    if (ok) {
-      freeaddrinfo(res);
-      net::tune_data_socket(fd.get());
-      out = std::move(fd);
-      return DS4TP_OK;
-    }
-    last = errno;
-    if (now_ns() >= deadline) break;
-    os::sleep_ns(20'000'000);
-  }
-  freeaddrinfo(res);
-  return err.set(DS4TP_ETIMEDOUT, "could not connect to {}:{} before the deadline: {}", host,
-                 port, std::strerror(last));
-}
-
-int accept_one(int lfd, uint64_t deadline, net::Fd &out, std::string *peer_host, Error &err) {
-  for (;;) {
-    sockaddr_in a{};
-    socklen_t len = sizeof a;
-    int fd = ::accept(lfd, reinterpret_cast<sockaddr *>(&a), &len);
-    if (fd >= 0) {
-      out = net::Fd(fd);
-      net::tune_data_socket(fd);
-      if (peer_host) {
-        char buf[INET_ADDRSTRLEN] = {0};
-        inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
-        *peer_host = buf;
-      }
-      return DS4TP_OK;
-    }
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-      return err.set(DS4TP_EIO, "accept: {}", std::strerror(errno));
-    uint64_t now = now_ns();
-    if (now >= deadline) return err.set(DS4TP_ETIMEDOUT, "accept: deadline passed");
-    pollfd p{lfd, POLLIN, 0};
-    poll(&p, 1, int(std::min<uint64_t>((deadline - now) / 1'000'000 + 1, 100)));
-  }
-}
-
-bool join_mac(const auth::Key &key, const wire::Nonce &nonce, const uint8_t *fixed,
-              wire::Mac &out) {
-  uint8_t msg[kNonceMsgBytes + kJoinFixedBytes];
-  std::memcpy(msg, nonce.data(), nonce.size());
-  std::memcpy(msg + nonce.size(), fixed, kJoinFixedBytes);
-  std::memset(msg + nonce.size() + 56, 0, 32);  // the mac field itself
-  static_assert(sizeof(wire::Mac) == auth::crypto::kHmacSha256Bytes);
-  return auth::crypto::hmac_sha256(key.data(), key.size(), msg, nonce.size() + kJoinFixedBytes,
-                                   out.data());
-}
-
-std::string list_ranks(const std::vector<int> &rs) {
-  std::string s;
-  for (int r : rs) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return s;
-}
-
-}  // namespace
 
 int Group::listen(Error &err) {
   if (opt_.rank != 0) return DS4TP_OK;
   int bound = 0;
-  if (int rc = listen_on(opt_.host, opt_.port, listen_fd_, bound, err)) return rc;
+  if (int rc = net::listen_tcp(opt_.host, opt_.port, listen_fd_, bound, err)) return rc;
   opt_.port = bound;
   return DS4TP_OK;
 }
@@ -152,35 +30,34 @@ static int build_mesh(const Options &o, const Roster &ro, int lfd, uint64_t dead
   fds.resize(size_t(o.size));
   for (int j = 0; j < o.rank; j++) {
     const std::string &h = ro.peers[size_t(j)].host.empty() ? o.host : ro.peers[size_t(j)].host;
-    if (int rc = dial(h, int(ro.peers[size_t(j)].port), deadline, fds[size_t(j)], err))
+    if (int rc = net::dial_tcp(h, int(ro.peers[size_t(j)].port), deadline, fds[size_t(j)], err))
       return err.set(rc, "data link to rank {}: {}", j, err.message);
     uint8_t l[kLinkBytes];
-    encode_link(uint32_t(o.rank), l);
+    encode_link(uint32_t(o.rank), ro.token, l);
     if (int rc = net::write_all(fds[size_t(j)].get(), l, sizeof l, deadline, "group link", err))
       return rc;
   }
-  for (int k = o.rank + 1; k < o.size; k++) {
-    net::Fd fd;
-    if (int rc = accept_one(lfd, deadline, fd, nullptr, err))
-      return err.set(rc, "data links from higher ranks: {}", err.message);
-    uint8_t l[kLinkBytes];
-    if (int rc = net::read_exact(fd.get(), l, sizeof l, deadline, "group link", err)) return rc;
-    uint32_t r = 0;
-    if (int rc = decode_link(l, sizeof l, uint32_t(o.size), r, err)) return rc;
-    if (int(r) <= o.rank || fds[r].valid())
-      return err.set(DS4TP_EPROTO, "data link from rank {} unexpected at rank {}", r, o.rank);
-    fds[r] = std::move(fd);
-  }
-  return DS4TP_OK;
+  if (o.rank + 1 == o.size) return DS4TP_OK;
+  return serve_links(o, ro.token, lfd, deadline, fds, err);
+}
+
+// Rank 0 to every rank that joined; a rank gone by now fails at its own
+// next read, so a failed write here needs no report.
+static void send_roster(const std::vector<net::Fd> &ctl, const Roster &ro) {
+  uint8_t rb[kRosterBytes];
+  encode_roster(ro, rb);
+  Error ignore;
+  for (const auto &fd : ctl)
+    if (fd.valid())
+      net::write_all(fd.get(), rb, sizeof rb, now_ns() + 1'000'000'000ull, "group roster", ignore);
 }
 
 int Group::connect(Error &err) {
   if (medium_) return err.set(DS4TP_ESTATE, "group already connected");
   const uint64_t deadline = now_ns() + opt_.connect_timeout_ns;
-  const uint64_t hello_ns = std::min<uint64_t>(opt_.connect_timeout_ns, 5'000'000'000ull);
   net::Fd data_l;
   int data_port = 0;
-  if (int rc = listen_on("0.0.0.0", 0, data_l, data_port, err)) return rc;
+  if (int rc = net::listen_tcp("0.0.0.0", 0, data_l, data_port, err)) return rc;
   const auto host_id = host_identity();
   wire::Hello hello;
   hello.role = DS4TP_ROLE_WORKER;  // rank 0 is the leader of the rendezvous
@@ -193,75 +70,16 @@ int Group::connect(Error &err) {
   if (opt_.rank == 0) {
     if (!listen_fd_.valid())
       if (int rc = listen(err)) return rc;
-    std::vector<Join> joins(size_t(opt_.size));
-    std::vector<std::string> hosts(size_t(opt_.size));
-    std::vector<net::Fd> extra;  // connections refused for a reason we report to them
-    Error first;
-    int joined = 1;
-    while (joined < opt_.size && first.ok()) {
-      net::Fd fd;
-      std::string peer;
-      if (accept_one(listen_fd_.get(), deadline, fd, &peer, err) != DS4TP_OK) {
-        if (err.code != DS4TP_ETIMEDOUT) return err.code;
-        std::vector<int> missing;
-        for (int r = 1; r < opt_.size; r++)
-          if (!ctl[size_t(r)].valid()) missing.push_back(r);
-        first.set(DS4TP_ETIMEDOUT, "rank{} {} did not join within {} ms",
-                  missing.size() > 1 ? "s" : "", list_ranks(missing),
-                  opt_.connect_timeout_ns / 1'000'000);
-        break;
-      }
-      const uint64_t hd = std::min(deadline, now_ns() + hello_ns);
-      wire::Nonce nonce{};
-      if (auth::fresh_nonce(nonce, err) != DS4TP_OK) return err.code;
-      uint8_t nm[kNonceMsgBytes], fixed[kJoinFixedBytes];
-      encode_nonce(nonce, nm);
-      Error e;
-      Join j;
-      if (net::write_all(fd.get(), nm, sizeof nm, hd, "group nonce", e) ||
-          net::read_exact(fd.get(), fixed, sizeof fixed, hd, "group join", e) ||
-          decode_join(fixed, sizeof fixed, j, e))
-        continue;  // not a rank of ours (or gone): drop it, keep waiting
-      std::vector<uint8_t> hb(j.hello_bytes);
-      if (net::read_exact(fd.get(), hb.data(), hb.size(), hd, "group hello", e)) continue;
-      wire::Preamble pre;
-      wire::Hello ph;
-      const int r = int(j.rank);
-      if (j.size != uint32_t(opt_.size)) {
-        first.set(DS4TP_EINVAL, "rank {} has group size {}, rank 0 has {}", r, j.size, opt_.size);
-      } else if (!opt_.key.empty() && !j.has_mac) {
-        first.set(DS4TP_EAUTH, "rank {} sent no key proof; rank 0 has a key", r);
-      } else if (opt_.key.empty() && j.has_mac) {
-        first.set(DS4TP_EAUTH, "rank {} sent a key proof; rank 0 has no key", r);
-      } else if (j.has_mac) {
-        wire::Mac want{};
-        if (!join_mac(opt_.key, nonce, fixed, want) || !auth::mac_equal(want, j.mac))
-          first.set(DS4TP_EAUTH, "rank {}: key proof does not verify (the keys differ)", r);
-      }
-      if (first.ok() && r == 0) first.set(DS4TP_EPROTO, "a second rank 0 joined from {}", peer);
-      if (first.ok() && ctl[size_t(r)].valid())
-        first.set(DS4TP_EPROTO, "rank {} joined twice (from {} and {})", r, hosts[size_t(r)], peer);
-      if (first.ok() && j.chunk != opt_.chunk_bytes)
-        first.set(DS4TP_EINVAL, "rank {} has chunk_bytes {}, rank 0 has {}", r, j.chunk,
-                  opt_.chunk_bytes);
-      if (first.ok()) {
-        if (wire::decode_preamble(hb.data(), hb.size(), wire::kHelloMaxBytes, pre, e) ||
-            wire::decode_hello_body(hb.data() + wire::kPreambleBytes,
-                                    hb.size() - wire::kPreambleBytes, ph, e))
-          first.set(e.code, "rank {}: {}", r, e.message);
-        else if (wire::compare_identity(opt_.id, ph.id, e) != DS4TP_OK)
-          first.set(e.code, "rank {}: {}", r, e.message);
-      }
-      if (!first.ok() && (r == 0 || ctl[size_t(r)].valid())) {
-        extra.push_back(std::move(fd));
-        break;
-      }
-      j.host_id = ph.host_id;
-      joins[size_t(r)] = j;
-      hosts[size_t(r)] = peer;
-      ctl[size_t(r)] = std::move(fd);
-      joined++;
+    Joined in;
+    if (int rc = serve_joins(opt_, listen_fd_.get(), deadline, in, err)) {
+      ro.status = rc;  // every rank that joined learns why
+      ro.message = err.message;
+      send_roster(in.ctl, ro);
+      return rc;
     }
+    const std::vector<Join> &joins = in.joins;
+    ctl = std::move(in.ctl);
+    Error first;
     // Transport: shm only when every rank shares this host.
     bool same_host = true, want_tcp = opt_.transport == DS4TP_TRANSPORT_TCP,
          want_shm = opt_.transport == DS4TP_TRANSPORT_SHM;
@@ -281,7 +99,10 @@ int Group::connect(Error &err) {
       ro.peers.resize(size_t(opt_.size));
       ro.peers[0].port = uint32_t(data_port);
       for (int r = 1; r < opt_.size; r++)
-        ro.peers[size_t(r)] = {hosts[size_t(r)], joins[size_t(r)].data_port};
+        ro.peers[size_t(r)] = {in.hosts[size_t(r)], joins[size_t(r)].data_port};
+      wire::Nonce token{};
+      if (auth::fresh_nonce(token, first) == DS4TP_OK)
+        std::copy_n(token.begin(), ro.token.size(), ro.token.begin());
       if (ro.transport == DS4TP_TRANSPORT_SHM)
         shm_area_create(opt_.size, opt_.chunk_bytes, ro.shm_name, area, first);
     }
@@ -289,12 +110,7 @@ int Group::connect(Error &err) {
       ro.status = first.code;
       ro.message = first.message;
     }
-    uint8_t rb[kRosterBytes];
-    encode_roster(ro, rb);
-    Error ignore;
-    for (auto &fd : ctl)
-      if (fd.valid()) net::write_all(fd.get(), rb, sizeof rb, deadline, "group roster", ignore);
-    for (auto &fd : extra) net::write_all(fd.get(), rb, sizeof rb, deadline, "group roster", ignore);
+    send_roster(ctl, ro);
     if (!first.ok()) {
       err = first;
       return err.code;
@@ -328,7 +144,7 @@ int Group::connect(Error &err) {
 
   // Ranks 1..N-1: join at rank 0, then open the data links.
   net::Fd c;
-  if (int rc = dial(opt_.host, opt_.port, deadline, c, err))
+  if (int rc = net::dial_tcp(opt_.host, opt_.port, deadline, c, err))
     return err.set(rc, "rendezvous with rank 0: {}", err.message);
   uint8_t nm[kNonceMsgBytes], fixed[kJoinFixedBytes], rb[kRosterBytes];
   wire::Nonce nonce{};

@@ -19,6 +19,7 @@
 
 #include "auth/key.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "talk/group_beat.hpp"
 #include "group/reduce.hpp"
 #include "net/socket.hpp"
@@ -46,6 +47,8 @@ struct Options {
   uint64_t peer_silence_ns = 1'000'000'000;  // tcp: a rank not heard this long fails the group
   auth::Key key;
   wire::Identity id;
+  // Bring-up refusals (strangers at a listener, a join of another group).
+  Logger log{nullptr, nullptr, DS4TP_LOG_WARN};
 };
 
 // Data medium between the ranks: shared slots or a tcp mesh.

@@ -116,6 +116,7 @@ void encode_roster(const Roster &r, uint8_t out[kRosterBytes]) {
     put32(p + 40, r.peers[i].port);
   }
   put_str(out + 64 + kRosterPeers * 48, 256, r.message);
+  std::memcpy(out + 64 + kRosterPeers * 48 + 256, r.token.data(), r.token.size());
 }
 
 int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err) {
@@ -125,6 +126,7 @@ int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err) {
   r.size = get32(buf + 16);
   r.shm_name = get_str(buf + 20, 44);
   r.message = get_str(buf + 64 + kRosterPeers * 48, 256);
+  std::memcpy(r.token.data(), buf + 64 + kRosterPeers * 48 + 256, r.token.size());
   if (r.status > 0 || r.status < -100)
     return err.set(DS4TP_EPROTO, "group roster: status {}", r.status);
   if (r.status != DS4TP_OK) return DS4TP_OK;
@@ -143,17 +145,20 @@ int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err) {
   return DS4TP_OK;
 }
 
-void encode_link(uint32_t rank, uint8_t out[kLinkBytes]) {
+void encode_link(uint32_t rank, const LinkToken &token, uint8_t out[kLinkBytes]) {
   put32(out, kLinkMagic);
   put32(out + 4, rank);
+  std::memcpy(out + 8, token.data(), token.size());
 }
 
-int decode_link(const uint8_t *buf, size_t len, uint32_t n, uint32_t &rank, Error &err) {
+int decode_link(const uint8_t *buf, size_t len, uint32_t n, uint32_t &rank, LinkToken &token,
+                Error &err) {
   if (len < kLinkBytes) return err.set(DS4TP_EPROTO, "group link: {} bytes", len);
   if (get32(buf) != kLinkMagic)
     return err.set(DS4TP_EPROTO, "group link: bad magic {:#010x}", get32(buf));
   rank = get32(buf + 4);
   if (rank >= n) return err.set(DS4TP_EPROTO, "group link: rank {} of {}", rank, n);
+  std::memcpy(token.data(), buf + 8, token.size());
   return DS4TP_OK;
 }
 

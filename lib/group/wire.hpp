@@ -4,8 +4,10 @@
 //   rank 0 -> rank: Nonce  {u32 "D4GN", u16 version, u16 0, 32-byte nonce}
 //   rank -> rank 0: Join   fixed 96 bytes, then the identity hello bytes
 //   rank 0 -> rank: Roster fixed 64 bytes + 16 peers * 48 + 256 message
+//                   + 16-byte link token
 //   rank -> rank 0: one byte "ready" (data links up); rank 0 -> rank: "go"
-// Data links (tcp): the dialler sends {u32 "D4GL", u32 rank}; every
+// Data links (tcp): the dialler sends {u32 "D4GL", u32 rank, link token},
+// so a stranger at a data listener cannot take a rank's place; every
 // exchange step then starts with {u32 "D4GS", u32 step, u64 bytes}.
 #pragma once
 
@@ -20,12 +22,13 @@
 
 namespace ds4tp::group {
 
-constexpr uint16_t kGroupVersion = 1;
+constexpr uint16_t kGroupVersion = 2;
 constexpr size_t kNonceMsgBytes = 40;
 constexpr size_t kJoinFixedBytes = 96;
 constexpr size_t kRosterPeers = 16;
-constexpr size_t kRosterBytes = 64 + kRosterPeers * 48 + 256;
-constexpr size_t kLinkBytes = 8;
+constexpr size_t kLinkTokenBytes = 16;
+constexpr size_t kRosterBytes = 64 + kRosterPeers * 48 + 256 + kLinkTokenBytes;
+constexpr size_t kLinkBytes = 8 + kLinkTokenBytes;
 constexpr size_t kStepHeaderBytes = 16;
 constexpr size_t kMaxJoinHello = wire::kHelloMaxBytes + wire::kPreambleBytes;
 
@@ -41,6 +44,9 @@ struct Join {
   wire::Mac mac{};  // HMAC(key, nonce || fixed part with mac zeroed)
 };
 
+// Random per group, sent only to its ranks: a data link must show it.
+using LinkToken = std::array<uint8_t, kLinkTokenBytes>;
+
 struct RosterPeer {
   std::string host;  // <= 39 bytes
   uint32_t port = 0;
@@ -53,6 +59,7 @@ struct Roster {
   std::string shm_name;  // <= 47 bytes
   std::vector<RosterPeer> peers;
   std::string message;  // <= 255 bytes
+  LinkToken token{};
 };
 
 void encode_nonce(const wire::Nonce &n, uint8_t out[kNonceMsgBytes]);
@@ -61,8 +68,10 @@ void encode_join(const Join &j, uint8_t out[kJoinFixedBytes]);
 int decode_join(const uint8_t *buf, size_t len, Join &j, Error &err);
 void encode_roster(const Roster &r, uint8_t out[kRosterBytes]);
 int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err);
-void encode_link(uint32_t rank, uint8_t out[kLinkBytes]);
-int decode_link(const uint8_t *buf, size_t len, uint32_t n, uint32_t &rank, Error &err);
+void encode_link(uint32_t rank, const LinkToken &token, uint8_t out[kLinkBytes]);
+// Checks the magic and the rank's range; the caller compares the token.
+int decode_link(const uint8_t *buf, size_t len, uint32_t n, uint32_t &rank, LinkToken &token,
+                Error &err);
 void encode_step_header(uint64_t step, uint64_t bytes, uint8_t out[kStepHeaderBytes]);
 // EDESYNC naming both steps/sizes when the peer is on another step.
 int check_step_header(const uint8_t *buf, uint64_t step, uint64_t bytes, int peer, Error &err);

@@ -58,11 +58,19 @@ int group_frames(const uint8_t *d, size_t n) {
       FUZZ_CHECK(s.peers.size() == r.peers.size());
       for (size_t i = 0; i < r.peers.size(); i++)
         FUZZ_CHECK(s.peers[i].host == r.peers[i].host && s.peers[i].port == r.peers[i].port);
+      FUZZ_CHECK(r.status != DS4TP_OK || s.token == r.token);
       break;
     }
     case 3: {
       uint32_t rank = 0;
-      if (decode_link(d, n, kRosterPeers, rank, err) == DS4TP_OK) FUZZ_CHECK(rank < kRosterPeers);
+      LinkToken t{}, u{};
+      if (decode_link(d, n, kRosterPeers, rank, t, err) != DS4TP_OK) return 0;
+      FUZZ_CHECK(rank < kRosterPeers);
+      uint8_t b[kLinkBytes];
+      encode_link(rank, t, b);
+      uint32_t again = 0;
+      FUZZ_CHECK(decode_link(b, sizeof b, kRosterPeers, again, u, err) == DS4TP_OK);
+      FUZZ_CHECK(again == rank && u == t);
       break;
     }
     case 4: {
@@ -119,6 +127,7 @@ std::vector<Bytes> group_seeds() {
   r.transport = DS4TP_TRANSPORT_TCP;
   r.size = 3;
   r.peers = {{"", 29600}, {"127.0.0.1", 40001}, {"10.1.2.3", 40002}};
+  r.token[15] = 0xa5;
   uint8_t rb[kRosterBytes];
   encode_roster(r, rb);
   add(2, rb, sizeof rb);
@@ -128,7 +137,9 @@ std::vector<Bytes> group_seeds() {
   encode_roster(r, rb);
   add(2, rb, sizeof rb);
   uint8_t lb[kLinkBytes];
-  encode_link(3, lb);
+  LinkToken token{};
+  token[0] = 0x5a;
+  encode_link(3, token, lb);
   add(3, lb, sizeof lb);
   uint8_t sb[kStepHeaderBytes];
   encode_step_header(7, 4096, sb);
