@@ -1,0 +1,320 @@
+// Group fault matrix: N = 2, 3, 4 rank processes over shm and tcp; a
+// random rank is SIGKILLed or SIGSTOPped at a random moment of bring-up,
+// of each algorithm's steps (one-shot, two-shot, home, chunked, the other
+// collectives) or between calls. Every surviving rank must end with a
+// named error within its deadline; every result it returned before must
+// have the right bits; and no rank may go on past the next call after a
+// failure elsewhere (the survivors' failing calls differ by one at most).
+// A "group-fault-summary:" line per axis gives the figures that
+// docs/RELIABILITY.md reports.
+//
+// DS4TP_FAULT_TRIALS scales the trials (default 4: 12 per unit, 48 in all).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "group_util.hpp"
+#include "support/procs.hpp"
+
+using namespace ds4tp::test;
+
+namespace {
+
+constexpr int kGraceMs = 1500;  // scheduling slack (sanitizer builds, 2 cores)
+constexpr int kConnectMs = 1500, kOpMs = 1500, kSilenceMs = 1000;
+constexpr int32_t kWrongBits = 1;  // a rank's report: a result with wrong bits
+
+int trials() {
+  const char *e = std::getenv("DS4TP_FAULT_TRIALS");
+  const int n = e ? std::atoi(e) : 0;
+  return n > 0 ? n : 4;
+}
+
+std::mt19937_64 &rng() {
+  static std::mt19937_64 r{mono_ns()};
+  return r;
+}
+uint64_t uniform(uint64_t lo, uint64_t hi) {
+  return std::uniform_int_distribution<uint64_t>(lo, hi)(rng());
+}
+
+enum class Work { OneShot, TwoShot, Chunked, Home, Others, Between };
+const char *work_name(Work w) {
+  switch (w) {
+    case Work::OneShot: return "one-shot all-reduce";
+    case Work::TwoShot: return "two-shot all-reduce";
+    case Work::Chunked: return "chunked all-reduce";
+    case Work::Home: return "home all-reduce";
+    case Work::Others: return "all-gather/broadcast/barrier";
+    case Work::Between: return "between calls";
+  }
+  return "?";
+}
+
+struct Plan {
+  int rank = 0, size = 2, port = 0;
+  int transport = DS4TP_TRANSPORT_SHM;
+  Work work = Work::OneShot;
+};
+
+// Call i of a workload: 0 or a status; kWrongBits when the bits differ.
+int one_call(ds4tp_group *g, const Plan &p, uint64_t i, std::vector<uint8_t> &a,
+             std::vector<uint8_t> &b) {
+  uint64_t count = 1024;
+  if (p.work == Work::TwoShot) count = 16384;  // 64 KiB: the two-shot threshold
+  if (p.work == Work::Chunked) count = 40001;  // over one 64 KiB chunk
+  if (p.work == Work::Home) count = 8192;
+  if (p.work == Work::Others) {
+    const uint64_t bytes = 512;
+    a.resize(bytes);
+    b.resize(bytes * uint64_t(p.size));
+    switch (i % 3) {
+      case 0: {
+        group_fill(DS4TP_DTYPE_F32, p.rank, bytes / 4, i, a.data());
+        if (int rc = ds4tp_group_all_gather(g, a.data(), b.data(), bytes)) return rc;
+        for (int r = 0; r < p.size; r++) {
+          group_fill(DS4TP_DTYPE_F32, r, bytes / 4, i, a.data());
+          if (std::memcmp(a.data(), b.data() + uint64_t(r) * bytes, bytes) != 0) return kWrongBits;
+        }
+        return 0;
+      }
+      case 1: {
+        const int root = int(i % uint64_t(p.size));
+        group_fill(DS4TP_DTYPE_F32, p.rank, bytes / 4, i, a.data());
+        if (int rc = ds4tp_group_broadcast(g, a.data(), bytes, root)) return rc;
+        group_fill(DS4TP_DTYPE_F32, root, bytes / 4, i, b.data());
+        return std::memcmp(a.data(), b.data(), bytes) == 0 ? 0 : kWrongBits;
+      }
+      default:
+        return ds4tp_group_barrier(g);
+    }
+  }
+  const size_t bytes = count * 4;
+  a.resize(bytes);
+  b.resize(bytes);
+  uint8_t *buf = a.data();
+  if (p.work == Work::Home) {  // in the group buffer: the home algorithm on shm
+    void *home = nullptr;
+    uint64_t room = 0;
+    if (int rc = ds4tp_group_buffer(g, &home, &room)) return rc;
+    if (room >= bytes) buf = static_cast<uint8_t *>(home);
+  }
+  group_fill(DS4TP_DTYPE_F32, p.rank, count, i, buf);
+  if (int rc = ds4tp_group_all_reduce(g, buf, count, DS4TP_DTYPE_F32, DS4TP_OP_SUM)) return rc;
+  group_reference(DS4TP_DTYPE_F32, p.size, count, i, b.data());
+  return std::memcmp(buf, b.data(), bytes) == 0 ? 0 : kWrongBits;
+}
+
+// A rank process: connect, say ready, run calls until one fails; the
+// report carries the failing call's index (-1: the connect).
+int rank_main(int fd, const Plan &p) {
+  ds4tp_group_options o;
+  ds4tp_group_options_init(&o);
+  o.rank = p.rank;
+  o.group_size = p.size;
+  o.rendezvous_host = "127.0.0.1";
+  o.rendezvous_port = p.port;
+  o.transport = p.transport;
+  o.connect_timeout_ms = kConnectMs;
+  o.op_timeout_ms = kOpMs;
+  o.peer_silence_ms = kSilenceMs;
+  o.chunk_bytes = 64 * 1024;
+  ds4tp_identity id;
+  ds4tp_identity_init(&id);
+  id.n_layer = 36;
+  id.n_embd = 2560;
+  ds4tp_group *g = nullptr;
+  Report res;
+  res.kind = kReportResult;
+  int rc = ds4tp_group_new(&g, &o, &id);
+  if (rc == 0 && p.rank == 0) {
+    Report r;
+    r.kind = kReportPort;
+    r.value = ds4tp_group_rendezvous_port(g);
+    (void)!write(fd, &r, sizeof r);
+  }
+  res.value = -1;
+  if (rc == 0) rc = ds4tp_group_connect(g);
+  if (rc == 0) {
+    Report r;
+    r.kind = kReportReady;
+    (void)!write(fd, &r, sizeof r);
+    std::vector<uint8_t> a, b;
+    for (uint64_t i = 0; rc == 0; i++) {
+      res.value = int64_t(i);
+      rc = one_call(g, p, i, a, b);
+      if (p.work == Work::Between) usleep(1000);
+    }
+  }
+  res.rc = rc;
+  res.t_ns = mono_ns();
+  std::snprintf(res.msg, sizeof res.msg, "%s",
+                rc == kWrongBits ? "a result with wrong bits"
+                : g              ? ds4tp_group_errmsg(g)
+                                 : ds4tp_last_error());
+  (void)!write(fd, &res, sizeof res);
+  ds4tp_group_free(g);
+  return 0;
+}
+
+struct Tally {
+  int trials = 0, named = 0, late = 0, hang = 0, crash = 0, wrong = 0, split = 0;
+  double worst_ms = 0;
+  std::map<std::string, int> codes;
+  std::vector<std::string> notes;
+  bool clean() const { return trials > 0 && named == trials; }
+};
+
+struct Matrix {
+  std::map<std::string, Tally> by;  // "transport shm", "n=3", "SIGKILL", work name, "all"
+  std::map<std::string, std::string> sample;
+  void add(const std::vector<std::string> &keys, const Tally &t) {
+    for (const auto &k : keys) {
+      Tally &a = by[k];
+      a.trials += t.trials, a.named += t.named, a.late += t.late, a.hang += t.hang;
+      a.crash += t.crash, a.wrong += t.wrong, a.split += t.split;
+      a.worst_ms = std::max(a.worst_ms, t.worst_ms);
+      for (auto &[c, v] : t.codes) a.codes[c] += v;
+      a.notes.insert(a.notes.end(), t.notes.begin(), t.notes.end());
+    }
+  }
+  void print() const {
+    for (const auto &[k, t] : by) {
+      std::string c;
+      for (auto &[n, v] : t.codes) c += (c.empty() ? "" : ",") + n + "=" + std::to_string(v);
+      std::printf("group-fault-summary: %s | trials %d | named-within-deadline %d | late %d | "
+                  "hang %d | crash %d | not-named-or-wrong-bits %d | split %d | codes %s | "
+                  "worst %.1f ms\n",
+                  k.c_str(), t.trials, t.named, t.late, t.hang, t.crash, t.wrong, t.split,
+                  c.c_str(), t.worst_ms);
+    }
+    for (auto &[k, v] : sample) std::printf("  e.g. %s: %s\n", k.c_str(), v.c_str());
+    for (const auto &n : by.at("all").notes) std::printf("  note: %s\n", n.c_str());
+    std::fflush(stdout);
+  }
+};
+
+// One trial: forks the ranks, injects the fault, judges every survivor.
+Tally trial(const Plan &base, bool stop, bool in_bringup, int victim, Matrix &m) {
+  Tally t;
+  t.trials = 1;
+  std::vector<Child> kids;
+  Plan p0 = base;
+  p0.rank = 0;
+  kids.push_back(Child::spawn([p0](int fd) { return rank_main(fd, p0); }, "rank 0"));
+  Report r;
+  if (!kids[0].next_of(kReportPort, r, 5000)) {
+    t.crash = 1;
+    t.notes.push_back("rank 0 did not start");
+    for (auto &k : kids) k.reap(1000);
+    return t;
+  }
+  for (int k = 1; k < base.size; k++) {
+    Plan pk = base;
+    pk.rank = k;
+    pk.port = int(r.value);
+    kids.push_back(Child::spawn([pk](int fd) { return rank_main(fd, pk); }, "rank"));
+  }
+  Child &v = kids[size_t(victim)];
+  if (in_bringup) {
+    usleep(useconds_t(uniform(0, 30000)));
+  } else if (v.next_of(kReportReady, r, 5000)) {
+    usleep(useconds_t(uniform(0, 20000)));
+  }
+  v.signal(stop ? SIGSTOP : SIGKILL);
+  const uint64_t fault = mono_ns();
+  // The deadline that applies: a stopped rank is judged by silence or
+  // the op deadline; a killed one at once; bring-up by its deadline.
+  const int deadline_ms = in_bringup ? kConnectMs : kOpMs;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  bool all_named = true;
+  for (int k = 0; k < base.size; k++) {
+    if (k == victim) continue;
+    Report res;
+    const bool got = kids[size_t(k)].next_of(kReportResult, res, deadline_ms + kGraceMs + 3000);
+    bool hung = false;
+    if (!got) kids[size_t(k)].signal(SIGKILL);
+    const int status = kids[size_t(k)].reap(got ? 3000 : 1000, &hung);
+    const std::string who = "rank " + std::to_string(k) + " of " + std::to_string(base.size);
+    if (!got) {
+      all_named = false;
+      if (hung || (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+        t.hang = 1;
+        t.notes.push_back(who + ": hang");
+      } else {
+        t.crash = 1;
+        t.notes.push_back(who + ": no report");
+      }
+      continue;
+    }
+    const double ms = res.t_ns > fault ? double(res.t_ns - fault) / 1e6 : 0.0;
+    t.worst_ms = std::max(t.worst_ms, ms);
+    t.codes[ds4tp_err_name(res.rc)]++;
+    m.sample.emplace(ds4tp_err_name(res.rc), res.msg);
+    lo = std::min(lo, int64_t(res.value));
+    hi = std::max(hi, int64_t(res.value));
+    if (res.rc >= 0 || std::string(ds4tp_err_name(res.rc)) == "DS4TP_UNKNOWN") {
+      all_named = false;
+      t.wrong = 1;
+      t.notes.push_back(who + " call " + std::to_string(res.value) + ": " + res.msg);
+    } else if (ms > deadline_ms + kGraceMs) {
+      all_named = false;
+      t.late = 1;
+      t.notes.push_back(who + ": " + std::to_string(int(ms)) + " ms: " + res.msg);
+    }
+  }
+  if (hi - lo > 1 && lo != INT64_MAX) {  // a rank went on past its next call
+    all_named = false;
+    t.split = 1;
+    t.notes.push_back("survivors failed at calls " + std::to_string(lo) + " and " +
+                      std::to_string(hi));
+  }
+  kids[size_t(victim)].signal(SIGKILL);
+  kids[size_t(victim)].reap(2000);
+  t.named = all_named ? 1 : 0;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random moment",
+          "[group][fault]") {
+  const Work works[] = {Work::OneShot, Work::TwoShot, Work::Chunked,
+                        Work::Home,    Work::Others,  Work::Between};
+  Matrix m;
+  const int total = 12 * trials();
+  for (int i = 0; i < total; i++) {
+    Plan p;
+    p.size = 2 + i % 3;
+    p.transport = (i / 3) % 2 ? DS4TP_TRANSPORT_TCP : DS4TP_TRANSPORT_SHM;
+    p.work = works[(i / 6) % 6];
+    const bool stop = (i / 36) % 2 == 1 || uniform(0, 3) == 0;
+    const bool in_bringup = uniform(0, 7) == 0;
+    const int victim = int(uniform(0, uint64_t(p.size - 1)));
+    const Tally t = trial(p, stop, in_bringup, victim, m);
+    const std::string moment = in_bringup ? "bring-up" : work_name(p.work);
+    m.add({"all", std::string("transport ") + ds4tp_transport_name(p.transport),
+           "n=" + std::to_string(p.size), stop ? "SIGSTOP" : "SIGKILL", moment,
+           victim == 0 ? "victim rank 0" : "victim another rank"},
+          t);
+  }
+  m.print();
+  const Tally &all = m.by.at("all");
+  INFO("see the group-fault-summary lines and notes above");
+  CHECK(all.hang == 0);
+  CHECK(all.crash == 0);
+  CHECK(all.wrong == 0);
+  CHECK(all.late == 0);
+  CHECK(all.split == 0);
+  REQUIRE(all.clean());
+}
