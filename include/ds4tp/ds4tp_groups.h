@@ -14,6 +14,12 @@
 /* ds4tp_group_mark_failed fails the group on every rank (EPEERCLOSED,   */
 /* ETIMEDOUT or EFAILED naming the rank), and later calls return         */
 /* DS4TP_EFAILED. One thread per handle at a time.                       */
+/* One verdict per call: every call hears every rank (a broadcast's      */
+/* non-roots send a header alone), so a rank may return success from a   */
+/* call that another rank failed (it had all the bytes) but then fails   */
+/* its next call, naming the rank that failed; no rank completes two     */
+/* calls past a failure elsewhere. An engine that must not commit a      */
+/* token on a split verdict commits it after the next call returns.      */
 
 typedef struct ds4tp_group ds4tp_group;
 
@@ -103,7 +109,8 @@ DS4TP_EXPERIMENTAL_API int ds4tp_group_all_reduce(ds4tp_group *g, void *buf, uin
 /* out[r*bytes .. ] = rank r's `in` (bytes each); out holds size*bytes. */
 DS4TP_EXPERIMENTAL_API int ds4tp_group_all_gather(ds4tp_group *g, const void *in, void *out,
                                      uint64_t bytes);
-/* Every rank's buf gets root's bytes. */
+/* Every rank's buf gets root's bytes. Every rank takes part (the others
+ * stamp or send a 16-byte header), so it waits for the slowest rank. */
 DS4TP_EXPERIMENTAL_API int ds4tp_group_broadcast(ds4tp_group *g, void *buf, uint64_t bytes,
                                     int root);
 DS4TP_EXPERIMENTAL_API int ds4tp_group_barrier(ds4tp_group *g);

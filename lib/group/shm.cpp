@@ -172,16 +172,15 @@ class ShmMedium final : public Medium {
     if (mine != nullptr) {
       if (int rc = wait_done(step - 2, err)) return rc;
       if (bytes) std::memcpy(a_->slot(rank_, b), mine, bytes);
-      publish(a_->line(rank_)->stamp[b], step);
     }
+    // Every rank stamps every step, even one it sends nothing in, and
+    // waits for every stamp: no step completes on a rank while another
+    // has given up on the group.
+    publish(a_->line(rank_)->stamp[b], step);
     for (int r = 0; r < n; r++) {
-      if (root >= 0 && r != root) {
-        views[r] = nullptr;
-        continue;
-      }
       if (r != rank_)
         if (int rc = wait_stamp(r, step, err)) return rc;
-      views[r] = a_->slot(r, b);
+      views[r] = root < 0 || r == root ? a_->slot(r, b) : nullptr;
     }
     return DS4TP_OK;
   }

@@ -49,7 +49,7 @@ class TcpMedium final : public Medium {
     uint8_t *hdr = src != nullptr && src[0] == roomy_ && src[n_ - 1] == roomy_
                        ? const_cast<uint8_t *>(roomy_) - kStepHeaderBytes
                        : own;
-    encode_step_header(step, bytes, hdr);
+    encode_step_header(step, src != nullptr ? bytes : 0, hdr);
     const tcp::StepHeader h{hdr, kStepHeaderBytes, step, bytes, check_step_header};
     return mesh_.step(h, root, src, views, err);
   }

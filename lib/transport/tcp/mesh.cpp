@@ -34,12 +34,16 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
   if (aborted()) return err.set(DS4TP_EFAILED, "group failed: marked failed");
   Peer peers[kMaxPeers];
   int pending = 0;
+  // Every rank is heard at every step, even in a rooted one: a rank
+  // without bytes sends its header alone, so no step completes on a rank
+  // while another has given up on the group.
   for (int r = 0; r < n_; r++) {
     views[r] = nullptr;
     if (r == rank_) continue;
-    peers[r].send = src != nullptr;
-    peers[r].recv = root < 0 || r == root;
-    pending += peers[r].send + peers[r].recv;
+    peers[r].send = peers[r].recv = true;
+    peers[r].body_out = src != nullptr ? h.body : 0;
+    peers[r].body_in = root < 0 || r == root ? h.body : 0;
+    pending += 2;
   }
   if (src != nullptr) views[rank_] = src[rank_];
   // The waiter (and its clock read) starts at the first round that does
@@ -54,14 +58,14 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
     for (int r = 0; r < n_; r++) {
       Peer &p = peers[r];
       if (p.send) {  // first: the peer may be waiting for these bytes already
-        if (int rc = pump_send(h, src[r], r, p, moved, err)) return fail(rc);
+        if (int rc = pump_send(h, src ? src[r] : nullptr, r, p, moved, err)) return fail(rc);
         if (!p.send) pending--;
       }
       if (p.recv) {
         if (int rc = pump_recv(h, r, p, moved, err)) return fail(rc);
         if (!p.recv) {
           pending--;
-          views[r] = landing(r);
+          if (root < 0 || r == root) views[r] = landing(r);
         }
       }
     }
@@ -113,7 +117,7 @@ int Mesh::block(const Peer *peers, uint64_t left_ns) {
 // Reads what rank r's socket holds of this step: header and body in one
 // call, into the header room and the landing after it.
 int Mesh::pump_recv(const StepHeader &h, int r, Peer &p, bool &moved, Error &err) {
-  const size_t total = h.size + h.body;
+  const size_t total = h.size + p.body_in;
   uint8_t *body = landing(r), *hdr = body - h.size;
   while (p.recv) {
     const ssize_t k = net::recv_stream(fds_[r].get(), hdr, h.size, body, p.got, total);
@@ -127,7 +131,7 @@ int Mesh::pump_recv(const StepHeader &h, int r, Peer &p, bool &moved, Error &err
     p.got += size_t(k);
     moved = true;
     if (hdr_done)
-      if (int rc = h.check(hdr, h.step, h.body, r, err)) return rc;
+      if (int rc = h.check(hdr, h.step, p.body_in, r, err)) return rc;
     if (p.got == total) p.recv = false;
   }
   return DS4TP_OK;
@@ -135,7 +139,7 @@ int Mesh::pump_recv(const StepHeader &h, int r, Peer &p, bool &moved, Error &err
 
 int Mesh::pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, bool &moved,
                     Error &err) {
-  const size_t total = h.size + h.body;
+  const size_t total = h.size + p.body_out;
   while (p.send) {
     const ssize_t k = net::send_stream(fds_[r].get(), h.bytes, h.size, src, p.sent, total);
     if (k < 0) {

@@ -51,10 +51,13 @@ class Mesh {
   Mesh(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout_ns,
        const os::WaitPolicy &policy, bool adaptive);
 
-  // Sends src[r] (when src is set) to every peer r, and receives a message
-  // from every peer (or only `root` when root >= 0); views[r] then points
-  // at rank r's body (this rank's: src[rank]). `hdr.bytes` may sit in the
-  // kRoom before src[r] (one plain send then).
+  // Sends src[r] to every peer r (the header alone when src is null) and
+  // receives every peer's message: bodies from every peer, or only from
+  // `root` when root >= 0 (the others send their header alone, so each
+  // rank hears every rank at every step). views[r] then points at rank
+  // r's body (this rank's: src[rank]; null where none came). `hdr.bytes`
+  // encodes this rank's body size and may sit in the kRoom before src[r]
+  // (one plain send then).
   int step(const StepHeader &hdr, int root, const uint8_t *const *src, const void **views,
            Error &err);
   // Fails this step and every later one, and shuts the links down.
@@ -64,6 +67,7 @@ class Mesh {
  private:
   struct Peer {
     size_t sent = 0, got = 0;
+    size_t body_out = 0, body_in = 0;
     bool send = false, recv = false;
   };
   uint8_t *landing(int r) { return staging_.data() + size_t(r) * (kRoom + chunk_) + kRoom; }
