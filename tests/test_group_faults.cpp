@@ -11,7 +11,10 @@
 // DS4TP_FAULT_TRIALS scales the trials (default 4: 12 per unit, 48 in all).
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "group_util.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/procs.hpp"
 
 using namespace ds4tp::test;
@@ -48,6 +52,19 @@ uint64_t uniform(uint64_t lo, uint64_t hi) {
   return std::uniform_int_distribution<uint64_t>(lo, hi)(rng());
 }
 
+// A free loopback port (bound, read, closed): rank 0's data listener.
+void net_free_port(int &port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+  port = ntohs(a.sin_port);
+  close(fd);
+}
+
 enum class Work { OneShot, TwoShot, Chunked, Home, Others, Between };
 const char *work_name(Work w) {
   switch (w) {
@@ -65,6 +82,7 @@ struct Plan {
   int rank = 0, size = 2, port = 0;
   int transport = DS4TP_TRANSPORT_SHM;
   Work work = Work::OneShot;
+  int data_port = 0, advertise = 0;  // rank 0's data listener behind a proxy
 };
 
 // Call i of a workload: 0 or a status; kWrongBits when the bits differ.
@@ -133,6 +151,10 @@ int rank_main(int fd, const Plan &p) {
   ds4tp_identity_init(&id);
   id.n_layer = 36;
   id.n_embd = 2560;
+  if (p.data_port) {
+    setenv("DS4TP_GROUP_DATA_PORT", std::to_string(p.data_port).c_str(), 1);
+    setenv("DS4TP_GROUP_DATA_ADVERTISE_PORT", std::to_string(p.advertise).c_str(), 1);
+  }
   ds4tp_group *g = nullptr;
   Report res;
   res.kind = kReportResult;
@@ -204,11 +226,8 @@ struct Matrix {
   }
 };
 
-// One trial: forks the ranks, injects the fault, judges every survivor.
-Tally trial(const Plan &base, bool stop, bool in_bringup, int victim, Matrix &m) {
-  Tally t;
-  t.trials = 1;
-  std::vector<Child> kids;
+// Forks rank 0, learns its port, forks the others (which dial it).
+bool spawn_ranks(const Plan &base, std::vector<Child> &kids, Tally &t) {
   Plan p0 = base;
   p0.rank = 0;
   kids.push_back(Child::spawn([p0](int fd) { return rank_main(fd, p0); }, "rank 0"));
@@ -217,35 +236,32 @@ Tally trial(const Plan &base, bool stop, bool in_bringup, int victim, Matrix &m)
     t.crash = 1;
     t.notes.push_back("rank 0 did not start");
     for (auto &k : kids) k.reap(1000);
-    return t;
+    return false;
   }
   for (int k = 1; k < base.size; k++) {
     Plan pk = base;
     pk.rank = k;
     pk.port = int(r.value);
+    pk.data_port = pk.advertise = 0;
     kids.push_back(Child::spawn([pk](int fd) { return rank_main(fd, pk); }, "rank"));
   }
-  Child &v = kids[size_t(victim)];
-  if (in_bringup) {
-    usleep(useconds_t(uniform(0, 30000)));
-  } else if (v.next_of(kReportReady, r, 5000)) {
-    usleep(useconds_t(uniform(0, 20000)));
-  }
-  v.signal(stop ? SIGSTOP : SIGKILL);
-  const uint64_t fault = mono_ns();
-  // The deadline that applies: a stopped rank is judged by silence or
-  // the op deadline; a killed one at once; bring-up by its deadline.
-  const int deadline_ms = in_bringup ? kConnectMs : kOpMs;
+  return true;
+}
+
+// Every rank but `victim` must report a named error within `deadline_ms`
+// of `fault`, after right bits only, and within one call of the others.
+void judge(std::vector<Child> &kids, int victim, uint64_t fault, int deadline_ms, Tally &t,
+           Matrix &m) {
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   bool all_named = true;
-  for (int k = 0; k < base.size; k++) {
+  for (int k = 0; k < int(kids.size()); k++) {
     if (k == victim) continue;
     Report res;
     const bool got = kids[size_t(k)].next_of(kReportResult, res, deadline_ms + kGraceMs + 3000);
     bool hung = false;
     if (!got) kids[size_t(k)].signal(SIGKILL);
     const int status = kids[size_t(k)].reap(got ? 3000 : 1000, &hung);
-    const std::string who = "rank " + std::to_string(k) + " of " + std::to_string(base.size);
+    const std::string who = "rank " + std::to_string(k) + " of " + std::to_string(kids.size());
     if (!got) {
       all_named = false;
       if (hung || (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
@@ -279,9 +295,57 @@ Tally trial(const Plan &base, bool stop, bool in_bringup, int victim, Matrix &m)
     t.notes.push_back("survivors failed at calls " + std::to_string(lo) + " and " +
                       std::to_string(hi));
   }
-  kids[size_t(victim)].signal(SIGKILL);
-  kids[size_t(victim)].reap(2000);
+  if (victim >= 0) {
+    kids[size_t(victim)].signal(SIGKILL);
+    kids[size_t(victim)].reap(2000);
+  }
   t.named = all_named ? 1 : 0;
+}
+
+// One trial: forks the ranks, kills or stops `victim`, judges the others.
+Tally trial(const Plan &base, bool stop, bool in_bringup, int victim, Matrix &m) {
+  Tally t;
+  t.trials = 1;
+  std::vector<Child> kids;
+  if (!spawn_ranks(base, kids, t)) return t;
+  Child &v = kids[size_t(victim)];
+  Report r;
+  if (in_bringup) {
+    usleep(useconds_t(uniform(0, 30000)));
+  } else if (v.next_of(kReportReady, r, 5000)) {
+    usleep(useconds_t(uniform(0, 20000)));
+  }
+  v.signal(stop ? SIGSTOP : SIGKILL);
+  const uint64_t fault = mono_ns();
+  // A stopped rank is judged by silence or the op deadline, a killed one
+  // at once, one lost in bring-up by the connect deadline.
+  judge(kids, victim, fault, in_bringup ? kConnectMs : kOpMs, t, m);
+  return t;
+}
+
+// One trial with rank 0's data listener behind a relay that turns to
+// `mode` at a random byte of a random direction of the first link.
+Tally proxy_trial(Plan base, FaultProxy::Mode mode, Matrix &m) {
+  Tally t;
+  t.trials = 1;
+  net_free_port(base.data_port);
+  FaultProxy proxy(base.data_port);
+  base.advertise = proxy.port();
+  FaultProxy::Trigger tr;
+  tr.conn = 0;
+  tr.dir = uniform(0, 1) ? FaultProxy::ToLeader : FaultProxy::ToWorker;
+  tr.at = uniform(0, 256 * 1024);
+  tr.then = mode;
+  proxy.set_trigger(tr);
+  std::vector<Child> kids;
+  if (!spawn_ranks(base, kids, t)) return t;
+  proxy.start();  // after the forks: no rank inherits the relay thread
+  const uint64_t give_up = mono_ns() + 10'000'000'000ull;
+  while (!proxy.triggered() && mono_ns() < give_up) usleep(500);
+  const uint64_t fault = mono_ns();
+  if (!proxy.triggered()) t.notes.push_back("the relay's trigger never fired");
+  judge(kids, -1, fault, kOpMs, t, m);
+  proxy.stop();
   return t;
 }
 
@@ -307,6 +371,32 @@ TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random 
            "n=" + std::to_string(p.size), stop ? "SIGSTOP" : "SIGKILL", moment,
            victim == 0 ? "victim rank 0" : "victim another rank"},
           t);
+  }
+  m.print();
+  const Tally &all = m.by.at("all");
+  INFO("see the group-fault-summary lines and notes above");
+  CHECK(all.hang == 0);
+  CHECK(all.crash == 0);
+  CHECK(all.wrong == 0);
+  CHECK(all.late == 0);
+  CHECK(all.split == 0);
+  REQUIRE(all.clean());
+}
+
+TEST_CASE("group fault matrix: a relay on a tcp data link stalls, resets or blackholes",
+          "[group][fault]") {
+  const FaultProxy::Mode modes[] = {FaultProxy::Mode::Stall, FaultProxy::Mode::Reset,
+                                    FaultProxy::Mode::Blackhole};
+  const char *names[] = {"relay stall", "relay reset", "relay blackhole"};
+  const Work works[] = {Work::OneShot, Work::TwoShot, Work::Chunked, Work::Others};
+  Matrix m;
+  for (int i = 0; i < 6 * trials(); i++) {
+    Plan p;
+    p.size = 2 + i % 2;
+    p.transport = DS4TP_TRANSPORT_TCP;
+    p.work = works[(i / 3) % 4];
+    const Tally t = proxy_trial(p, modes[i % 3], m);
+    m.add({"all", names[i % 3], "n=" + std::to_string(p.size), work_name(p.work)}, t);
   }
   m.print();
   const Tally &all = m.by.at("all");

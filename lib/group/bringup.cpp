@@ -3,6 +3,7 @@
 // bounded by the connect deadline; the listening sides are served by
 // rendezvous.cpp so strangers cannot hold them up.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "auth/proof.hpp"
@@ -41,6 +42,21 @@ static int build_mesh(const Options &o, const Roster &ro, int lfd, uint64_t dead
   return serve_links(o, ro.token, lfd, deadline, fds, err);
 }
 
+// The data listener's port: DS4TP_GROUP_DATA_PORT, else any free one;
+// and the port the roster announces for it: DS4TP_GROUP_DATA_ADVERTISE_PORT
+// where something in between maps or relays it (a container's published
+// port, a firewall's forward), else the port itself.
+static int port_from_env(const char *name, int otherwise) {
+  const char *v = std::getenv(name);
+  if (v == nullptr || *v == 0) return otherwise;
+  const long p = std::strtol(v, nullptr, 10);
+  return p > 0 && p <= 65535 ? int(p) : otherwise;
+}
+static int data_listen_port() { return port_from_env("DS4TP_GROUP_DATA_PORT", 0); }
+static int data_advertised_port(int bound) {
+  return port_from_env("DS4TP_GROUP_DATA_ADVERTISE_PORT", bound);
+}
+
 // Rank 0 to every rank that joined; a rank gone by now fails at its own
 // next read, so a failed write here needs no report.
 static void send_roster(const std::vector<net::Fd> &ctl, const Roster &ro) {
@@ -57,7 +73,8 @@ int Group::connect(Error &err) {
   const uint64_t deadline = now_ns() + opt_.connect_timeout_ns;
   net::Fd data_l;
   int data_port = 0;
-  if (int rc = net::listen_tcp("0.0.0.0", 0, data_l, data_port, err)) return rc;
+  if (int rc = net::listen_tcp("0.0.0.0", data_listen_port(), data_l, data_port, err)) return rc;
+  data_port = data_advertised_port(data_port);
   const auto host_id = host_identity();
   wire::Hello hello;
   hello.role = DS4TP_ROLE_WORKER;  // rank 0 is the leader of the rendezvous
