@@ -63,6 +63,26 @@ std::vector<std::string> in_ns(pid_t pid, std::vector<std::string> cmd) {
   return a;
 }
 
+// Joins the namespaces of processes a (10.77.0.1, device da) and b
+// (10.77.0.2, device db) with a veth pair, both ends and lo up.
+bool veth_between(pid_t a, const std::string &da, pid_t b, const std::string &db) {
+  return run({"ip", "link", "add", da, "netns", std::to_string(a), "type", "veth", "peer",
+              "name", db, "netns", std::to_string(b)}) == 0 &&
+         run(in_ns(a, {"ip", "addr", "add", "10.77.0.1/24", "dev", da})) == 0 &&
+         run(in_ns(b, {"ip", "addr", "add", "10.77.0.2/24", "dev", db})) == 0 &&
+         run(in_ns(a, {"ip", "link", "set", da, "up"})) == 0 &&
+         run(in_ns(b, {"ip", "link", "set", db, "up"})) == 0 &&
+         run(in_ns(a, {"ip", "link", "set", "lo", "up"})) == 0 &&
+         run(in_ns(b, {"ip", "link", "set", "lo", "up"})) == 0;
+}
+
+// Waits for the go byte on `go_fd` (the parent made the veth by then).
+bool await_go(int go_fd) {
+  char b;
+  pollfd p{go_fd, POLLIN, 0};
+  return poll(&p, 1, 10000) > 0 && read(go_fd, &b, 1) == 1 && b == 'g';
+}
+
 // A rank in its own network namespace: reports READY(0) once unshared,
 // waits for the go byte, then pairs over the veth and runs gates until a
 // call fails. READY(1) after the first 64 gates.
@@ -72,9 +92,7 @@ int ns_rank(int fd, int go_fd, int role) {
     return 0;
   }
   send_report(fd, kReportReady, 0);
-  char b;
-  pollfd p{go_fd, POLLIN, 0};
-  if (poll(&p, 1, 10000) <= 0 || read(go_fd, &b, 1) != 1 || b != 'g') return 0;
+  if (!await_go(go_fd)) return 0;
   ds4tp_options o = rank_options(role, 7077);
   o.listen_host = "10.77.0.1";
   o.leader_host = "10.77.0.1";
@@ -100,6 +118,52 @@ int ns_rank(int fd, int go_fd, int role) {
   }
   send_report(fd, kReportResult, 2, rc, tp);
   ds4tp_free(tp);
+  return 0;
+}
+
+// A 2-rank tcp group's rank in its own namespace, like ns_rank: rank 0
+// at 10.77.0.1; all-reduces until a call fails, READY(1) after 64.
+int ns_group_rank(int fd, int go_fd, int rank) {
+  if (unshare(CLONE_NEWNET) != 0) {
+    send_report(fd, kReportResult, 0, 77);
+    return 0;
+  }
+  send_report(fd, kReportReady, 0);
+  if (!await_go(go_fd)) return 0;
+  ds4tp_group_options o;
+  ds4tp_group_options_init(&o);
+  o.rank = rank;
+  o.group_size = 2;
+  o.rendezvous_host = "10.77.0.1";
+  o.rendezvous_port = 7078;
+  o.transport = DS4TP_TRANSPORT_TCP;
+  o.connect_timeout_ms = 5000;
+  o.op_timeout_ms = kGateMs;
+  o.peer_silence_ms = kGateMs;
+  o.psk = kKey;
+  o.psk_bytes = sizeof kKey - 1;
+  ds4tp_identity id;
+  ds4tp_identity_init(&id);
+  ds4tp_group *g = nullptr;
+  int rc = ds4tp_group_new(&g, &o, &id);
+  if (rc == 0) rc = ds4tp_group_connect(g);
+  Report r;
+  r.kind = kReportResult;
+  r.value = 1;
+  if (rc == 0) {
+    r.value = 2;
+    std::vector<float> v(1024, 1.0f);
+    for (int i = 1; rc == 0; i++) {
+      rc = ds4tp_group_all_reduce(g, v.data(), v.size(), DS4TP_DTYPE_F32, DS4TP_OP_SUM);
+      if (i == 64) send_report(fd, kReportReady, 1);
+    }
+  }
+  r.rc = rc;
+  r.failed = g ? ds4tp_group_failed(g) != 0 : 0;
+  r.t_ns = mono_ns();
+  std::snprintf(r.msg, sizeof r.msg, "%s", g ? ds4tp_group_errmsg(g) : ds4tp_last_error());
+  (void)!write(fd, &r, sizeof r);
+  ds4tp_group_free(g);
   return 0;
 }
 
@@ -131,16 +195,7 @@ TEST_CASE("a link cut between two network namespaces ends both ranks in time") {
   pid_t pl = leader.pid(), pw = worker.pid();
   // Names unique per run, in case the kernel checks them in this namespace.
   const std::string dl = "d4l" + std::to_string(pl), dw = "d4w" + std::to_string(pw);
-  bool ok =
-      run({"ip", "link", "add", dl, "netns", std::to_string(pl), "type", "veth", "peer",
-           "name", dw, "netns", std::to_string(pw)}) == 0 &&
-      run(in_ns(pl, {"ip", "addr", "add", "10.77.0.1/24", "dev", dl})) == 0 &&
-      run(in_ns(pw, {"ip", "addr", "add", "10.77.0.2/24", "dev", dw})) == 0 &&
-      run(in_ns(pl, {"ip", "link", "set", dl, "up"})) == 0 &&
-      run(in_ns(pw, {"ip", "link", "set", dw, "up"})) == 0 &&
-      run(in_ns(pl, {"ip", "link", "set", "lo", "up"})) == 0 &&
-      run(in_ns(pw, {"ip", "link", "set", "lo", "up"})) == 0;
-  if (!ok) {
+  if (!veth_between(pl, dl, pw, dw)) {
     skip("cannot make a veth pair between namespaces (needs `ip`, `nsenter` and CAP_NET_ADMIN)");
     return;
   }
@@ -244,4 +299,60 @@ TEST_CASE("a tcp all-reduce on a slow link that keeps moving outlasts op_timeout
   CHECK(r.value > 2 * kOpMs);
   std::printf("fault-summary: 1 MiB tcp all-reduce on an 8 Mbit/s loopback | %s after %lld ms "
               "| op_timeout_ms %d\n", ds4tp_err_name(r.rc), (long long)r.value, kOpMs);
+}
+
+// The same cut under a 2-rank tcp group: both ranks name it within the
+// op deadline or the heartbeat's silence limit (1 s each here).
+TEST_CASE("a link cut between two namespaces ends both ranks of a tcp group in time") {
+  const int cut_rank = GENERATE(0, 1);
+  int go[2][2];
+  REQUIRE(pipe(go[0]) == 0);
+  REQUIRE(pipe(go[1]) == 0);
+  Child ranks[2] = {
+      Child::spawn([&](int fd) { return ns_group_rank(fd, go[0][0], 0); }, "rank 0"),
+      Child::spawn([&](int fd) { return ns_group_rank(fd, go[1][0], 1); }, "rank 1")};
+  close(go[0][0]);
+  close(go[1][0]);
+  Report r0, r1;
+  const bool ready = ranks[0].next(r0, 5000) && ranks[1].next(r1, 5000) &&
+                     r0.kind == kReportReady && r1.kind == kReportReady;
+  const pid_t p0 = ranks[0].pid(), p1 = ranks[1].pid();
+  const std::string d0 = "g4a" + std::to_string(p0), d1 = "g4b" + std::to_string(p1);
+  if (!ready || !veth_between(p0, d0, p1, d1)) {
+    for (auto &c : ranks) c.signal(SIGKILL);
+    std::printf("ds4tp-skip: cannot make a veth pair between namespaces (needs unshare, `ip`, "
+                "`nsenter` and CAP_NET_ADMIN)\n");
+    return;
+  }
+  for (auto &g : go) {
+    (void)!write(g[1], "g", 1);
+    close(g[1]);
+  }
+  REQUIRE(ranks[0].next_of(kReportReady, r0, 15000));
+  REQUIRE(ranks[1].next_of(kReportReady, r1, 15000));
+  usleep(20000);
+  REQUIRE(run(in_ns(cut_rank == 0 ? p0 : p1, {"ip", "link", "set", cut_rank == 0 ? d0 : d1,
+                                              "down"})) == 0);
+  const uint64_t cut = mono_ns();
+  const bool g0 = ranks[0].next_of(kReportResult, r0, kGateMs + kGraceMs + 3000);
+  const bool g1 = ranks[1].next_of(kReportResult, r1, kGateMs + kGraceMs + 3000);
+  for (auto &c : ranks) {
+    c.signal(SIGKILL);
+    c.reap(2000);
+  }
+  const double m0 = g0 ? double(r0.t_ns - cut) / 1e6 : -1, m1 = g1 ? double(r1.t_ns - cut) / 1e6 : -1;
+  std::printf("fault-summary: netns link cut under a tcp group, rank %d's side | rank 0 %s after "
+              "%.1f ms | rank 1 %s after %.1f ms\n",
+              cut_rank, ds4tp_err_name(r0.rc), m0, ds4tp_err_name(r1.rc), m1);
+  INFO("rank 0: " << r0.msg << "\nrank 1: " << r1.msg);
+  REQUIRE(g0);
+  REQUIRE(g1);
+  CHECK(r0.rc < 0);
+  CHECK(r1.rc < 0);
+  CHECK(std::string(ds4tp_err_name(r0.rc)) != "DS4TP_UNKNOWN");
+  CHECK(std::string(ds4tp_err_name(r1.rc)) != "DS4TP_UNKNOWN");
+  CHECK(r0.failed == 1);
+  CHECK(r1.failed == 1);
+  CHECK(m0 <= kGateMs + kGraceMs);
+  CHECK(m1 <= kGateMs + kGraceMs);
 }
