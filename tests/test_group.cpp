@@ -136,6 +136,16 @@ TEST_CASE("group: the heartbeat stream reads beats, a notice split across reads,
   CHECK(from_peer.feed(stream, sizeof stream, used) == BeatReader::kBadByte);
   CHECK(used == 2);
   CHECK(from_peer.bad_byte() == talk::kNotice);
+  // A verdict (4 bytes) comes either way: rank 0 passes a rank's on.
+  const uint8_t verdict[] = {talk::kVerdict, 3, uint8_t(-DS4TP_EPEERCLOSED), 1, talk::kBeat};
+  BeatReader v(false);
+  CHECK(v.feed(verdict, 2, used) == BeatReader::kNone);
+  CHECK(v.feed(verdict + 2, 3, used) == BeatReader::kNoticed);
+  CHECK(used == 2);
+  CHECK(v.notice_rank() == 3);
+  CHECK(v.notice_code() == DS4TP_EPEERCLOSED);
+  CHECK(v.notice_finder() == 1);
+  CHECK(r.notice_finder() == -1);  // rank 0's silence notice names no finder
   const uint8_t junk[] = {talk::kBeat, 0x00};
   BeatReader r2(true);
   CHECK(r2.feed(junk, sizeof junk, used) == BeatReader::kBadByte);

@@ -191,6 +191,7 @@ int rank_main(int fd, const Plan &p) {
 
 struct Tally {
   int trials = 0, named = 0, late = 0, hang = 0, crash = 0, wrong = 0, split = 0;
+  int other_cause = 0;  // a survivor naming another rank, or another code, than the others
   double worst_ms = 0;
   std::map<std::string, int> codes;
   std::vector<std::string> notes;
@@ -204,7 +205,7 @@ struct Matrix {
     for (const auto &k : keys) {
       Tally &a = by[k];
       a.trials += t.trials, a.named += t.named, a.late += t.late, a.hang += t.hang;
-      a.crash += t.crash, a.wrong += t.wrong, a.split += t.split;
+      a.crash += t.crash, a.wrong += t.wrong, a.split += t.split, a.other_cause += t.other_cause;
       a.worst_ms = std::max(a.worst_ms, t.worst_ms);
       for (auto &[c, v] : t.codes) a.codes[c] += v;
       a.notes.insert(a.notes.end(), t.notes.begin(), t.notes.end());
@@ -215,10 +216,10 @@ struct Matrix {
       std::string c;
       for (auto &[n, v] : t.codes) c += (c.empty() ? "" : ",") + n + "=" + std::to_string(v);
       std::printf("group-fault-summary: %s | trials %d | named-within-deadline %d | late %d | "
-                  "hang %d | crash %d | not-named-or-wrong-bits %d | split %d | codes %s | "
-                  "worst %.1f ms\n",
+                  "hang %d | crash %d | not-named-or-wrong-bits %d | split %d | other cause %d | "
+                  "codes %s | worst %.1f ms\n",
                   k.c_str(), t.trials, t.named, t.late, t.hang, t.crash, t.wrong, t.split,
-                  c.c_str(), t.worst_ms);
+                  t.other_cause, c.c_str(), t.worst_ms);
     }
     for (auto &[k, v] : sample) std::printf("  e.g. %s: %s\n", k.c_str(), v.c_str());
     for (const auto &n : by.at("all").notes) std::printf("  note: %s\n", n.c_str());
@@ -249,11 +250,13 @@ bool spawn_ranks(const Plan &base, std::vector<Child> &kids, Tally &t) {
 }
 
 // Every rank but `victim` must report a named error within `deadline_ms`
-// of `fault`, after right bits only, and within one call of the others.
+// of `fault`, after right bits only, and within one call of the others;
+// with `cause` set, its message must name that rank.
 void judge(std::vector<Child> &kids, int victim, uint64_t fault, int deadline_ms, Tally &t,
-           Matrix &m) {
+           Matrix &m, int cause = -1) {
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   bool all_named = true;
+  int first_code = 0;
   for (int k = 0; k < int(kids.size()); k++) {
     if (k == victim) continue;
     Report res;
@@ -287,7 +290,15 @@ void judge(std::vector<Child> &kids, int victim, uint64_t fault, int deadline_ms
       all_named = false;
       t.late = 1;
       t.notes.push_back(who + ": " + std::to_string(int(ms)) + " ms: " + res.msg);
+    } else if (cause >= 0 && ((first_code != 0 && res.rc != first_code) ||
+                              std::string(res.msg).find("rank " + std::to_string(cause)) ==
+                                  std::string::npos)) {
+      all_named = false;
+      t.other_cause = 1;
+      t.notes.push_back(who + " names another cause than rank " + std::to_string(cause) +
+                        " with the others' code: " + ds4tp_err_name(res.rc) + " " + res.msg);
     }
+    if (first_code == 0) first_code = res.rc;
   }
   if (hi - lo > 1 && lo != INT64_MAX) {  // a rank went on past its next call
     all_named = false;
@@ -319,7 +330,7 @@ Tally trial(const Plan &base, bool stop, bool in_bringup, int victim, Matrix &m)
   const uint64_t fault = mono_ns();
   // A stopped rank is judged by silence or the op deadline, a killed one
   // at once, one lost in bring-up by the connect deadline.
-  judge(kids, victim, fault, in_bringup ? kConnectMs : kOpMs, t, m);
+  judge(kids, victim, fault, in_bringup ? kConnectMs : kOpMs, t, m, in_bringup ? -1 : victim);
   return t;
 }
 
@@ -380,6 +391,7 @@ TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random 
   CHECK(all.wrong == 0);
   CHECK(all.late == 0);
   CHECK(all.split == 0);
+  CHECK(all.other_cause == 0);
   REQUIRE(all.clean());
 }
 

@@ -2,12 +2,14 @@
 // group's failure latch.
 #include "group/group.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <thread>
 
 #include "common/clock.hpp"
+#include "os/os.hpp"
 
 namespace ds4tp::group {
 
@@ -26,7 +28,7 @@ Group::Group(Options o) : opt_(std::move(o)) {
 
 Group::~Group() {
   heartbeat_.reset();  // no verdict after this point
-  if (medium_) medium_->abort(opt_.rank);
+  if (medium_) medium_->abort(opt_.rank, DS4TP_EPEERCLOSED);
   medium_.reset();
   std::free(buffer_ - kBufferRoom);
   std::free(scratch_);
@@ -53,20 +55,23 @@ std::string Group::message() const {
   return msg_;
 }
 
-void Group::fail(int code, const std::string &msg) {
+bool Group::fail(int code, const std::string &msg) {
   std::lock_guard<std::mutex> l(mu_);
   int expect = 0;
-  if (failed_.compare_exchange_strong(expect, code, std::memory_order_acq_rel)) msg_ = msg;
+  if (!failed_.compare_exchange_strong(expect, code, std::memory_order_acq_rel)) return false;
+  msg_ = msg;
+  return true;
 }
 
 void Group::mark_failed() {
-  fail(DS4TP_EFAILED, "marked failed by ds4tp_group_mark_failed");
-  if (medium_) medium_->abort(opt_.rank);
+  if (fail(DS4TP_EFAILED, "marked failed by ds4tp_group_mark_failed") && heartbeat_)
+    heartbeat_->tell(opt_.rank, DS4TP_EFAILED);
+  if (medium_) medium_->abort(opt_.rank, DS4TP_EFAILED);
 }
 
 void Group::abort_with(int code, const std::string &msg) {
   fail(code, msg);
-  if (medium_) medium_->abort(opt_.rank);
+  if (medium_) medium_->abort(opt_.rank, code);
 }
 
 int Group::begin(Error &err) const {
@@ -79,11 +84,23 @@ int Group::begin(Error &err) const {
 // Any failure inside a collective ends the group: peers may be mid-step,
 // so no later step could line up again. A failure latched first (the
 // heartbeat's verdict, mark_failed) is the cause the caller gets.
+//
+// One cause on every rank: a rank whose tcp link closed under it waits a
+// moment for the verdict of the rank that closed it (relayed by rank 0)
+// before it names the closing rank; a rank that latches its own failure
+// tells the others through the heartbeat (shm ranks read it from the
+// segment's abort word).
 int Group::finish(int rc, Error &err) {
   if (rc != DS4TP_OK) {
     stats_.failed_call(rc);
-    fail(rc, err.message);
-    if (medium_) medium_->abort(opt_.rank);
+    const int culprit = medium_ ? medium_->culprit() : -1;
+    if (rc == DS4TP_EPEERCLOSED && heartbeat_) {
+      const uint64_t until = now_ns() + std::min<uint64_t>(opt_.peer_silence_ns / 4, kVerdictWaitNs);
+      while (failed() == 0 && now_ns() < until) os::sleep_ns(1'000'000);
+    }
+    const int named = culprit >= 0 ? culprit : opt_.rank;
+    if (fail(rc, err.message) && heartbeat_) heartbeat_->tell(named, rc);
+    if (medium_) medium_->abort(named, rc);
     rc = failed();
     err.set(rc, "{}", message());
   }

@@ -85,8 +85,12 @@ class Medium {
     (void)step, (void)buf, (void)count, (void)t;
     return err.set(DS4TP_ESTATE, "this medium has no home buffer");
   }
-  // Makes every rank's current and next call fail; from any thread.
-  virtual void abort(int rank) = 0;
+  // Makes every rank's current and next call fail, naming `culprit` (the
+  // rank the failure is about) and `code` where the medium can carry
+  // them (shm); from any thread.
+  virtual void abort(int culprit, int code) = 0;
+  // The rank this rank's last failed step named; -1 when none.
+  virtual int culprit() const { return -1; }
   virtual int transport() const = 0;
 };
 
@@ -123,7 +127,8 @@ class Group {
   // Failure latch: the first failure is kept; later calls return EFAILED.
   int failed() const { return failed_.load(std::memory_order_acquire); }
   std::string message() const;
-  void fail(int code, const std::string &msg);
+  // Latches the first failure; true when this call latched it.
+  bool fail(int code, const std::string &msg);
   void mark_failed();
   // Fails the group here and on every rank with this reason (any thread).
   void abort_with(int code, const std::string &msg);
@@ -189,6 +194,10 @@ constexpr uint64_t kHomeOversubscribedBytes = 256 * 1024;
 // (handing the CPU straight to the awaited rank costs far less than a
 // sleep and a wake-up; bench/README.md "Groups").
 constexpr uint64_t kAdaptiveSpinCapNs = 20'000;
+// How long a tcp rank whose link closed waits for the closing rank's
+// verdict (at most a quarter of peer_silence): rank 0 relays it in
+// microseconds on one host, a few round trips across hosts.
+constexpr uint64_t kVerdictWaitNs = 100'000'000;
 struct Waiting {
   os::WaitPolicy policy;
   bool adaptive = false;  // policy.spin_ns is the cap of a learned window

@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "common/clock.hpp"
+#include "common/status.hpp"
 #include "group/group.hpp"
 #include "os/os.hpp"
 #include "transport/shm/segment.hpp"
@@ -40,7 +41,8 @@ struct alignas(64) Header {
   uint32_t magic;
   uint32_t ranks;
   uint64_t chunk;
-  std::atomic<uint32_t> abort_word;  // 0, or the failing rank + 1
+  // 0, or the verdict every rank names: (-code) << 32 | (culprit + 1).
+  std::atomic<uint64_t> abort_word;
   // The algorithm thresholds of the rank that made the area, which every
   // rank then uses: one rank's other environment cannot desync the steps.
   uint64_t home_bytes;
@@ -246,9 +248,10 @@ class ShmMedium final : public Medium {
   }
   uint64_t two_shot_bytes() const override { return two_shot_bytes_; }
 
-  void abort(int rank) override {
-    uint32_t expect = 0;
-    a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(rank + 1));
+  void abort(int culprit, int code) override {
+    uint64_t expect = 0;
+    const uint64_t word = uint64_t(uint32_t(-code)) << 32 | uint32_t(culprit + 1);
+    a_->header()->abort_word.compare_exchange_strong(expect, word);
     for (int r = 0; r < a_->n; r++) {  // blocked waiters look at the abort word
       wake_word_of(a_->line(r)->done);
       wake_word_of(a_->line(r)->stamp[0]);
@@ -257,6 +260,7 @@ class ShmMedium final : public Medium {
   }
 
   int transport() const override { return DS4TP_TRANSPORT_SHM; }
+  int culprit() const override { return culprit_; }
 
  private:
   static void wake_word_of(std::atomic<uint64_t> &w) { os::wake_word(low_word(w)); }
@@ -313,9 +317,11 @@ class ShmMedium final : public Medium {
         l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
       });
       if (rc == DS4TP_OK) continue;
-      if (rc == DS4TP_ETIMEDOUT)
+      if (rc == DS4TP_ETIMEDOUT) {
+        culprit_ = r;
         return err.set(DS4TP_ETIMEDOUT, "rank {} did not {} {} within {} ms", r, what, step,
                        timeout_ / 1'000'000);
+      }
       return gone(r, pid, watch, step, what, err);
     }
   }
@@ -328,33 +334,28 @@ class ShmMedium final : public Medium {
   // the ranks that did not see it name it too.
   int gone(int r, uint64_t pid, const os::PeerWatch &watch, uint64_t step, const char *what,
            Error &err) {
-    auto blame = [&](int culprit) {
-      uint32_t expect = 0;
-      a_->header()->abort_word.compare_exchange_strong(expect, uint32_t(culprit + 1));
-    };
-    if (watch.flagged()) {
-      const uint32_t ab = a_->header()->abort_word.load(std::memory_order_acquire);
-      return err.set(DS4TP_EFAILED, "group failed: rank {} failed (step {})", ab - 1, step);
+    if (watch.flagged()) {  // another rank's verdict: name its cause
+      const uint64_t word = a_->header()->abort_word.load(std::memory_order_acquire);
+      const int culprit = int(uint32_t(word)) - 1, code = -int(uint32_t(word >> 32));
+      culprit_ = culprit;
+      return err.set(code < 0 ? code : DS4TP_EFAILED,
+                     "group failed: rank {} ({}) at step {}", culprit,
+                     code < 0 ? status_message(code) : "failed", step);
     }
-    if (watch.socket_tag() >= 0) {
-      // A killed rank nobody reaped yet (a zombie) still answers
-      // kill(pid, 0) where there is no /proc, but its sockets are closed.
-      const int dead = watch.socket_tag();
-      blame(dead);
-      abort(rank_);
+    const int dead = watch.socket_tag();
+    // A killed rank nobody reaped yet (a zombie) still answers kill(pid, 0)
+    // where there is no /proc, but its sockets are closed.
+    culprit_ = dead >= 0 ? dead : r;
+    if (dead >= 0)
       return err.set(DS4TP_EPEERCLOSED,
                      "rank {} closed its rendezvous connection (exited) while rank {} waited "
                      "for rank {} to {} {}",
                      dead, rank_, r, what, step);
-    }
-    blame(r);
-    if (watch.stopped()) {
-      abort(rank_);
+    if (watch.stopped())
       return err.set(DS4TP_ETIMEDOUT,
                      "rank {} (pid {}) has been stopped (SIGSTOP or a debugger) for {} ms while "
                      "rank {} waited for it to {} {}",
                      r, pid, watch.stopped_for_ns() / 1'000'000, rank_, what, step);
-    }
     return err.set(DS4TP_EPEERCLOSED, "rank {} exited (pid {}) before it could {} {}", r, pid,
                    what, step);
   }
@@ -368,6 +369,7 @@ class ShmMedium final : public Medium {
   uint64_t two_shot_bytes_ = a_->header()->two_shot_bytes;
   uint64_t home_bytes_ = a_->header()->home_bytes;
   std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets and their ranks
+  int culprit_ = -1;  // the rank the last failed wait named
 };
 
 }  // namespace

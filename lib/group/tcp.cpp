@@ -37,7 +37,8 @@ class TcpMedium final : public Medium {
   }
 
   void done(uint64_t) override {}
-  void abort(int) override { mesh_.abort(); }
+  void abort(int, int) override { mesh_.abort(); }  // the heartbeat carries the verdict
+  int culprit() const override { return mesh_.culprit(); }
   int transport() const override { return DS4TP_TRANSPORT_TCP; }
   uint64_t two_shot_bytes() const override { return two_shot_bytes_; }
 

@@ -19,12 +19,13 @@ BeatReader::Event BeatReader::feed(const uint8_t *p, size_t n, size_t &used) {
     const uint8_t b = p[used++];
     if (n_ > 0) {
       got_[n_++] = b;
-      if (n_ == 3) {
+      if (n_ == want_) {
         n_ = 0;
         return kNoticed;
       }
-    } else if (b == kNotice && notices_) {
+    } else if ((b == kNotice && notices_) || b == kVerdict) {
       got_[0] = b;
+      want_ = b == kVerdict ? 4 : 3;
       n_ = 1;
     } else if (b != kBeat) {
       bad_ = b;
@@ -103,7 +104,7 @@ struct Heartbeat::Impl {
       size_t used = 0;
       switch (l.reader.feed(buf, size_t(n), used)) {
         case BeatReader::kNone: break;
-        case BeatReader::kNoticed: return notice(l.reader);
+        case BeatReader::kNoticed: return notice(l.reader, l);
         case BeatReader::kBadByte:
           decide(DS4TP_EPROTO,
                  fmt::format("rank {} sent byte 0x{:02x} on its rendezvous connection (a "
@@ -115,8 +116,16 @@ struct Heartbeat::Impl {
     }
   }
 
-  bool notice(const BeatReader &r) {
-    const int culprit = r.notice_rank(), code = r.notice_code();
+  bool notice(const BeatReader &r, const Link &from) {
+    const int culprit = r.notice_rank(), code = r.notice_code(), finder = r.notice_finder();
+    if (finder >= 0) {  // a verdict: rank 0 passes a rank's on to the others
+      if (cfg.rank == 0) send_verdict(culprit, code, finder, from.at.rank);
+      verdict(code, fmt::format("rank {} failed the group ({}): rank {} found it{}", culprit,
+                                status_message(code), finder,
+                                cfg.rank == 0 ? "" : "; rank 0 told rank " +
+                                                         std::to_string(cfg.rank)));
+      return true;
+    }
     if (code == DS4TP_ETIMEDOUT)
       verdict(code, fmt::format("rank {} has not been heard by rank 0 for over {} ms (stopped, "
                                 "frozen, or its link is cut); rank 0 told rank {}",
@@ -125,6 +134,16 @@ struct Heartbeat::Impl {
       verdict(code, fmt::format("rank {} failed ({}); rank 0 told rank {}", culprit,
                                 status_message(code), cfg.rank));
     return true;
+  }
+
+  // A verdict on every link but to `skip` and the culprit (rank 0's
+  // links), or to rank 0. Reads no state the beat thread writes, so any
+  // thread may call it; a closed link just refuses the bytes.
+  void send_verdict(int culprit, int code, int finder, int skip) const {
+    const uint8_t msg[4] = {kVerdict, uint8_t(culprit), uint8_t(-code), uint8_t(finder)};
+    for (const auto &l : links)
+      if (l.at.rank != skip && l.at.rank != culprit)
+        (void)os::send_nosignal(l.at.fd, msg, sizeof msg);
   }
 
   // Rank 0 first tells every other rank who failed, so all name it.
@@ -151,6 +170,10 @@ int Heartbeat::start(const HeartbeatConfig &cfg, Verdict verdict, std::unique_pt
   im.thread = std::thread([&im] { im.run(); });
   out = std::move(h);
   return DS4TP_OK;
+}
+
+void Heartbeat::tell(int culprit, int code) {
+  if (impl_) impl_->send_verdict(culprit, code, impl_->cfg.rank, -1);
 }
 
 Heartbeat::~Heartbeat() {

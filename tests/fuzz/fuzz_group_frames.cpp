@@ -88,7 +88,8 @@ int group_frames(const uint8_t *d, size_t n) {
         const BeatReader::Event e = r.feed(d + off, piece, took);
         FUZZ_CHECK(took >= 1 && took <= piece);
         if (e == BeatReader::kBadByte) {
-          FUZZ_CHECK(r.bad_byte() != kBeat && r.bad_byte() != kNotice);
+          FUZZ_CHECK(r.bad_byte() != kBeat && r.bad_byte() != kNotice &&
+                     r.bad_byte() != kVerdict);
           break;
         }
         if (e == BeatReader::kNoticed) FUZZ_CHECK(r.notice_rank() >= 0 && r.notice_code() <= 0);
@@ -144,7 +145,8 @@ std::vector<Bytes> group_seeds() {
   uint8_t sb[kStepHeaderBytes];
   encode_step_header(7, 4096, sb);
   add(4, sb, sizeof sb);
-  const uint8_t beats[] = {kBeat, kBeat, kNotice, 3, uint8_t(-DS4TP_ETIMEDOUT), kBeat};
+  const uint8_t beats[] = {kBeat, kBeat, kNotice, 3, uint8_t(-DS4TP_ETIMEDOUT), kBeat,
+                           kVerdict, 2, uint8_t(-DS4TP_EPEERCLOSED), 1, kBeat};
   add(5, beats, sizeof beats);
   return out;
 }

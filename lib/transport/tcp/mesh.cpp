@@ -58,11 +58,11 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
     for (int r = 0; r < n_; r++) {
       Peer &p = peers[r];
       if (p.send) {  // first: the peer may be waiting for these bytes already
-        if (int rc = pump_send(h, src ? src[r] : nullptr, r, p, moved, err)) return fail(rc);
+        if (int rc = pump_send(h, src ? src[r] : nullptr, r, p, moved, err)) return fail(rc, r);
         if (!p.send) pending--;
       }
       if (p.recv) {
-        if (int rc = pump_recv(h, r, p, moved, err)) return fail(rc);
+        if (int rc = pump_recv(h, r, p, moved, err)) return fail(rc, r);
         if (!p.recv) {
           pending--;
           if (root < 0 || r == root) views[r] = landing(r);
@@ -84,6 +84,7 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
     if (rc == DS4TP_ETIMEDOUT) {
       int late = 0;
       while (late < n_ && !peers[late].send && !peers[late].recv) late++;
+      culprit_ = late;
       return fail(err.set(DS4TP_ETIMEDOUT, "step {}: rank {} made no progress within {} ms",
                           h.step, late, timeout_ / 1'000'000));
     }
@@ -153,8 +154,8 @@ int Mesh::pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, boo
   return DS4TP_OK;
 }
 
-int Mesh::fail(int rc) {
-  abort();
+int Mesh::fail(int rc, int culprit) {
+  if (culprit >= 0) culprit_ = culprit;
   return rc;
 }
 

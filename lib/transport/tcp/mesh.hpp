@@ -13,9 +13,10 @@
 //
 // Waiting goes through os::Waiter with the caller's policy; a step's
 // deadline counts from the last bytes moved, so a slow link that keeps
-// moving is not a stopped rank. A failure shuts every socket down, so the
-// peers see this rank leave; a peer that closes fails the step with
-// EPEERCLOSED naming it. Staging is allocated once, here. One thread
+// moving is not a stopped rank. A failed step leaves the links up: the
+// caller first tells the others why (the group's heartbeat), then
+// abort() shuts every socket down, so the peers see this rank leave; a
+// peer that closes fails the step with EPEERCLOSED naming it. Staging is allocated once, here. One thread
 // steps at a time; abort() may come from any thread.
 #pragma once
 
@@ -63,6 +64,8 @@ class Mesh {
   // Fails this step and every later one, and shuts the links down.
   void abort();
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  // The peer the last failed step was about; -1 when none.
+  int culprit() const { return culprit_; }
 
  private:
   struct Peer {
@@ -74,7 +77,7 @@ class Mesh {
   int pump_recv(const StepHeader &h, int r, Peer &p, bool &moved, Error &err);
   int pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, bool &moved, Error &err);
   int block(const Peer *peers, uint64_t left_ns);
-  int fail(int rc);
+  int fail(int rc, int culprit = -1);  // notes the culprit; the links stay up
 
   std::vector<net::Fd> fds_;
   int rank_;
@@ -83,6 +86,7 @@ class Mesh {
   std::vector<uint8_t> staging_;
   size_t chunk_;
   std::atomic<bool> aborted_{false};
+  int culprit_ = -1;  // the step's thread only
   os::WaitPolicy policy_;
   os::SpinBudget budget_;
 };
