@@ -122,6 +122,15 @@ class Pair {
   int start_stream(ServiceConfig cfg, uint32_t bits, int mode, Error &err);
   StreamWords *stream_words() const { return stream_words_.get(); }
   int service_state() const { return service_->state(); }
+  // The gate service's row gate: gate() without its refusal while the
+  // service runs (the service thread is then the only caller) and without
+  // settle() (the service records its failure itself, then poisons the
+  // release words).
+  // Callable only with the pass GateService alone can make.
+  int service_gate(GateService::Pass, uint32_t layer, uint32_t gate, uint64_t seq,
+                   Error &err) {
+    return row_exchange(layer, gate, seq, err);
+  }
 
   // Runs one lockstep call `call(Session &, Error &)` under the failure
   // rule; ESTATE before connect. A template so a call's arguments travel
@@ -174,7 +183,6 @@ class Pair {
   bool tracing() const { return trace_ != nullptr; }
 
  private:
-  friend class GateService;  // its thread runs row gates without the exclusion check
   Pair() = default;
   int connect_once(Error &err);
   int row_exchange(uint32_t layer, uint32_t gate, uint64_t seq, Error &err);
