@@ -1,11 +1,26 @@
 // Pair gates: the engine's entry points, the checks every gate makes
-// before it reaches the transport, and the staging hooks around it.
+// before it reaches the transport, the staging hooks around it, and the
+// one place a gate is timed for lib/stats.
 #include "pair/pair.hpp"
 
 #include "common/clock.hpp"
 #include "wire/gate_header.hpp"
 
 namespace ds4tp {
+
+// The gate's one start clock read: the transport's deadlines count from
+// it (it reads none to begin) and it is the stats' start; Stats reads the
+// end only when timing is on, and the transport reports when the peer's
+// data first showed (peer_seen_ns) from a read its wait made anyway.
+template <typename Call>
+int Pair::timed_gate(int kind, wire::GateKind wire_kind, uint32_t a, uint64_t seq,
+                     uint64_t bytes, Call &&call) {
+  const uint64_t t0 = now_ns();
+  const int rc = call(t0);
+  stats_.gate_done(kind, a, seq, bytes, stats_.timed() ? t0 : 0, transport_->peer_seen_ns(), rc);
+  if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire_kind), a, seq);
+  return rc;
+}
 
 int Pair::gate(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) {
   if (int rc = refuse_if_service(err)) return rc;
@@ -48,11 +63,10 @@ int Pair::row_exchange(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) 
                                    layout_.vec_bytes);
     if (h != 0) return hook_failed("before_exchange", h, "row", layer, gate, seq, err);
   }
-  const uint64_t t0 = gate_clock();
-  int rc = transport_->gate(layer, gate, slot, seq, err);
-  stats_.gate_done(stats::kRow, layer, seq, layout_.vec_bytes,
-                   gate_started(t0), transport_->peer_seen_ns(), rc);
-  if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Row), layer, seq);
+  int rc = timed_gate(stats::kRow, wire::GateKind::Row, layer, seq, layout_.vec_bytes,
+                      [&](uint64_t t0) {
+                        return transport_->gate(layer, gate, slot, seq, t0, err);
+                      });
   if (rc == DS4TP_OK && hooks_.after_exchange) {
     int h = hooks_.after_exchange(Stage::Row, layer, gate, seq, slab_ + layout_.in_vec(slot),
                                   layout_.vec_bytes);
@@ -76,11 +90,10 @@ int Pair::batch_exchange(uint32_t index, uint32_t rows, uint64_t seq, Error &err
                                    slab_ + layout_.batch_out_gate(index), bytes);
     if (h != 0) return hook_failed("before_exchange", h, "batch", index, rows, seq, err);
   }
-  const uint64_t t0 = gate_clock();
-  int rc = transport_->batch_gate(index, rows, seq, err);
-  stats_.gate_done(stats::kBatch, index, seq, bytes, gate_started(t0), transport_->peer_seen_ns(),
-                   rc);
-  if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Batch), index, seq);
+  int rc = timed_gate(stats::kBatch, wire::GateKind::Batch, index, seq, bytes,
+                      [&](uint64_t t0) {
+                        return transport_->batch_gate(index, rows, seq, t0, err);
+                      });
   if (rc == DS4TP_OK && hooks_.after_exchange) {
     int h = hooks_.after_exchange(Stage::Batch, index, rows, seq,
                                   slab_ + layout_.batch_in_gate(index), bytes);
@@ -121,12 +134,9 @@ int Pair::big_exchange(uint32_t layer, uint64_t seq, const void *out, void *in,
   if (bytes > 0 && o < i + bytes && i < o + bytes)
     return err.set(DS4TP_EINVAL, "big gate out and in buffers overlap");
   if (seq == 0) return err.set(DS4TP_EINVAL, "big gate seq must be nonzero");
-  const uint64_t t0 = gate_clock();
-  int rc = transport_->big_gate(layer, seq, out, in, bytes, err);
-  stats_.gate_done(stats::kBig, layer, seq, bytes, gate_started(t0), transport_->peer_seen_ns(),
-                   rc);
-  if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Big), layer, seq);
-  return rc;
+  return timed_gate(stats::kBig, wire::GateKind::Big, layer, seq, bytes, [&](uint64_t t0) {
+    return transport_->big_gate(layer, seq, out, in, bytes, t0, err);
+  });
 }
 
 }  // namespace ds4tp

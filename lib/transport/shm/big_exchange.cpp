@@ -5,7 +5,7 @@
 namespace ds4tp::shm {
 
 int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *in,
-                           uint64_t bytes, Error &err) {
+                           uint64_t bytes, uint64_t start_ns, Error &err) {
   GateHeader h{uint16_t(GateKind::Big), layer, 0, seq, bytes};
   const uint64_t t = ++ticket_;
   prev_region_ = kNoRegion;  // staging has its own flow control
@@ -19,8 +19,7 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
   // Meet: the peer may be a prefill step behind.
   announce(h, t, true);
   const uint64_t arrival = cfg_.arrival(true);
-  start_ns_ = now_ns();
-  uint64_t deadline = os::deadline_after(start_ns_, arrival);
+  uint64_t deadline = os::deadline_after(start_ns, arrival);
   int rc = wait(meet, deadline);
   if (rc != DS4TP_OK) return fail(h, rc, peer_met, arrival, err);
   publish(gate_line(peer_ctl_, t) + kDone, t);
@@ -44,7 +43,7 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
     return big_got_ < recv_end &&
            word(my_big + kFilled).load(std::memory_order_acquire) > big_got_;
   };
-  seen_ns_ = now_ns();  // met: the rest is moving bytes
+  seen_ns_ = now_ns();  // met: the rest is moving bytes, with its own deadline
   deadline = seen_ns_ + cfg_.big_gate_timeout_ns;
   while (big_sent_ < send_end || big_got_ < recv_end) {
     bool progress = false;

@@ -9,7 +9,7 @@ namespace shm {
 
 int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t out_off,
                                  uint64_t in_off, uint64_t bytes, uint64_t flag_off,
-                                 Error &err) {
+                                 uint64_t start_ns, Error &err) {
   const uint64_t t = ++ticket_;
   // The peer may read in[region] until it enters its next gate: when the
   // previous gate wrote the same region, wait for the peer to arrive first.
@@ -18,8 +18,7 @@ int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t 
   uint8_t *const peer = peer_.base();
   uint8_t *const line = gate_line(peer_ctl_, t);
   const uint64_t arrival = cfg_.arrival(false);
-  start_ns_ = now_ns();  // the deadline's read, also the gate's start for stats
-  uint64_t deadline = os::deadline_after(start_ns_, arrival);
+  uint64_t deadline = os::deadline_after(start_ns, arrival);
   bool peer_met = false;
   seen_ns_ = 0;
   // Our payload lands and is published before we look for the peer, so a
@@ -38,8 +37,9 @@ int ShmTransport::small_exchange(const GateHeader &h, uint32_t region, uint64_t 
           int m = met(h, t, err);
           if (m <= 0) return m;
           peer_met = true;
-          seen_ns_ = now_ns();  // also the observability split (peer wait | moving)
-          deadline = seen_ns_ + cfg_.gate_timeout_ns;  // the peer showed up: progress
+          // The peer showed up: progress, and the moment peer_seen_ns() reports.
+          seen_ns_ = now_ns();
+          deadline = seen_ns_ + cfg_.gate_timeout_ns;
           if (reuse) land();
         }
         return done(t) ? 1 : 0;

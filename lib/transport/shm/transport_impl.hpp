@@ -95,7 +95,6 @@ class ShmTransport final : public Transport {
         cfg_(cfg) {
     my_ctl_ = mine_.base() + layout_.total;
     peer_ctl_ = peer_.base() + layout_.total;
-    stamps_start_ = true;  // small_exchange() and big_gate() stamp every gate
     chunk_ = layout_.big_staging / kBigChunks;
     // The kernel closes the data connection when the peer process dies;
     // the pid is checked too when it names the peer here (start != 0).
@@ -116,29 +115,31 @@ class ShmTransport final : public Transport {
   }
   void detach() override { slab_ = nullptr; }
 
-  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, Error &err) override {
+  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
+           Error &err) override {
     GateHeader h{uint16_t(GateKind::Row), layer, gate, seq, layout_.vec_bytes};
     return small_exchange(h, slot, layout_.out_vec(slot), layout_.in_vec(slot),
-                          layout_.vec_bytes, layout_.in_seq_flag(slot), err);
+                          layout_.vec_bytes, layout_.in_seq_flag(slot), start_ns, err);
   }
 
-  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) override {
+  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
+                 Error &err) override {
     // Rows are vec_stride apart: copy the padded run, padding is never data.
     uint64_t bytes = uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes;
     GateHeader h{uint16_t(GateKind::Batch), index, rows, seq, bytes};
     return small_exchange(h, kBatchRegion | index, layout_.batch_out_gate(index),
-                          layout_.batch_in_gate(index), bytes, kNoFlag, err);
+                          layout_.batch_in_gate(index), bytes, kNoFlag, start_ns, err);
   }
 
   int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
-               Error &err) override;
+               uint64_t start_ns, Error &err) override;
 
  private:
   // Row and batch gates (docs/PROTOCOL.md 3.3): announce, land our
   // partial in the peer's in region and publish done, meet the peer's
   // announcement and compare headers, wait for the peer's done.
   int small_exchange(const GateHeader &h, uint32_t region, uint64_t out_off, uint64_t in_off,
-                     uint64_t bytes, uint64_t flag_off, Error &err);
+                     uint64_t bytes, uint64_t flag_off, uint64_t start_ns, Error &err);
 
   // The gate line of ticket `t` in a control page.
   static uint8_t *gate_line(uint8_t *ctl, uint64_t t) { return ctl + kLineGate + (t & 1) * 64; }
