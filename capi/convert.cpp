@@ -7,6 +7,7 @@
 #include <string>
 
 #include "auth/key.hpp"
+#include "connect/negotiate.hpp"
 #include "handle.hpp"
 #include "slab/schedule.hpp"
 #include "transport/descriptor.hpp"
@@ -194,6 +195,14 @@ int ds4tp_transport_available(int transport, char *why, size_t why_len) {
   } catch (...) {
     if (why != nullptr && why_len > 0) why[0] = 0;
     return 0;
+  }
+}
+
+int ds4tp_transport_auto(int same_host) {
+  try {
+    return ds4tp::connect::auto_transport(ds4tp::offered_caps(), same_host != 0);
+  } catch (...) {
+    return DS4TP_TRANSPORT_AUTO;
   }
 }
 

@@ -25,6 +25,18 @@ TEST_CASE("the version calls match the version macros, and transports have names
   REQUIRE(std::string(ds4tp_transport_name(42)) == "?");
 }
 
+// What `ds4tp probe` prints as auto's choice: the library's rule applied
+// to what this host offers (ds4tp_transport_available).
+TEST_CASE("ds4tp_transport_auto follows what this host offers") {
+  auto ok = [](int t) { return ds4tp_transport_available(t, nullptr, 0) == 1; };
+  const int rdma_or_tcp = ok(DS4TP_TRANSPORT_RDMA) ? DS4TP_TRANSPORT_RDMA : DS4TP_TRANSPORT_TCP;
+  const int same = ok(DS4TP_TRANSPORT_SHM) ? DS4TP_TRANSPORT_SHM : rdma_or_tcp;
+  CHECK(std::string(ds4tp_transport_name(ds4tp_transport_auto(1))) == ds4tp_transport_name(same));
+  CHECK(std::string(ds4tp_transport_name(ds4tp_transport_auto(0))) ==
+        ds4tp_transport_name(rdma_or_tcp));
+  CHECK(ds4tp_transport_auto(7) == ds4tp_transport_auto(1));  // any nonzero is "same host"
+}
+
 namespace {
 int try_new(const ds4tp_options &o, const ds4tp_identity &id) {
   ds4tp_pair *p = reinterpret_cast<ds4tp_pair *>(0x1);

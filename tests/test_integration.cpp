@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <dirent.h>
@@ -18,6 +19,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "service/gate_service.hpp"
 #include "support/ranks.hpp"
 
 using namespace ds4tp::test;
@@ -710,4 +712,12 @@ TEST_CASE(
   REQUIRE(l.gpu_release_offset >= l.gpu_flags_offset + l.slots * l.flag_stride);
   REQUIRE(l.gpu_release_offset % 4096 == 0);
   REQUIRE(l.gpu_release_offset + l.slots * l.flag_stride <= l.total_bytes);
+}
+
+// Pair::service_gate skips the pair's "the service is the only gate
+// caller" refusal; it takes a pass only GateService can make, so no other
+// code reaches it.
+TEST_CASE("gate service: only the service can make the pass its row gate takes") {
+  STATIC_REQUIRE(!std::is_default_constructible_v<ds4tp::GateService::Pass>);
+  STATIC_REQUIRE(!std::is_constructible_v<ds4tp::GateService::Pass, int>);
 }

@@ -37,6 +37,33 @@ TEST_CASE("auto prefers shm on one host, rdma across hosts, then tcp") {
   REQUIRE(pick(rank(1, kCapTcp | kCapRdma, 0, 1), rank(2, kAll, 0, 1), err) == DS4TP_TRANSPORT_RDMA);
 }
 
+// ds4tp_transport_auto answers from auto_transport; bring-up must pick
+// the same for every pair of offers, or `ds4tp probe` would mislead.
+TEST_CASE("auto_transport is auto's choice in negotiation for every pair of offers") {
+  for (uint32_t lead = 0; lead <= kAll; lead++)
+    for (uint32_t work = 0; work <= kAll; work++)
+      for (uint8_t host : {uint8_t(1), uint8_t(2)}) {
+        INFO("leader caps 0x" << std::hex << lead << ", worker caps 0x" << work << std::dec
+                              << (host == 1 ? ", same host" : ", two hosts"));
+        Error err;
+        int chosen = -1;
+        int rc = connect::negotiate_transport(rank(1, lead, 0, 1), rank(2, work, 0, host), chosen,
+                                              err);
+        const int want = connect::auto_transport(lead & work, host == 1);
+        INFO(err.message);
+        if (want == DS4TP_TRANSPORT_AUTO) {
+          CHECK(rc == DS4TP_EUNSUPPORTED);
+        } else {
+          CHECK(rc == DS4TP_OK);
+          CHECK(chosen == want);
+        }
+      }
+  CHECK(connect::auto_transport(kAll, true) == DS4TP_TRANSPORT_SHM);
+  CHECK(connect::auto_transport(kAll, false) == DS4TP_TRANSPORT_RDMA);
+  CHECK(connect::auto_transport(kCapTcp | kCapShm, false) == DS4TP_TRANSPORT_TCP);
+  CHECK(connect::auto_transport(0, true) == DS4TP_TRANSPORT_AUTO);
+}
+
 TEST_CASE("an explicit request wins over auto and conflicts are named") {
   Error err;
   REQUIRE(pick(rank(1, kAll, DS4TP_TRANSPORT_TCP, 1), rank(2, kAll, 0, 1), err) == DS4TP_TRANSPORT_TCP);

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -18,10 +19,13 @@
 #include <unistd.h>
 
 #include "common/clock.hpp"
+#include "net/socket.hpp"
 #include "os/os.hpp"
 #include "os/wait.hpp"
 #include "talk/liveness.hpp"
+#include "slab/layout.hpp"
 #include "transport/descriptor.hpp"
+#include "transport/tcp/transport.hpp"
 
 using namespace ds4tp;
 
@@ -240,4 +244,45 @@ TEST_CASE("the descriptor table: one entry per transport, tcp always there") {
   transport::Availability a;
   transport::kTcp.available(transport::Query{}, a);
   CHECK(a.usable);
+}
+
+// A transport's gate reads no clock to begin: its deadlines count from
+// the start_ns the pair hands it (the read its stats use too). Handed a
+// start two gate timeouts ago, rank 0's deadline has passed before its
+// first wait, though the peer arrives well within a timeout of the call.
+TEST_CASE("a tcp gate's deadlines count from the start_ns it is handed") {
+  SocketPair sp;
+  for (int f : sp.fd) net::set_nonblocking(f);
+  slab::Layout l;
+  REQUIRE(slab::compute_layout(2, 64, l));
+  const uint64_t bytes = (l.total + 4095) / 4096 * 4096;
+  DataConfig cfg;
+  cfg.gate_timeout_ns = 3000000000ull;
+  cfg.big_gate_timeout_ns = cfg.gate_timeout_ns;
+  std::unique_ptr<Transport> t[2];
+  uint8_t *slab[2];
+  Error err[2];
+  for (int r = 0; r < 2; r++) {
+    slab[r] = static_cast<uint8_t *>(std::aligned_alloc(4096, bytes));
+    std::memset(slab[r], 0, bytes);
+    t[r] = make_tcp_transport(net::Fd(sp.fd[r]), cfg, tcp::BigPlan{});
+    sp.fd[r] = -1;  // the transport owns it
+    REQUIRE(t[r]->attach(slab[r], l, err[r]) == DS4TP_OK);
+  }
+  int rc1 = -100;
+  std::thread peer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    rc1 = t[1]->gate(0, 0, 0, 1, now_ns(), err[1]);
+  });
+  const int rc0 = t[0]->gate(0, 0, 0, 1, now_ns() - 2 * cfg.gate_timeout_ns, err[0]);
+  peer.join();
+  INFO("rank 0: " << err[0].message);
+  INFO("rank 1: " << err[1].message);
+  CHECK(rc0 == DS4TP_ETIMEDOUT);
+  CHECK_THAT(err[0].message, Catch::Contains("timed out"));
+  CHECK(rc1 == DS4TP_OK);  // rank 0's partial went out before its wait
+  for (int r = 0; r < 2; r++) {
+    t[r].reset();
+    std::free(slab[r]);
+  }
 }

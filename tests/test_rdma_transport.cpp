@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -21,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/clock.hpp"
 #include "net/socket.hpp"
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
@@ -175,7 +177,8 @@ class Rig {
     auto *in = reinterpret_cast<float *>(slab[r] + layout.in_vec(uint32_t(slot)));
     uint64_t n = layout.vec_bytes / 4;
     for (uint64_t i = 0; i < n; i++) out[i] = pattern(r, seq, i);
-    int rc = t[r]->gate(uint32_t(slot / 2), uint32_t(slot % 2), uint32_t(slot), seq, err[r]);
+    int rc = t[r]->gate(uint32_t(slot / 2), uint32_t(slot % 2), uint32_t(slot), seq, now_ns(),
+                        err[r]);
     if (rc) return rc;
     return check(r, in, n, seq, 0, "row gate");
   }
@@ -187,7 +190,7 @@ class Rig {
                                             row * layout.vec_stride);
       for (uint64_t i = 0; i < n; i++) out[i] = pattern(r, seq * 1000 + row, i);
     }
-    int rc = t[r]->batch_gate(index, rows, seq, err[r]);
+    int rc = t[r]->batch_gate(index, rows, seq, now_ns(), err[r]);
     if (rc) return rc;
     for (uint32_t row = 0; row < rows; row++) {
       auto *in = reinterpret_cast<float *>(slab[r] + layout.batch_in_gate(index) +
@@ -207,7 +210,7 @@ class Rig {
       in = hi.data();
     }
     for (uint64_t i = 0; i < n; i++) out[i] = uint8_t((i * 2654435761u) >> 7) ^ uint8_t(r * 91 + seq);
-    int rc = t[r]->big_gate(0, seq, out, in, n, err[r]);
+    int rc = t[r]->big_gate(0, seq, out, in, n, now_ns(), err[r]);
     if (rc) return rc;
     for (uint64_t i = 0; i < n; i++)
       if (in[i] != (uint8_t((i * 2654435761u) >> 7) ^ uint8_t((1 - r) * 91 + seq))) {
@@ -672,4 +675,26 @@ TEST_CASE("queue depths too small for the window are refused at attach with the 
   CHECK(rc[1] == DS4TP_EUNSUPPORTED);
   CHECK_THAT(rig.err[1].message, Catch::Contains("receive queue depth of 8") &&
                                      Catch::Contains("1024 byte message size"));
+}
+
+// The pair reads the clock once as a gate begins and hands the value in
+// (start_ns); the gate's first wait counts from it. Handed a start two
+// gate timeouts ago, rank 0's deadline has passed before its first wait,
+// though rank 1 arrives well within a timeout of the call.
+TEST_CASE("a row gate's deadline counts from the start_ns it is handed") {
+  RigConfig c;
+  c.gate_timeout_ms = 1500;
+  Rig rig(c);
+  REQUIRE_ATTACHED(rig);
+  const uint64_t timeout_ns = uint64_t(c.gate_timeout_ms) * 1000000;
+  auto rc = rig.run([&](int r) {
+    if (r == 0)
+      return rig.t[0]->gate(0, 0, 0, 1, now_ns() - 2 * timeout_ns, rig.err[0]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return rig.row(1, 1);
+  });
+  INFO("rank 0: " << rig.err[0].message);
+  INFO("rank 1: " << rig.err[1].message);
+  CHECK(rc[0] == DS4TP_ETIMEDOUT);
+  CHECK(rc[1] != DS4TP_OK);  // rank 0 gave up before sending its partial
 }

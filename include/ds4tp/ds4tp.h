@@ -133,6 +133,16 @@ DS4TP_API const char *ds4tp_transport_name(int transport);
 DS4TP_API int ds4tp_transport_available(int transport, char *why,
                                         size_t why_len);
 
+/* The transport AUTO would negotiate with a peer that offers what this
+ * host offers (as ds4tp_transport_available finds it): with `same_host`
+ * nonzero for a peer on this host (shm first), zero for one on another
+ * host (rdma, else tcp). The rule is the one bring-up applies; the pair's
+ * own offer also weighs its slab size and RDMA options, so after
+ * ds4tp_connect, ds4tp_transport_active says what was chosen. No network
+ * I/O. Returns a DS4TP_TRANSPORT_* value, AUTO when this host offers no
+ * transport. */
+DS4TP_API int ds4tp_transport_auto(int same_host);
+
 typedef enum ds4tp_log_level {
   DS4TP_LOG_ERROR = 0,
   DS4TP_LOG_WARN = 1,

@@ -88,6 +88,11 @@ inline bool transport_available(int transport, std::string *why = nullptr) {
   if (why != nullptr) *why = buf;
   return ok;
 }
+// What auto would pick with a peer offering what this host offers, on
+// this host or another (ds4tp_transport_auto).
+inline int transport_auto(bool same_host) noexcept {
+  return ds4tp_transport_auto(same_host ? 1 : 0);
+}
 inline const char *command_name(int kind) noexcept { return ds4tp_command_name(kind); }
 
 // ---- options and identity ---------------------------------------------

@@ -46,16 +46,22 @@ int negotiate_transport(const wire::Hello &mine, const wire::Hello &peer, int &c
     return err.set(DS4TP_EUNSUPPORTED, "transport {} was requested but {}", name(want),
                    who);
   }
-  // Same host: shared memory beats looping through a NIC. Across hosts:
-  // RDMA where both have it, else TCP.
-  for (int t : {DS4TP_TRANSPORT_SHM, DS4TP_TRANSPORT_RDMA, DS4TP_TRANSPORT_TCP}) {
-    if (both(t)) {
-      chosen = t;
-      return DS4TP_OK;
-    }
+  if (int t = auto_transport(lead.caps & work.caps, same_host); t != DS4TP_TRANSPORT_AUTO) {
+    chosen = t;
+    return DS4TP_OK;
   }
   return err.set(DS4TP_EUNSUPPORTED, "the ranks share no transport (leader offers 0x{:x}, "
                  "worker 0x{:x})", lead.caps, work.caps);
+}
+
+int auto_transport(uint32_t caps, bool same_host) {
+  // Same host: shared memory beats looping through a NIC. Across hosts:
+  // RDMA where both have it, else TCP.
+  for (int t : {DS4TP_TRANSPORT_SHM, DS4TP_TRANSPORT_RDMA, DS4TP_TRANSPORT_TCP}) {
+    if (t == DS4TP_TRANSPORT_SHM && !same_host) continue;
+    if (caps & cap_of(t)) return t;
+  }
+  return DS4TP_TRANSPORT_AUTO;
 }
 
 int judge_hello(const wire::Hello &mine, const wire::Hello &peer,

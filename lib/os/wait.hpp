@@ -156,9 +156,12 @@ inline void set_spin(WaitPolicy &p, SpinBudget &budget, uint64_t spin_ns, bool a
 class Waiter {
  public:
   // `last_progress`: when the wait's spin window starts, in the past; 0
-  // (the default) is now. One clock read either way.
-  explicit Waiter(const WaitPolicy &policy, PeerWatch *watch, uint64_t last_progress = 0)
-      : p_(policy), watch_(watch), now_(now_ns()) {
+  // (the default) is now. `now`: a clock read the caller just made (a
+  // gate's start, which the pair reads), so the Waiter makes none; 0 (the
+  // default): one clock read here.
+  explicit Waiter(const WaitPolicy &policy, PeerWatch *watch, uint64_t last_progress = 0,
+                  uint64_t now = 0)
+      : p_(policy), watch_(watch), now_(now != 0 ? now : now_ns()) {
     last_ = last_progress != 0 ? last_progress : now_;
     if (watch_ != nullptr) watch_->arm(now_);
     if (p_.budget != nullptr) {

@@ -1,63 +1,21 @@
+// Pair: creation, the failure rule every entry point applies, the gate
+// service, the slab hand-off and tracing. Bring-up is in connect.cpp, the
+// gates in gates.cpp.
 #include "pair/pair.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "common/status.hpp"
-#include "common/clock.hpp"
-#include "talk/beat_clock.hpp"
-#include "talk/liveness.hpp"
-#include "wire/gate_header.hpp"
-#include "connect/negotiate.hpp"
-#include "os/os.hpp"
-#include "os/spin_budget.hpp"
 #include "session/session.hpp"
 #include "session/worker_loop.hpp"
-#include "transport/descriptor.hpp"
+#include "talk/liveness.hpp"
 
 namespace ds4tp {
-
-std::array<uint8_t, 16> host_identity() {
-  std::string seed = os::host_seed();
-  // Test-only: lets a test pretend the ranks run on different hosts.
-  if (const char *fake = std::getenv("DS4TP_TEST_HOST_ID"); fake != nullptr && *fake != 0) {
-    seed += "/test:";
-    seed += fake;
-  }
-  // Two FNV-1a lanes: enough to tell hosts apart, not a security measure.
-  uint64_t a = 1469598103934665603ull, b = 0x9e3779b97f4a7c15ull;
-  for (unsigned char c : seed) {
-    a = (a ^ c) * 1099511628211ull;
-    b = (b ^ c) * 0x100000001b3ull + 0x7f4a7c15ull;
-  }
-  std::array<uint8_t, 16> out{};
-  for (int i = 0; i < 8; i++) {
-    out[i] = uint8_t(a >> (8 * i));
-    out[8 + i] = uint8_t(b >> (8 * i));
-  }
-  return out;
-}
-
-namespace {
-
-// The control channel's spin under the adaptive default: the fixed 200 us
-// that was the default before it (frames are rare next to gates).
-constexpr uint64_t kAdaptiveControlSpinNs = 200000;
-
-uint64_t random_cookie() {
-  uint64_t v = 0;
-  while (v == 0) {
-    if (!os::random_bytes(&v, sizeof v)) v = now_ns() ^ uint64_t(getpid()) << 32;
-  }
-  return v;
-}
-
-}  // namespace
 
 int Pair::create(const Options &opt, wire::Identity id, std::unique_ptr<Pair> &out,
                  Error &err) {
@@ -164,22 +122,6 @@ int Pair::refuse_if_service(Error &err) const {
 
 int Pair::connect(Error &err) { return settle(connect_once(err), err); }
 
-int Pair::gate(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) {
-  if (int rc = refuse_if_service(err)) return rc;
-  return settle(row_exchange(layer, gate, seq, err), err);
-}
-
-int Pair::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) {
-  if (int rc = refuse_if_service(err)) return rc;
-  return settle(batch_exchange(index, rows, seq, err), err);
-}
-
-int Pair::big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
-                   Error &err) {
-  if (int rc = refuse_if_service(err)) return rc;
-  return settle(big_exchange(layer, seq, out, in, bytes, err), err);
-}
-
 int Pair::start_service(ServiceConfig cfg, Error &err) {
   if (cfg.stop_timeout_ns == 0) cfg.stop_timeout_ns = ms_to_ns(opt_.gate_timeout_ms + 1000);
   return service_->start(cfg, err);
@@ -218,114 +160,6 @@ int Pair::run_worker(session::WorkerEngine &engine, Error &err) {
     if (rc == DS4TP_EFAILED) record(e, true);
     return rc;
   });
-}
-
-int Pair::connect_once(Error &err) {
-  if (connected_ || !bringup_)
-    return err.set(DS4TP_ESTATE, "ds4tp_connect was already called on this pair");
-  wire::Hello mine;
-  mine.role = uint8_t(opt_.role);
-  mine.transport_request = uint8_t(opt_.transport);
-  const uint64_t started = now_ns();
-  // Every backend this rank can run is offered; one that was not probed
-  // (a costly check this rank's request rules out) is not. The reasons
-  // are kept for the error (an rdma request this rank cannot serve) or
-  // logged once (auto).
-  namespace tr = ds4tp::transport;
-  tr::Query query{&layout_, opt_.rdma_device, opt_.rdma_port, opt_.rdma_gid_index};
-  std::vector<tr::Availability> offers(tr::all().size());
-  auto index_of = [](const tr::Descriptor *d) {
-    return size_t(std::find(tr::all().begin(), tr::all().end(), d) - tr::all().begin());
-  };
-  auto offer = [&](int id) -> const tr::Availability & {
-    static const tr::Availability kNone;
-    const tr::Descriptor *d = tr::find(id);
-    return d != nullptr ? offers[index_of(d)] : kNone;
-  };
-  mine.caps = 0;
-  for (size_t i = 0; i < offers.size(); i++) {
-    const tr::Descriptor &d = *tr::all()[i];
-    if (d.probe_on_request && opt_.transport != DS4TP_TRANSPORT_AUTO && opt_.transport != d.id)
-      continue;
-    d.available(query, offers[i]);
-    if (offers[i].usable)
-      mine.caps |= d.cap;
-    else if (d.probe_on_request && opt_.transport == DS4TP_TRANSPORT_AUTO)
-      log_.info("{} not offered, auto will use shm or tcp: {}", d.name, offers[i].why);
-  }
-  mine.host_id = host_identity();
-  mine.cookie = opt_.role == DS4TP_ROLE_LEADER ? random_cookie() : 0;
-  mine.id = id_;
-
-  int chosen = DS4TP_TRANSPORT_TCP;
-  connect::HelloJudge judge = [&](const wire::Preamble &, const wire::Hello &peer,
-                                  Error &e) {
-    return connect::judge_hello(mine, peer, offer(DS4TP_TRANSPORT_RDMA).why, chosen, e);
-  };
-  connect::BringupResult res;
-  int rc = bringup_->run(mine, judge, res, err);
-  bringup_.reset();  // closes the listener: a pair takes exactly one worker
-  if (rc != DS4TP_OK) return rc;
-
-  peer_ = std::move(res.peer);
-  control_ = std::move(res.control);
-  data_ = std::move(res.data);
-  transport_kind_ = chosen;
-
-  tr::Connection c;
-  c.data = std::move(data_);
-  c.control_fd = control_.get();
-  c.rank = rank();
-  c.cookie = opt_.role == DS4TP_ROLE_LEADER ? mine.cookie : peer_.cookie;
-  c.layout = layout_;
-  c.schedule = schedule_;
-  c.data_config.gate_timeout_ns = ms_to_ns(opt_.gate_timeout_ms);
-  c.data_config.big_gate_timeout_ns = ms_to_ns(opt_.big_gate_timeout_ms);
-  // Adaptive (the default): the transport learns its window, at most 1 ms.
-  c.data_config.adaptive_spin = opt_.spin_us == DS4TP_SPIN_ADAPTIVE;
-  c.data_config.spin_ns = c.data_config.adaptive_spin ? os::SpinBudget::kDefaultCapNs
-                                                      : uint64_t(opt_.spin_us) * 1000;
-  // Waits judged by liveness: a live peer may arrive this late; a silent
-  // one ends the wait after peer_silence_ms (the watcher's verdict).
-  c.data_config.arrival_ns = opt_.peer_arrival_timeout_ms == DS4TP_ARRIVAL_UNLIMITED
-                                 ? os::kNoDeadline
-                                 : ms_to_ns(opt_.peer_arrival_timeout_ms);
-  c.data_config.peer = &peer_state_;
-  peer_state_.silence_ns = ms_to_ns(opt_.peer_silence_ms);
-  peer_state_.peer = opt_.role == DS4TP_ROLE_LEADER ? "worker" : "leader";
-  c.deadline_ns = std::max(started + ms_to_ns(opt_.connect_timeout_ms),
-                           now_ns() + ms_to_ns(opt_.hello_timeout_ms));
-  c.frame_timeout_ns = ms_to_ns(opt_.frame_timeout_ms);
-  c.forced = mine.transport_request == chosen || peer_.transport_request == chosen;
-  c.log = log_;
-  const tr::Descriptor *d = tr::find(chosen);
-  if (d == nullptr)
-    return err.set(DS4TP_EUNSUPPORTED, "transport {} is not built into this library",
-                   transport_name(chosen));
-  std::unique_ptr<tr::State> prepared;
-  std::string fallback;
-  if ((rc = d->setup(c, offer(d->id), prepared, fallback, err))) return rc;
-  if (!prepared && !fallback.empty()) {  // both ranks saw the same failure: tcp on the same socket
-    log_.warn("{} unavailable, using tcp: {}", d->what, fallback);
-    d = &tr::kTcp;
-    transport_kind_ = d->id;
-    if ((rc = d->setup(c, offer(d->id), prepared, fallback, err))) return rc;
-  }
-  transport_ = d->make(c, std::move(prepared));
-  stats::Sources src;
-  src.heartbeats = &peer_state_.heartbeats;
-  src.heartbeats_missed = &peer_state_.heartbeats_missed;
-  src.rdma_retries = transport_->setup_retries();
-  stats_.set_sources(src);
-  if (int crc = start_control_plane(err)) return crc;
-  connected_ = true;
-  log_.info("pair up: rank {} of 2, transport {}, gate timeout {} ms, peer ctx {}",
-            rank(), transport_->name(), opt_.gate_timeout_ms, peer_.id.ctx_size);
-  if (std::string p = stats::trace_path_from_env(rank()); !p.empty() && !trace_) {
-    Error te;
-    if (trace_start(p, te) != DS4TP_OK) log_.warn("DS4TP_TRACE: {}", te.message);
-  }
-  return DS4TP_OK;
 }
 
 int Pair::attach_slab(void *base, uint64_t bytes, Error &err) {
@@ -369,146 +203,6 @@ void Pair::detach_slab() {
   if (slab_ == nullptr) return;
   transport_->detach();
   slab_ = nullptr;
-}
-
-int Pair::row_exchange(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) {
-  if (slab_ == nullptr) return err.set(DS4TP_ESTATE, "gate before ds4tp_attach_slab");
-  if (layer >= layout_.slots / 2 || gate >= DS4TP_GATES_PER_LAYER)
-    return err.set(DS4TP_EINVAL, "gate (layer {}, gate {}) is outside {} layers x 2 gates",
-                   layer, gate, layout_.slots / 2);
-  uint32_t slot = layer * 2 + gate;
-  const uint64_t last = last_row_seq_.load(std::memory_order_relaxed);
-  if (seq != last + 1)
-    return err.set(DS4TP_EINVAL,
-                   "row gate seq {} for layer {} gate {}: seqs must rise by one per gate "
-                   "(last was {})",
-                   seq, layer, gate, last);
-  int64_t want = slab::slot_for_seq(schedule_, seq);
-  if (want != int64_t(slot))
-    return err.set(DS4TP_EINVAL,
-                   "row gate seq {} must hit slot {} (layer {}, gate {}) by the identity's "
-                   "schedule, but the call is for layer {} gate {}",
-                   seq, want, want / 2, want % 2, layer, gate);
-  last_row_seq_.store(seq, std::memory_order_relaxed);
-  gates_started_ = true;
-  if (hooks_.before_exchange) {
-    int h = hooks_.before_exchange(Stage::Row, layer, gate, seq, slab_ + layout_.out_vec(slot),
-                                   layout_.vec_bytes);
-    if (h != 0) return hook_failed("before_exchange", h, "row", layer, gate, seq, err);
-  }
-  const uint64_t t0 = gate_clock();
-  int rc = transport_->gate(layer, gate, slot, seq, err);
-  stats_.gate_done(stats::kRow, layer, seq, layout_.vec_bytes,
-                   gate_started(t0), transport_->peer_seen_ns(), rc);
-  if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Row), layer, seq);
-  if (rc == DS4TP_OK && hooks_.after_exchange) {
-    int h = hooks_.after_exchange(Stage::Row, layer, gate, seq, slab_ + layout_.in_vec(slot),
-                                  layout_.vec_bytes);
-    if (h != 0) return hook_failed("after_exchange", h, "row", layer, gate, seq, err);
-  }
-  return rc;
-}
-
-int Pair::batch_exchange(uint32_t index, uint32_t rows, uint64_t seq, Error &err) {
-  if (slab_ == nullptr) return err.set(DS4TP_ESTATE, "batch gate before ds4tp_attach_slab");
-  if (index >= layout_.batch_gates)
-    return err.set(DS4TP_EINVAL, "batch gate index {} is outside 0..{}", index,
-                   layout_.batch_gates - 1);
-  if (rows == 0 || rows > layout_.batch_rows)
-    return err.set(DS4TP_EINVAL, "batch gate rows {} outside 1..{}", rows, layout_.batch_rows);
-  if (seq == 0) return err.set(DS4TP_EINVAL, "batch gate seq must be nonzero");
-  gates_started_ = true;
-  const uint64_t bytes = uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes;
-  if (hooks_.before_exchange) {
-    int h = hooks_.before_exchange(Stage::Batch, index, rows, seq,
-                                   slab_ + layout_.batch_out_gate(index), bytes);
-    if (h != 0) return hook_failed("before_exchange", h, "batch", index, rows, seq, err);
-  }
-  const uint64_t t0 = gate_clock();
-  int rc = transport_->batch_gate(index, rows, seq, err);
-  stats_.gate_done(stats::kBatch, index, seq, bytes, gate_started(t0), transport_->peer_seen_ns(),
-                   rc);
-  if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Batch), index, seq);
-  if (rc == DS4TP_OK && hooks_.after_exchange) {
-    int h = hooks_.after_exchange(Stage::Batch, index, rows, seq,
-                                  slab_ + layout_.batch_in_gate(index), bytes);
-    if (h != 0) return hook_failed("after_exchange", h, "batch", index, rows, seq, err);
-  }
-  return rc;
-}
-
-int Pair::set_staging_hooks(StagingHooks hooks, Error &err) {
-  if (service_->running())
-    return err.set(DS4TP_ESTATE, "staging hooks cannot change while the gate service runs");
-  if (gates_started_)
-    return err.set(DS4TP_ESTATE,
-                   "staging hooks must be set before the first row or batch gate (row gate "
-                   "seq {} already ran)",
-                   last_row_seq());
-  hooks_ = std::move(hooks);
-  return DS4TP_OK;
-}
-
-int Pair::hook_failed(const char *which, int value, const char *kind, uint32_t a, uint32_t b,
-                      uint64_t seq, Error &err) {
-  const bool row = kind[0] == 'r';
-  return err.set(DS4TP_EIO,
-                 "staging hook {} returned {} at {} gate ({} {}, {} {}, seq {}): the "
-                 "engine's device copy failed",
-                 which, value, kind, row ? "layer" : "index", a, row ? "gate" : "rows", b,
-                 seq);
-}
-
-int Pair::big_exchange(uint32_t layer, uint64_t seq, const void *out, void *in,
-                       uint64_t bytes, Error &err) {
-  if (!connected_) return err.set(DS4TP_ESTATE, "big gate before ds4tp_connect");
-  if (slab_ == nullptr) return err.set(DS4TP_ESTATE, "big gate before ds4tp_attach_slab");
-  if (bytes > 0 && (out == nullptr || in == nullptr))
-    return err.set(DS4TP_EINVAL, "big gate buffers must not be NULL");
-  auto o = reinterpret_cast<uintptr_t>(out), i = reinterpret_cast<uintptr_t>(in);
-  if (bytes > 0 && o < i + bytes && i < o + bytes)
-    return err.set(DS4TP_EINVAL, "big gate out and in buffers overlap");
-  if (seq == 0) return err.set(DS4TP_EINVAL, "big gate seq must be nonzero");
-  const uint64_t t0 = gate_clock();
-  int rc = transport_->big_gate(layer, seq, out, in, bytes, err);
-  stats_.gate_done(stats::kBig, layer, seq, bytes, gate_started(t0), transport_->peer_seen_ns(),
-                   rc);
-  if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire::GateKind::Big), layer, seq);
-  return rc;
-}
-
-int Pair::start_control_plane(Error &err) {
-  session::SessionConfig sc;
-  sc.role = opt_.role;
-  sc.max_frame_bytes = opt_.max_frame_bytes;
-  sc.frame_timeout_ms = opt_.frame_timeout_ms;
-  // Control frames keep a fixed spin: the adaptive default's is the old 200 us.
-  sc.spin_ns = opt_.spin_us == DS4TP_SPIN_ADAPTIVE ? kAdaptiveControlSpinNs
-                                                   : uint64_t(opt_.spin_us) * 1000;
-  sc.n_layer = layout_.slots / 2;
-  sc.n_embd = id_.n_embd;
-  sc.peer = &peer_state_;
-  sc.arrival_ms = opt_.peer_arrival_timeout_ms;  // DS4TP_ARRIVAL_UNLIMITED is -1
-  sc.stats = &stats_;
-  session_ = std::make_unique<session::Session>(control_.get(), sc, log_);
-  talk::LivenessConfig lc;
-  lc.role = opt_.role;
-  lc.max_frame_bytes = opt_.max_frame_bytes;
-  lc.channel = &session_->channel();
-  lc.peer = &peer_state_;
-  lc.heartbeat_ns = talk::beat_period(100000000, peer_state_.silence_ns);
-  talk::LivenessHooks hooks;
-  session::Session *s = session_.get();
-  hooks.close_expected = [s] { return s->stopped(); };
-  hooks.dead = [this, s](int code, const std::string &why, int status) {
-    if (failed()) return;  // the first failure's message stays the one users read
-    if (status != 0) s->set_remote_status(status);
-    Error e;
-    e.code = code;
-    e.message = why;
-    record(e, true);
-  };
-  return talk::Liveness::start(control_.get(), lc, std::move(hooks), log_, liveness_, err);
 }
 
 int Pair::trace_meta(stats::TraceMeta &m) const {

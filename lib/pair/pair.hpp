@@ -25,6 +25,7 @@
 #include "stats/stats.hpp"
 #include "stats/trace.hpp"
 #include "transport/transport.hpp"
+#include "wire/gate_header.hpp"
 #include "wire/hello.hpp"
 #include "talk/peer_state.hpp"
 
@@ -122,6 +123,15 @@ class Pair {
   int start_stream(ServiceConfig cfg, uint32_t bits, int mode, Error &err);
   StreamWords *stream_words() const { return stream_words_.get(); }
   int service_state() const { return service_->state(); }
+  // The gate service's row gate: gate() without its refusal while the
+  // service runs (the service thread is then the only caller) and without
+  // settle() (the service records its failure itself, then poisons the
+  // release words).
+  // Callable only with the pass GateService alone can make.
+  int service_gate(GateService::Pass, uint32_t layer, uint32_t gate, uint64_t seq,
+                   Error &err) {
+    return row_exchange(layer, gate, seq, err);
+  }
 
   // Runs one lockstep call `call(Session &, Error &)` under the failure
   // rule; ESTATE before connect. A template so a call's arguments travel
@@ -174,7 +184,6 @@ class Pair {
   bool tracing() const { return trace_ != nullptr; }
 
  private:
-  friend class GateService;  // its thread runs row gates without the exclusion check
   Pair() = default;
   int connect_once(Error &err);
   int row_exchange(uint32_t layer, uint32_t gate, uint64_t seq, Error &err);
@@ -214,14 +223,12 @@ class Pair {
   stats::Stats stats_;
   std::unique_ptr<stats::Trace> trace_;
   int trace_meta(stats::TraceMeta &m) const;
-  // A gate's start for stats: the transport's own clock read when it
-  // stamps one (tcp, shm), else ours before the call; 0 when untimed.
-  uint64_t gate_clock() const {
-    return stats_.timed() && !transport_->stamps_start() ? now_ns() : 0;
-  }
-  uint64_t gate_started(uint64_t t0) const {
-    return stats_.timed() && transport_->stamps_start() ? transport_->gate_start_ns() : t0;
-  }
+  // Every gate reaches its transport through here (gates.cpp): `call(t0)`
+  // runs it from one clock read, then the stats and the peer's progress
+  // note it.
+  template <typename Call>
+  int timed_gate(int kind, wire::GateKind wire_kind, uint32_t a, uint64_t seq, uint64_t bytes,
+                 Call &&call);
   // Stream words: kept for the pair's life (the engine registers them).
   std::unique_ptr<StreamWords> stream_words_;
   // Destroyed first (~Pair resets it): its thread uses everything above.

@@ -74,7 +74,7 @@ void GateService::run() {
     const auto slot = uint32_t(slab::slot_for_seq(sched, seq));
     if (!wait_ready(slot, seq, idle_since, why, err)) break;
     if (cfg_.words != nullptr) cfg_.words->take(slot, seq);
-    if (pair_.row_exchange(slot / 2, slot % 2, seq, err) != DS4TP_OK) {
+    if (pair_.service_gate(Pass{}, slot / 2, slot % 2, seq, err) != DS4TP_OK) {
       err.message = "gate service: " + err.message;
       why = Exit::Failed;
       break;

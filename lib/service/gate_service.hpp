@@ -42,6 +42,14 @@ struct ServiceConfig {
 
 class GateService {
  public:
+  // The service thread's pass to Pair::service_gate: only this class can
+  // make one, so the row gate that skips the pair's "the service is the
+  // only gate caller" refusal is reachable from the service thread alone.
+  class Pass {
+    friend class GateService;
+    Pass() = default;
+  };
+
   explicit GateService(Pair &pair) : pair_(pair) {}
   // Stops and joins (bounded: the thread ends within one gate timeout).
   ~GateService();

@@ -16,4 +16,14 @@ bool transport_available(int transport, std::string &why) {
   return a.usable;
 }
 
+uint32_t offered_caps() {
+  uint32_t caps = 0;
+  for (const transport::Descriptor *d : transport::all()) {
+    transport::Availability a;
+    d->available(transport::Query{}, a);
+    if (a.usable) caps |= d->cap;
+  }
+  return caps;
+}
+
 }  // namespace ds4tp

@@ -68,35 +68,36 @@ class Transport {
   // Owned by the transport, page-aligned, layout.total bytes.
   virtual uint8_t *shared_slab() { return nullptr; }
 
+  // Every gate gets `start_ns`, the clock read (now_ns()) the caller made
+  // as the gate began: its deadlines count from it, and the transport
+  // reads no clock to begin (the pair times the gate for lib/stats from
+  // the same read, so no backend reads the clock for stats).
+  //
   // Row gate: out[slot] to the peer's in[slot]; returns once the peer's
   // partial for the same (layer, gate, seq) landed in in[slot].
   virtual int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq,
-                   Error &err) = 0;
+                   uint64_t start_ns, Error &err) = 0;
   // Batch gate: `rows` vectors of batch gate `index`.
-  virtual int batch_gate(uint32_t index, uint32_t rows, uint64_t seq,
+  virtual int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
                          Error &err) = 0;
   // Big gate: `bytes` from `out` to the peer, the peer's into `in`.
   virtual int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in,
-                       uint64_t bytes, Error &err) = 0;
+                       uint64_t bytes, uint64_t start_ns, Error &err) = 0;
 
-  // Observability (lib/stats). When the last gate first saw the peer's
-  // data (tcp: its first bytes; shm: its arrival stamp), from a clock read
-  // the wait made anyway; 0 when this transport cannot tell. Gate thread.
+  // What only the transport knows of the last gate's time, for the
+  // pair's split of it (peer wait | moving): when it first saw the peer's
+  // data (tcp: its first bytes; shm: its arrival stamp), the value of a
+  // clock read its wait made for a deadline anyway; 0 when this transport
+  // cannot tell. Gate thread.
   uint64_t peer_seen_ns() const { return seen_ns_; }
   // peer_seen_ns() when the peer's first bytes came with its last: the
   // gate ended as they arrived (the stats' end clock read dates it).
   static constexpr uint64_t kSeenAtEnd = UINT64_MAX;
-  // When the last gate started, from the clock read its deadline needed;
-  // 0 when this transport does not stamp it (the pair reads the clock).
-  uint64_t gate_start_ns() const { return start_ns_; }
-  bool stamps_start() const { return stamps_start_; }
   // Set-up attempts retried with a recreated queue pair (rdma), or null.
   virtual const std::atomic<uint64_t> *setup_retries() const { return nullptr; }
 
  protected:
-  uint64_t seen_ns_ = 0;
-  uint64_t start_ns_ = 0;
-  bool stamps_start_ = false;  // set once by a backend that stamps every gate
+  uint64_t seen_ns_ = 0;  // peer_seen_ns(); each gate sets it
 };
 
 }  // namespace ds4tp

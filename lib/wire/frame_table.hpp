@@ -16,9 +16,10 @@
 //   3. session/: the leader call (leader.cpp, declared in session.hpp) and
 //      what the struct gives the worker's Command (session/command_fields.hpp);
 //   4. the C API: DS4TP_CMD_*, the ds4tp_worker_ops field and the send call
-//      in include/ds4tp/ds4tp.h, with its capi wrapper (the build fails
-//      while the first two are missing).
-// plus a sample in tests/frame_samples.cpp (test_frames wants every type).
+//      in include/ds4tp/ds4tp_control.h, with its capi wrapper (the build
+//      fails while the first two are missing).
+// plus a sample in tests/frame_samples.cpp (test_frames wants every type);
+// docs/LAYOUT.md, "Adding a command", lists every file.
 #pragma once
 
 #include <algorithm>

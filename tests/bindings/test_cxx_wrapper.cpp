@@ -635,6 +635,8 @@ TEST_CASE("C++ wrapper: pure helpers are the C calls", "[cxx]") {
   std::string why;
   REQUIRE(ds4tp::transport_available(DS4TP_TRANSPORT_TCP, &why));
   REQUIRE_FALSE(why.empty());
+  REQUIRE(ds4tp::transport_auto(true) == ds4tp_transport_auto(1));
+  REQUIRE(ds4tp::transport_auto(false) == ds4tp_transport_auto(0));
   ds4tp::GateServiceOptions svc;
   REQUIRE(svc.size == sizeof(ds4tp_gate_service_options));
 }

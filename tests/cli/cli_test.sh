@@ -52,6 +52,14 @@ case "$CASE" in
     [ -n "${DS4TP_VERBS_LIB:-}" ] || fail "DS4TP_VERBS_LIB is not set"
     "$DS4TP" probe >"$T/probe.out" || fail "probe exited non-zero"
     grep -qE "^  rdma +available.*fv0 port 1" "$T/probe.out" || fail "probe does not find the provider's port"
+    # With rdma here, auto takes it to another host but still shm (where
+    # this host has it) to a peer on the same host, as bring-up decides.
+    "$DS4TP" probe --json >"$T/probe.json" || fail "probe --json exited non-zero"
+    /usr/bin/python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+shm=any(t["name"]=="shm" and t["available"] for t in d["transports"])
+assert d["auto_two_hosts"]=="rdma", d
+assert d["auto_same_host"]==("shm" if shm else "rdma"), d' "$T/probe.json" || fail "probe's auto answer is not the library's rule: $(cat "$T/probe.json")"
     pair_run rdma "--transport rdma --count 300 --big 4194304 --metrics" "--transport rdma --count 300 --big 4194304 --json"
     [ $LRC -eq 0 ] || fail "leader exited $LRC"
     [ $WRC -eq 0 ] || fail "worker exited $WRC"
@@ -79,6 +87,15 @@ for pid in (0,1):
     assert (n,b)==(300,3), (pid,n,b)' "$T/both.json" || fail "merged trace: not 300 row + 3 big gate X events per rank"
     grep -qE "p50 [0-9.]+ us, p99 [0-9.]+ us" "$T/ok.leader.out" || fail "no latency line"
     /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and d["transport"]==sys.argv[2] and d["gates"]==300 and d["gate_p50_us"]>0 and d["big_gate_gbps"]>0' "$T/ok.worker.out" "$tr" || fail "worker JSON"
+    ;;
+  pair-auto)
+    # `ds4tp pair` prints the transport bring-up negotiated, and probe's
+    # auto answer is the library's: for two ranks on this host they agree.
+    want=$("$DS4TP" probe --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["auto_same_host"])') || fail "probe --json did not say what auto picks"
+    pair_run auto "--count 50 --big 0" "--count 50 --big 0 --json"
+    [ $LRC -eq 0 ] && [ $WRC -eq 0 ] || fail "an auto pair must pair ($LRC/$WRC)"
+    grep -q "ds4tp pair OK: leader, transport $want\$" "$T/auto.leader.out" || fail "probe says auto picks $want on this host, but the leader reported: $(head -1 "$T/auto.leader.out")"
+    /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and d["transport"]==sys.argv[2], d' "$T/auto.worker.out" "$want" || fail "worker JSON does not report transport $want"
     ;;
   identity-mismatch)
     pair_run id "--identity n_layer=43,n_embd=4096,n_vocab=129280" "--identity n_layer=61,n_embd=4096,n_vocab=129280"

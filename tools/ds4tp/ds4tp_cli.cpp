@@ -72,11 +72,13 @@ void usage(FILE *f) {
                "  --json              machine-readable output on stdout\n");
 }
 
+// The transports this library knows, by the names it gives them: AUTO,
+// then every value up to the first without a name.
+bool known_transport(int t) { return std::strcmp(ds4tp_transport_name(t), "?") != 0; }
+
 int parse_transport(const std::string &s) {
-  if (s == "auto") return DS4TP_TRANSPORT_AUTO;
-  if (s == "tcp") return DS4TP_TRANSPORT_TCP;
-  if (s == "shm") return DS4TP_TRANSPORT_SHM;
-  if (s == "rdma") return DS4TP_TRANSPORT_RDMA;
+  for (int t = DS4TP_TRANSPORT_AUTO; known_transport(t); t++)
+    if (s == ds4tp_transport_name(t)) return t;
   return -1;
 }
 
@@ -288,17 +290,14 @@ int cmd_probe(const Args &a) {
     std::string why;
   };
   std::vector<Row> rows;
-  for (int t : {DS4TP_TRANSPORT_TCP, DS4TP_TRANSPORT_SHM, DS4TP_TRANSPORT_RDMA}) {
+  for (int t = DS4TP_TRANSPORT_AUTO + 1; known_transport(t); t++) {
     char why[512] = "";
     int ok = ds4tp_transport_available(t, why, sizeof why);
     rows.push_back({t, ok, why});
   }
-  int auto_pick = DS4TP_TRANSPORT_TCP;
-  for (auto &r : rows)
-    if (r.ok && r.t == DS4TP_TRANSPORT_RDMA) auto_pick = r.t;
-  if (auto_pick == DS4TP_TRANSPORT_TCP)
-    for (auto &r : rows)
-      if (r.ok && r.t == DS4TP_TRANSPORT_SHM) auto_pick = r.t;
+  // The library's rule, for a peer that offers what this host offers.
+  const char *auto_same = ds4tp_transport_name(ds4tp_transport_auto(1));
+  const char *auto_other = ds4tp_transport_name(ds4tp_transport_auto(0));
   if (a.json) {
     std::printf("{\"library\":\"%s\",\"protocol\":%u,\"platform\":\"%s\",\"transports\":[",
                 ds4tp_version_string(), ds4tp_protocol_version(), kPlatform);
@@ -306,10 +305,8 @@ int cmd_probe(const Args &a) {
       std::printf("%s{\"name\":\"%s\",\"available\":%s,\"detail\":\"%s\"}", i ? "," : "",
                   ds4tp_transport_name(rows[i].t), rows[i].ok ? "true" : "false",
                   json_escape(rows[i].why).c_str());
-    std::printf("],\"auto_same_host\":\"%s\",\"auto_two_hosts\":\"%s\"}\n",
-                ds4tp_transport_name(auto_pick),
-                ds4tp_transport_name(auto_pick == DS4TP_TRANSPORT_SHM ? DS4TP_TRANSPORT_TCP
-                                                                      : auto_pick));
+    std::printf("],\"auto_same_host\":\"%s\",\"auto_two_hosts\":\"%s\"}\n", auto_same,
+                auto_other);
     return 0;
   }
   std::printf("libds4tp %s, wire protocol %u, platform %s\n", ds4tp_version_string(),
@@ -319,9 +316,7 @@ int cmd_probe(const Args &a) {
     std::printf("  %-5s %-13s %s\n", ds4tp_transport_name(r.t),
                 r.ok ? "available" : "unavailable", r.why.c_str());
   std::printf("auto would pick: %s with a peer on this host, %s with a peer on another host\n",
-              ds4tp_transport_name(auto_pick),
-              ds4tp_transport_name(auto_pick == DS4TP_TRANSPORT_SHM ? DS4TP_TRANSPORT_TCP
-                                                                    : auto_pick));
+              auto_same, auto_other);
   return 0;
 }
 

@@ -95,6 +95,16 @@ def test_transport_names_and_availability():
     assert ds4tp.transport_available(ds4tp.Transport.AUTO)[0] is False
 
 
+def test_transport_auto_follows_what_this_host_offers():
+    def ok(t):
+        return ds4tp.transport_available(t)[0]
+    rdma_or_tcp = ds4tp.Transport.RDMA if ok(ds4tp.Transport.RDMA) else ds4tp.Transport.TCP
+    same = ds4tp.Transport.SHM if ok(ds4tp.Transport.SHM) else rdma_or_tcp
+    assert ds4tp.transport_auto(True) == same
+    assert ds4tp.transport_auto(False) == rdma_or_tcp
+    assert isinstance(ds4tp.transport_auto(False), ds4tp.Transport)
+
+
 def test_schedule_and_layout():
     ident = ds4tp.Identity(n_layer=4, n_embd=256)
     assert [ds4tp.schedule_slot(ident, s) for s in (1, 2, 8, 9)] == [0, 1, 7, 0]

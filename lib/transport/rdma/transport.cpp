@@ -88,7 +88,7 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
   const talk::PeerState *ps = cfg_.peer;
   bool met = ps == nullptr || meet_ns <= idle_ns;
   Completion wc[kPollBatch];
-  os::Waiter w(policy_, &watch_);
+  os::Waiter w(policy_, &watch_, 0, take_gate_start());
   uint64_t deadline = os::deadline_after(w.last_progress(), met ? idle_ns : meet_ns);
   const uint64_t recv_at_start = recv_done_;
   for (;;) {
@@ -155,7 +155,7 @@ int RdmaTransport::barrier(const GateHeader &mine, bool big, const Op &op, Error
   wire::encode_gate_header(mine, sb);
   const int fd = data_.get();
   const uint64_t meet_ns = cfg_.arrival(big);
-  os::Waiter w(policy_, &watch_);
+  os::Waiter w(policy_, &watch_, 0, take_gate_start());
   const uint64_t deadline = os::deadline_after(w.last_progress(), meet_ns);
   size_t sent = 0, got = 0;
   while (sent < sizeof sb || got < sizeof rb) {
@@ -219,7 +219,9 @@ int RdmaTransport::drain(uint64_t upto, const Op &op, Error &err) {
 // ---------------------------------------------------------------------
 // Gates
 
-int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, Error &err) {
+int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq,
+                        uint64_t start_ns, Error &err) {
+  GateStart start(gate_start_, start_ns);
   Op op{uint16_t(GateKind::Row), layer, gate, seq, ""};
   if (window_ != Window::Rows || seq != row_next_) {
     if (window_ == Window::Rows) {
@@ -259,7 +261,9 @@ int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t s
   return DS4TP_OK;
 }
 
-int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) {
+int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
+                              Error &err) {
+  GateStart start(gate_start_, start_ns);
   Op op{uint16_t(GateKind::Batch), index, rows, seq, ""};
   const uint64_t vec = L_.vec_bytes;
   auto post_gate = [&](uint32_t idx, uint32_t nrows, uint64_t s) -> int {
@@ -315,7 +319,8 @@ int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error
 }
 
 int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void *inp,
-                            uint64_t bytes, Error &err) {
+                            uint64_t bytes, uint64_t start_ns, Error &err) {
+  GateStart start(gate_start_, start_ns);
   Op op{uint16_t(GateKind::Big), layer, 0, seq, ""};
   auto *out = static_cast<const uint8_t *>(outp);
   auto *in = static_cast<uint8_t *>(inp);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "os/wait.hpp"
@@ -96,10 +97,12 @@ class RdmaTransport final : public Transport {
     window_ = Window::Quiet;
   }
 
-  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, Error &err) override;
-  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) override;
+  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
+           Error &err) override;
+  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
+                 Error &err) override;
   int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
-               Error &err) override;
+               uint64_t start_ns, Error &err) override;
   const std::atomic<uint64_t> *setup_retries() const override { return &setup_retries_; }
 
  private:
@@ -242,6 +245,19 @@ class RdmaTransport final : public Transport {
   // it completed a gate since the wait began.
   int wait_for(uint64_t want_recv, uint64_t want_send, const Op &op, Error &err,
                uint64_t idle_ns = 0, uint64_t meet_ns = 0);
+
+  // The gate in progress's start_ns, for its first Waiter (wait_for or
+  // barrier), which then reads no clock to begin; later waits of the gate
+  // read their own. Zero outside a gate (set-up waits read their own too).
+  uint64_t gate_start_ = 0;
+  uint64_t take_gate_start() { return std::exchange(gate_start_, 0); }
+  struct GateStart {
+    GateStart(uint64_t &slot, uint64_t start_ns) : slot_(slot) { slot_ = start_ns; }
+    ~GateStart() { slot_ = 0; }
+    GateStart(const GateStart &) = delete;
+    GateStart &operator=(const GateStart &) = delete;
+    uint64_t &slot_;
+  };
   int not_reached(const Op &op, uint64_t meet_ns, Error &err);
   int handle(const Completion &c, const Op &op, Error &err);
 

@@ -175,9 +175,8 @@ int alternate_exchange(const BigLink &link, const BigPlan &plan, const GateHeade
   // equal when idle). One round: the usual spin, for its latency.
   os::WaitPolicy policy = *link.policy;
   if (total > plan.round) policy.spin_ns = 0;
-  os::Waiter w(policy, &watch);
-  const uint64_t started = w.last_progress();
-  *link.start_ns = started;
+  const uint64_t started = link.start_ns;
+  os::Waiter w(policy, &watch, 0, started);
   *link.seen_ns = 0;
   uint64_t deadline = os::deadline_after(started, meet_ns);
   LowWater low{fd};

@@ -32,7 +32,6 @@ class TcpTransport final : public Transport {
     os::set_spin(policy_, budget_, cfg.spin_ns, cfg.adaptive_spin);
     policy_.clock_every = 8;  // a spin round is a recvmsg already: no clock read each time
     policy_.grace_ns = kGoneGraceNs;
-    stamps_start_ = true;  // exchange() stamps every gate
   }
 
   const char *name() const override { return "tcp"; }
@@ -44,42 +43,45 @@ class TcpTransport final : public Transport {
   }
   void detach() override { base_ = nullptr; }
 
-  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq,
+  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
            Error &err) override {
     GateHeader h{uint16_t(GateKind::Row), layer, gate, seq, layout_.vec_bytes};
     return exchange(h, base_ + layout_.out_vec(slot), base_ + layout_.in_vec(slot),
-                    layout_.vec_bytes, cfg_.arrival(false), cfg_.gate_timeout_ns, err,
-                    /*room=*/true);
+                    layout_.vec_bytes, start_ns, cfg_.arrival(false), cfg_.gate_timeout_ns,
+                    err, /*room=*/true);
   }
 
-  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, Error &err) override {
+  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
+                 Error &err) override {
     // Rows are vec_stride apart; when stride == vec_bytes they are one run.
     // Otherwise send the padded run: padding bytes are never read as data.
     uint64_t bytes = uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes;
     GateHeader h{uint16_t(GateKind::Batch), index, rows, seq, bytes};
     return exchange(h, base_ + layout_.batch_out_gate(index),
-                    base_ + layout_.batch_in_gate(index), bytes, cfg_.arrival(false),
+                    base_ + layout_.batch_in_gate(index), bytes, start_ns, cfg_.arrival(false),
                     cfg_.gate_timeout_ns, err);
   }
 
-  int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in,
-               uint64_t bytes, Error &err) override {
+  int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
+               uint64_t start_ns, Error &err) override {
     GateHeader h{uint16_t(GateKind::Big), layer, 0, seq, bytes};
     if (big_.mode == tcp::BigMode::Alternate)
-      return tcp::alternate_exchange({fd_.get(), &cfg_, &policy_, &start_ns_, &seen_ns_}, big_,
+      return tcp::alternate_exchange({fd_.get(), &cfg_, &policy_, start_ns, &seen_ns_}, big_,
                                      h, static_cast<const uint8_t *>(out),
                                      static_cast<uint8_t *>(in), bytes, err);
     return exchange(h, static_cast<const uint8_t *>(out), static_cast<uint8_t *>(in),
-                    bytes, cfg_.arrival(true), cfg_.big_gate_timeout_ns, err);
+                    bytes, start_ns, cfg_.arrival(true), cfg_.big_gate_timeout_ns, err);
   }
 
  private:
-  // Full-duplex exchange of header+payload. `meet_ns` bounds the wait for
-  // the peer's first bytes; after that `progress_ns` applies to every
-  // stretch without progress. With `room` (row slots) the headers go in
-  // the slab's header room before `out` and `in`: one buffer each way.
+  // Full-duplex exchange of header+payload. `meet_ns` after `started`
+  // bounds the wait for the peer's first bytes; after that `progress_ns`
+  // applies to every stretch without progress. With `room` (row slots)
+  // the headers go in the slab's header room before `out` and `in`: one
+  // buffer each way.
   int exchange(const GateHeader &mine, const uint8_t *out, uint8_t *in, uint64_t bytes,
-               uint64_t meet_ns, uint64_t progress_ns, Error &err, bool room = false) {
+               uint64_t started, uint64_t meet_ns, uint64_t progress_ns, Error &err,
+               bool room = false) {
     uint8_t own[wire::kGateHeaderBytes];
     uint8_t *shdr = room ? const_cast<uint8_t *>(out) - wire::kGateHeaderBytes : own;
     wire::encode_gate_header(mine, shdr);
@@ -94,9 +96,7 @@ class TcpTransport final : public Transport {
     os::PeerWatch watch;
     watch.watch_socket(fd, "data connection");
     talk::watch_peer(watch, cfg_.peer);
-    os::Waiter w(policy_, &watch);
-    const uint64_t started = w.last_progress();
-    start_ns_ = started;
+    os::Waiter w(policy_, &watch, 0, started);
     seen_ns_ = 0;
     uint64_t deadline = os::deadline_after(started, meet_ns);
     bool first_pass = true;

@@ -36,8 +36,8 @@ from ._constants import (PROTOCOL_VERSION, VERSION_MAJOR, VERSION_MINOR,  # noqa
                          ServiceState, Status, Transport)
 from ._loader import (Error, LibraryNotFound, LibraryVersionError, check_version,  # noqa: F401
                       command_name, err_name, last_error, library_candidates, library_path,
-                      protocol_version, strerror, transport_available, transport_name,
-                      version, version_string)
+                      protocol_version, strerror, transport_auto, transport_available,
+                      transport_name, version, version_string)
 from ._structs import (BatchItem, Command, GateServiceOptions, GroupOptions, Identity,  # noqa: F401
                        Image, ImageSpan, Options, Reply, SlabLayout, StagingHooks, WorkerOps,
                        schedule_slot, slab_layout)
@@ -51,7 +51,7 @@ __all__ = [
     "Options", "Identity", "SlabLayout", "StagingHooks", "GateServiceOptions",
     "Pair", "Group", "GroupOptions", "Dtype",
     "version", "version_string", "protocol_version", "strerror",
-    "err_name", "last_error", "transport_name", "transport_available",
+    "err_name", "last_error", "transport_name", "transport_available", "transport_auto",
     "schedule_slot", "slab_layout", "library_path", "library_candidates",
     "check_version", "LibraryNotFound", "LibraryVersionError",
     "GATE_ATTN", "GATE_FFN", "GATES_PER_LAYER", "BATCH_MAX_ROWS",

@@ -27,6 +27,7 @@ DECLARATIONS = {
     "constants": [
         ("ds4tp_transport_name", c_char_p, [c_int]),
         ("ds4tp_transport_available", c_int, [c_int, c_char_p, c_size_t]),
+        ("ds4tp_transport_auto", c_int, [c_int]),
     ],
     "options": [
         ("ds4tp_options_init", None, [POINTER(Options)]),

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import List, Tuple
 
-from ._constants import VERSION_MAJOR, Status
+from ._constants import VERSION_MAJOR, Status, Transport
 
 
 # Names of the shared library: the SONAME first (what the runtime package
@@ -209,6 +209,14 @@ def transport_available(transport: int) -> Tuple[bool, str]:
     why = ctypes.create_string_buffer(512)
     ok = _lib().ds4tp_transport_available(int(transport), why, len(why))
     return bool(ok), _text(why.value)
+
+
+def transport_auto(same_host: bool) -> Transport:
+    """The transport AUTO would negotiate with a peer that offers what this
+    host offers: on this host (``same_host``) or on another. The library's
+    own rule; after connecting, :attr:`Pair.transport` says what was
+    chosen. No network I/O."""
+    return Transport(_lib().ds4tp_transport_auto(1 if same_host else 0))
 
 
 def command_name(kind: int) -> str:

@@ -103,6 +103,11 @@ extern "C" {
     /// terminated, truncated to `why_len`; may be NULL). No network I/O. Returns 0 for AUTO or an
     /// unknown value.
     pub fn ds4tp_transport_available(transport: c_int, why: *mut c_char, why_len: usize) -> c_int;
+    /// The transport AUTO would negotiate with a peer that offers what this host offers (as
+    /// ds4tp_transport_available finds it): with `same_host` nonzero for a peer on this host (shm
+    /// first), zero for one on another host (rdma, else tcp). No network I/O. Returns a
+    /// DS4TP_TRANSPORT_* value, AUTO when this host offers no transport.
+    pub fn ds4tp_transport_auto(same_host: c_int) -> c_int;
 }
 
 // ---- options ------------------------------------------------------------

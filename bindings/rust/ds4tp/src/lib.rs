@@ -278,6 +278,13 @@ impl Transport {
         let ok = unsafe { sys::ds4tp_transport_available(self as c_int, why.as_mut_ptr(), why.len()) };
         (ok != 0, owned_str(why.as_ptr()))
     }
+    /// The transport `Auto` would negotiate with a peer that offers what
+    /// this host offers, on this host (`same_host`) or another: the
+    /// library's own rule. After connecting, `Pair::transport` says what
+    /// was chosen. No network I/O.
+    pub fn auto_choice(same_host: bool) -> Transport {
+        Transport::from_code(unsafe { sys::ds4tp_transport_auto(same_host as c_int) })
+    }
 }
 
 /// ds4tp_log_level.

@@ -35,6 +35,14 @@ fn defaults_come_from_the_library() {
 }
 
 #[test]
+fn auto_choice_follows_what_this_host_offers() {
+    let rdma_or_tcp = if Transport::Rdma.available().0 { Transport::Rdma } else { Transport::Tcp };
+    let same = if Transport::Shm.available().0 { Transport::Shm } else { rdma_or_tcp };
+    assert_eq!(Transport::auto_choice(true), same);
+    assert_eq!(Transport::auto_choice(false), rdma_or_tcp);
+}
+
+#[test]
 fn schedule_and_layout() {
     let id = Identity { n_layer: 4, n_embd: 256, ..Identity::default() };
     let slots: Vec<_> = [1, 2, 8, 9, 0].iter().map(|&s| id.schedule_slot(s)).collect();
