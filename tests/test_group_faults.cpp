@@ -360,6 +360,20 @@ Tally proxy_trial(Plan base, FaultProxy::Mode mode, Matrix &m) {
   return t;
 }
 
+// Prints the matrix; every trial must have ended well.
+void require_clean(const Matrix &m) {
+  m.print();
+  const Tally &all = m.by.at("all");
+  INFO("see the group-fault-summary lines and notes above");
+  CHECK(all.hang == 0);
+  CHECK(all.crash == 0);
+  CHECK(all.wrong == 0);
+  CHECK(all.late == 0);
+  CHECK(all.split == 0);
+  CHECK(all.other_cause == 0);
+  REQUIRE(all.clean());
+}
+
 }  // namespace
 
 TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random moment",
@@ -383,16 +397,7 @@ TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random 
            victim == 0 ? "victim rank 0" : "victim another rank"},
           t);
   }
-  m.print();
-  const Tally &all = m.by.at("all");
-  INFO("see the group-fault-summary lines and notes above");
-  CHECK(all.hang == 0);
-  CHECK(all.crash == 0);
-  CHECK(all.wrong == 0);
-  CHECK(all.late == 0);
-  CHECK(all.split == 0);
-  CHECK(all.other_cause == 0);
-  REQUIRE(all.clean());
+  require_clean(m);
 }
 
 TEST_CASE("group fault matrix: a relay on a tcp data link stalls, resets or blackholes",
@@ -410,13 +415,5 @@ TEST_CASE("group fault matrix: a relay on a tcp data link stalls, resets or blac
     const Tally t = proxy_trial(p, modes[i % 3], m);
     m.add({"all", names[i % 3], "n=" + std::to_string(p.size), work_name(p.work)}, t);
   }
-  m.print();
-  const Tally &all = m.by.at("all");
-  INFO("see the group-fault-summary lines and notes above");
-  CHECK(all.hang == 0);
-  CHECK(all.crash == 0);
-  CHECK(all.wrong == 0);
-  CHECK(all.late == 0);
-  CHECK(all.split == 0);
-  REQUIRE(all.clean());
+  require_clean(m);
 }
