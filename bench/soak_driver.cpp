@@ -33,6 +33,7 @@
 // Internal modes, started by the two above: pair-child, group-rank.
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -67,8 +68,8 @@ constexpr int kGroupOpMs = 2000;
 constexpr int kSilenceMs = 1000;
 constexpr int kArrivalMs = 10000;  // a desync in this driver: ETIMEDOUT, not a 5 min wait
 constexpr int kSlackMs = 1500;     // scheduling slack on a shared 2-core host
-// A survivor must fail within these of the fault (ms): a death is seen at
-// once, a stop after the liveness bound (pairs: no heartbeat for
+// A survivor must fail within these of the fault (ms): a death at once
+// (1 s: a gate's 750 ms deadline at worst), a stop after the liveness bound (pairs: no heartbeat for
 // peer_silence_ms, one 100 ms beat late at worst; tcp groups the same, shm
 // groups a rank seen stopped for 1 s), a death in bring-up at the connect
 // deadline.
@@ -222,7 +223,11 @@ class Injector {
 
 // Starts this binary with `args`; `keep_fd` (or -1) stays open across exec.
 // The child dies with this process (PR_SET_PDEATHSIG), so a supervisor
-// killed by soak.sh leaves nothing behind.
+// killed by soak.sh leaves nothing behind. It runs in a process group of
+// its own, whose parent (this process) is outside it: a group that holds
+// a stopped process and is orphaned gets SIGHUP from the kernel, which
+// would otherwise kill a SIGSTOPped child whenever the shell that started
+// the soak exits.
 pid_t spawn(const std::vector<std::string> &args, int keep_fd = -1, int keep_fd2 = -1) {
   std::vector<char *> argv;
   static char self[] = "/proc/self/exe";
@@ -234,6 +239,7 @@ pid_t spawn(const std::vector<std::string> &args, int keep_fd = -1, int keep_fd2
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(kExitSetup);
+  setpgid(0, 0);
   for (int fd : {keep_fd, keep_fd2})
     if (fd >= 0) fcntl(fd, F_SETFD, 0);
   execv(self, argv.data());
@@ -319,6 +325,32 @@ struct Watchdog {
 };
 Watchdog g_dog;
 
+// ---- buffers ------------------------------------------------------------
+
+// The driver's own buffers, sized once for the largest call and kept for
+// the process's life, so that its RSS moves only with what the library
+// holds (per-call vectors of random sizes would leave the allocator's
+// fragmentation in the figures).
+struct Buffers {
+  static constexpr size_t kBytes = 2 << 20;  // > 1 MiB big gate, 300000 f32, 4 x 200001 bytes
+  std::vector<uint8_t> a = std::vector<uint8_t>(kBytes), b = std::vector<uint8_t>(kBytes);
+  std::vector<int> sum = std::vector<int>(300000);
+  std::vector<float> logits = std::vector<float>(16 + 2048);
+  std::vector<int32_t> tokens = std::vector<int32_t>(64);
+};
+Buffers &bufs() {
+  static Buffers b;
+  return b;
+}
+
+// Returns the heap's free memory to the system before a sample, so the
+// RSS read after it is what is in use, not what the allocator kept.
+void trim_heap() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 // ---- pair traffic -------------------------------------------------------
 
 // The cycle's identity: 4 layers of 16 KiB row vectors, the default
@@ -369,8 +401,6 @@ class PairTraffic {
     layout_.size = sizeof layout_;
     ds4tp_slab_layout_get(tp, &layout_);
     slab_ = static_cast<uint8_t *>(ds4tp_slab_base(tp));
-    big_out_.resize(1 << 20);
-    big_in_.resize(1 << 20);
     ds4tp_command_init(&cmd_);
   }
   ~PairTraffic() { ds4tp_command_free(&cmd_); }
@@ -468,10 +498,10 @@ class PairTraffic {
     const uint64_t seq = ++big_seq_;
     const uint64_t bytes = 4096 * (1 + (r >> 8) % 256) - (r >> 20) % 4;  // up to 1 MiB, odd sizes
     const uint32_t layer = uint32_t((r >> 32) % id_.n_layer);
-    fill_words(big_out_.data(), bytes, word_base(seed_, rank_, (2ull << 40) + seq));
-    if (int rc = ds4tp_big_gate_exchange(tp_, layer, seq, big_out_.data(), big_in_.data(), bytes))
-      return rc;
-    if (!check_words(big_in_.data(), bytes, word_base(seed_, 1 - rank_, (2ull << 40) + seq)))
+    uint8_t *out = bufs().a.data(), *in = bufs().b.data();
+    fill_words(out, bytes, word_base(seed_, rank_, (2ull << 40) + seq));
+    if (int rc = ds4tp_big_gate_exchange(tp_, layer, seq, out, in, bytes)) return rc;
+    if (!check_words(in, bytes, word_base(seed_, 1 - rank_, (2ull << 40) + seq)))
       return bad(why, "big gate seq " + std::to_string(seq) + " (" + std::to_string(bytes) +
                           " bytes): payload differs");
     return 0;
@@ -495,36 +525,36 @@ class PairTraffic {
     const uint64_t seq = ++eval_seq_;
     const uint32_t floats = 16 + uint32_t((r >> 8) % 2048);
     const int32_t token = int32_t((r >> 24) % 32000);
-    logits_.resize(floats);
+    float *logits = bufs().logits.data();
     const uint32_t base = word_base(seed_, 1, (4ull << 40) + seq);
     if (rank_ == 0) {
       if (int rc = ds4tp_send_eval(tp_, 1, seq, token, floats)) return rc;
-      if (int rc = ds4tp_recv_logits(tp_, logits_.data(), floats)) return rc;
-      if (!check_words(logits_.data(), uint64_t(floats) * 4, base))
+      if (int rc = ds4tp_recv_logits(tp_, logits, floats)) return rc;
+      if (!check_words(logits, uint64_t(floats) * 4, base))
         return bad(why, "logits of EVAL " + std::to_string(seq) + " differ");
       return 0;
     }
     if (int rc = recv(DS4TP_CMD_EVAL, why)) return rc;
     if (cmd_.seq != seq || cmd_.token != token || cmd_.logits_floats != floats)
       return bad(why, "EVAL " + std::to_string(seq) + " arrived with other fields");
-    fill_words(logits_.data(), uint64_t(floats) * 4, base);
-    return ds4tp_send_logits(tp_, logits_.data(), floats);
+    fill_words(logits, uint64_t(floats) * 4, base);
+    return ds4tp_send_logits(tp_, logits, floats);
   }
 
   int sync(uint64_t r, std::string &why) {
     call_ = "SYNC";
     const uint32_t n = uint32_t((r >> 8) % 64);
-    std::vector<int32_t> tokens(n);
+    int32_t *tokens = bufs().tokens.data();
     for (uint32_t t = 0; t < n; t++) tokens[t] = int32_t(mix(r + t) % 32000);
     if (rank_ == 0) {
       int32_t st = 0;
       uint32_t pos = 0;
-      if (int rc = ds4tp_send_sync(tp_, 1, tokens.data(), n, 0)) return rc;
+      if (int rc = ds4tp_send_sync(tp_, 1, tokens, n, 0)) return rc;
       if (int rc = ds4tp_wait_sync(tp_, 1, &st, &pos)) return rc;
       return st == 0 && pos == n ? 0 : bad(why, "SYNC ack with another status or position");
     }
     if (int rc = recv(DS4TP_CMD_SYNC, why)) return rc;
-    if (cmd_.n_tokens != n || (n && std::memcmp(cmd_.tokens, tokens.data(), n * 4) != 0))
+    if (cmd_.n_tokens != n || (n && std::memcmp(cmd_.tokens, tokens, n * 4) != 0))
       return bad(why, "SYNC of " + std::to_string(n) + " tokens arrived with other tokens");
     return ds4tp_send_sync_ack(tp_, 0, n);
   }
@@ -545,8 +575,6 @@ class PairTraffic {
   int rank_ = 0;
   ds4tp_slab_layout layout_{};
   uint8_t *slab_ = nullptr;
-  std::vector<uint8_t> big_out_, big_in_;
-  std::vector<float> logits_;
   ds4tp_command cmd_;
   uint64_t row_seq_ = 0, batch_seq_ = 0, big_seq_ = 0, small_seq_ = 0, eval_seq_ = 0,
            hash_seq_ = 0;
@@ -636,13 +664,8 @@ void store(int dt, uint8_t *p, uint64_t e, int v) {
   std::memcpy(p + e * 2, &h, 2);
 }
 
-struct GroupBufs {
-  std::vector<uint8_t> a, b, c;
-};
-
 // Collective i of a group cycle, derived from the seed on every rank.
-int group_step(ds4tp_group *g, uint64_t seed, uint64_t i, GroupBufs &bf, const char *&call,
-               std::string &why) {
+int group_step(ds4tp_group *g, uint64_t seed, uint64_t i, const char *&call, std::string &why) {
   static const uint64_t counts[] = {1, 33, 1024, 4096, 16384, 40001, 131072, 300000};
   static const uint64_t sizes[] = {1, 64, 1000, 4096, 65536, 200001};
   const int me = ds4tp_group_rank(g), n = ds4tp_group_size(g);
@@ -653,25 +676,25 @@ int group_step(ds4tp_group *g, uint64_t seed, uint64_t i, GroupBufs &bf, const c
     const int dt = int((r >> 8) % 3);
     const uint64_t count = counts[(r >> 12) % 8], es = dt == DS4TP_DTYPE_F32 ? 4 : 2;
     const uint64_t bytes = count * es;
-    bf.a.resize(bytes);
-    bf.b.resize(bytes);
-    std::vector<int> sum(count, 0);
+    uint8_t *mine = bufs().a.data(), *want = bufs().b.data();
+    int *sum = bufs().sum.data();
+    std::memset(sum, 0, count * sizeof *sum);
     for (int rk = 0; rk < n; rk++)
       for (uint64_t e = 0; e < count; e++) {
         int v = elem(seed, rk, i, e);
         sum[e] += v;
-        if (rk == me) store(dt, bf.a.data(), e, v);
+        if (rk == me) store(dt, mine, e, v);
       }
-    for (uint64_t e = 0; e < count; e++) store(dt, bf.b.data(), e, sum[e]);
-    uint8_t *buf = bf.a.data();
+    for (uint64_t e = 0; e < count; e++) store(dt, want, e, sum[e]);
+    uint8_t *buf = mine;
     void *home = nullptr;
     uint64_t room = 0;
     if ((r >> 16) & 1 && ds4tp_group_buffer(g, &home, &room) == 0 && room >= bytes) {
       buf = static_cast<uint8_t *>(home);  // the no-copy path over shm
-      std::memcpy(buf, bf.a.data(), bytes);
+      std::memcpy(buf, mine, bytes);
     }
     if (int rc = ds4tp_group_all_reduce(g, buf, count, dt, DS4TP_OP_SUM)) return rc;
-    if (std::memcmp(buf, bf.b.data(), bytes) != 0) {
+    if (std::memcmp(buf, want, bytes) != 0) {
       why = "all_reduce of " + std::to_string(count) + " elements, dtype " + std::to_string(dt) +
             ": result differs from the sum";
       return kWrongBits;
@@ -679,14 +702,14 @@ int group_step(ds4tp_group *g, uint64_t seed, uint64_t i, GroupBufs &bf, const c
     return 0;
   }
   const uint64_t bytes = sizes[(r >> 12) % 6];
+  uint8_t *a = bufs().a.data(), *b = bufs().b.data();
   if (k < 72) {
     call = "all_gather";
-    bf.a.resize(bytes);
-    bf.b.assign(bytes * uint64_t(n), 0);
-    fill_words(bf.a.data(), bytes, word_base(seed, me, i));
-    if (int rc = ds4tp_group_all_gather(g, bf.a.data(), bf.b.data(), bytes)) return rc;
+    std::memset(b, 0, bytes * uint64_t(n));
+    fill_words(a, bytes, word_base(seed, me, i));
+    if (int rc = ds4tp_group_all_gather(g, a, b, bytes)) return rc;
     for (int rk = 0; rk < n; rk++)
-      if (!check_words(bf.b.data() + uint64_t(rk) * bytes, bytes, word_base(seed, rk, i))) {
+      if (!check_words(b + uint64_t(rk) * bytes, bytes, word_base(seed, rk, i))) {
         why = "all_gather of " + std::to_string(bytes) + " bytes: rank " + std::to_string(rk) +
               "'s part differs";
         return kWrongBits;
@@ -696,10 +719,9 @@ int group_step(ds4tp_group *g, uint64_t seed, uint64_t i, GroupBufs &bf, const c
   if (k < 88) {
     call = "broadcast";
     const int root = int((r >> 32) % uint64_t(n));
-    bf.a.resize(bytes);
-    fill_words(bf.a.data(), bytes, word_base(seed, me, i));
-    if (int rc = ds4tp_group_broadcast(g, bf.a.data(), bytes, root)) return rc;
-    if (!check_words(bf.a.data(), bytes, word_base(seed, root, i))) {
+    fill_words(a, bytes, word_base(seed, me, i));
+    if (int rc = ds4tp_group_broadcast(g, a, bytes, root)) return rc;
+    if (!check_words(a, bytes, word_base(seed, root, i))) {
       why = "broadcast of " + std::to_string(bytes) + " bytes from rank " + std::to_string(root) +
             ": result differs";
       return kWrongBits;
@@ -736,10 +758,9 @@ void group_side(ds4tp_group *g, const GroupPlan &p, Side &s, const std::function
   std::string why;
   int rc = ds4tp_group_connect(g);
   if (rc == 0 && connected) connected();
-  GroupBufs bf;
   for (long i = 0; rc == 0 && (p.ops < 0 || i < p.ops); i++) {
     if (p.exit_after >= 0 && i == p.exit_after) return;
-    rc = group_step(g, p.seed, uint64_t(i), bf, call, why);
+    rc = group_step(g, p.seed, uint64_t(i), call, why);
     if (rc == 0) s.ops++;
   }
   if (rc == 0) {
@@ -865,6 +886,7 @@ void judge_victim(Fault f, int st, const std::string &how, Verdict &v) {
 }
 
 void print_sample(const char *tag, const char *role, long n, uint64_t t0) {
+  trim_heap();
   Usage u = usage();
   emit(1, "sample tag=%s role=%s n=%ld t=%.1f fds=%ld rss_kb=%ld threads=%ld", tag, role, n,
        double(now_ns() - t0) / 1e9, u.fds, u.rss_kb, u.threads);
@@ -989,6 +1011,7 @@ int group_child(const Args &a) {
 // ("rc t_err_ns ops where|msg"); ends at EOF of the plan.
 int group_rank1(const Args &a) {
   const uint64_t t0 = now_ns();
+  bufs();
   const std::string role = a.tag + "/rank1";
   g_dog.tag = role;
   g_dog.run();
@@ -1163,6 +1186,7 @@ int main(int argc, char **argv) {
   if (a.mode == "probe") return probe();
   if (a.mode == "pair-child") return pair_child(a);
   if (a.mode == "group-rank") return a.rank == 1 ? group_rank1(a) : group_child(a);
+  bufs();  // before the first sample: the driver's buffers are no growth
   g_dog.tag = a.tag;
   g_dog.run();
   if (a.mode == "pair") return pair_supervisor(a);
