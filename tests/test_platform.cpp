@@ -392,3 +392,30 @@ TEST_CASE("the verbs loader reports every library it tries") {
   }
 }
 #endif
+
+TEST_CASE("shm: sweep_orphans unlinks the segments of creators that are gone, only those", "[platform]") {
+  if (ds4tp::os::shm_dir() == nullptr) {
+    WARN("no shm directory to list on this platform: nothing to sweep");
+    return;
+  }
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  REQUIRE(gone > 0);
+  REQUIRE(waitpid(gone, nullptr, 0) == gone);
+  const std::string dead = "/ds4tp-tsweep" + std::to_string(gone) + "-beef";
+  const std::string live = "/ds4tp-tsweep" + std::to_string(getpid()) + "-cafe";
+  for (const auto &n : {dead, live}) {
+    const int fd = shm_open(n.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    REQUIRE(fd >= 0);
+    close(fd);
+  }
+  CHECK(ds4tp::shm::sweep_orphans("/ds4tp-tsweep") == 1);
+  const int d = shm_open(dead.c_str(), O_RDONLY, 0);
+  const int l = shm_open(live.c_str(), O_RDONLY, 0);
+  CHECK(d < 0);   // its creator exited: swept
+  CHECK(l >= 0);  // its creator (this process) runs: kept
+  if (d >= 0) close(d);
+  if (l >= 0) close(l);
+  shm_unlink(dead.c_str());
+  shm_unlink(live.c_str());
+}

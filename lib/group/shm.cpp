@@ -119,6 +119,7 @@ int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmA
                     Error &err) {
   uint64_t rnd = 0;
   os::random_bytes(&rnd, sizeof rnd);
+  shm::sweep_orphans("/ds4tp-g");  // left by a rank 0 killed in an earlier bring-up
   name = shm::unique_name("/ds4tp-g", uint64_t(getpid()), rnd, os::shm_name_max());
   auto a = std::make_shared<ShmArea>(n, chunk);
   if (int rc = a->segment.create(name, a->bytes, err)) return rc;

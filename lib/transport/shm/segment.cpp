@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -142,6 +145,26 @@ std::string unique_name(const std::string &prefix, uint64_t pid, uint64_t random
   std::string tail = fmt::format("{:016x}", random);
   size_t room = max > name.size() ? max - name.size() : 0;
   return name + tail.substr(0, std::max<size_t>(room, 4));
+}
+
+int sweep_orphans(const std::string &prefix) {
+  const char *dir = os::shm_dir();
+  if (dir == nullptr || prefix.size() < 2 || prefix[0] != '/') return 0;
+  DIR *d = opendir(dir);
+  if (d == nullptr) return 0;
+  const std::string bare = prefix.substr(1);  // directory entries have no '/'
+  int removed = 0;
+  while (const dirent *e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, bare.size(), bare) != 0) continue;
+    char *end = nullptr;
+    const long pid = std::strtol(name.c_str() + bare.size(), &end, 10);
+    if (pid <= 0 || end == nullptr || *end != '-') continue;
+    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // runs (or is not ours)
+    if (shm_unlink(("/" + name).c_str()) == 0) removed++;
+  }
+  closedir(d);
+  return removed;
 }
 
 bool usable(uint64_t need_bytes, std::string &why) {

@@ -58,6 +58,13 @@ class Segment {
 // keep the pid readable for leak checks.
 std::string unique_name(const std::string &prefix, uint64_t pid, uint64_t random, size_t max);
 
+// Unlinks the segments named `prefix`<pid>-... (unique_name) whose pid no
+// longer runs: what a creator killed between making a segment and
+// unlinking it left behind. Only where segments live in a directory
+// (os::shm_dir(): Linux); a pid that runs again under another program is
+// left alone. Returns how many it removed.
+int sweep_orphans(const std::string &prefix);
+
 // True when this process can create shared-memory segments and the shm
 // directory (where the OS has one) has room for `need_bytes`; otherwise `why` says what is missing.
 bool usable(uint64_t need_bytes, std::string &why);
