@@ -173,7 +173,8 @@ report() {
       printf "| /dev/shm ds4tp* entries of the soak (by the pid in the name) | 0 | %d | %d | %s |\n", left_ours, ms, v
       printf "| /dev/shm ds4tp* entries, all users (other tests included) | %d | %d | %d | not judged |\n", ns, left_all, ma
       v = final_procs > 0 ? "**" final_procs " still running after the run**" : "ok: all ended by themselves"
-      if (final_procs > 0) bad = 1
+      if (p2 > p1 * 1.1 + 1) v = v "; **median grew**"
+      if (final_procs > 0 || p2 > p1 * 1.1 + 1) bad = 1
       printf "| soak processes (drivers and their children) | %d | %d | %d | %s; quarter medians %d → %d |\n", hp[b], hp[e], mp, v, p1, p2
       v = f2 > f1 * 1.1 + 2 ? "**median grew**" : "ok"; if (v != "ok") bad = 1
       printf "| fds of the soak processes (sum) | %d | %d | %d | %s: quarter medians %d → %d |\n", hf[b], hf[e], mf, v, f1, f2

@@ -83,6 +83,10 @@ constexpr int kCycleHangS = 60;      // the watchdog's bound on one cycle
 constexpr int kExitOk = 0, kExitNamed = 10, kExitUnexpected = 11, kExitSetup = 12;
 // A step's status when the call succeeded but the bits are wrong.
 constexpr int kWrongBits = 1;
+// A survivor's status when no call failed long past the fault's bound:
+// the fault went unnoticed (a stopped rank, resumed, is simply waited for),
+// and the survivor gives up so that the cycle ends.
+constexpr int kUnnoticed = 2;
 
 uint64_t now_ns() {
   timespec ts;
@@ -127,7 +131,8 @@ bool named_code(int rc) {
 }
 
 const char *code_name(int rc) {
-  return rc == kWrongBits ? "wrong-bits" : rc == 0 ? "-" : ds4tp_err_name(rc);
+  return rc == kWrongBits ? "wrong-bits" : rc == kUnnoticed ? "unnoticed" : rc == 0 ? "-"
+                                                                            : ds4tp_err_name(rc);
 }
 
 // ---- resources --------------------------------------------------------
@@ -611,10 +616,11 @@ struct Side {
 };
 
 // Connect (tp is new), run the plan's calls, close. ops < 0: until a call
-// fails; exit_after >= 0: free and return after that many calls (the
-// "clean exit" fault, run by the child).
+// fails or `overdue` (may be empty) says the fault went unnoticed;
+// exit_after >= 0: free and return after that many calls (the "clean exit"
+// fault, run by the child).
 void pair_side(ds4tp_pair *tp, uint64_t seed, long ops, long exit_after, Side &s,
-               const std::function<void()> &connected) {
+               const std::function<void()> &connected, const std::function<bool()> &overdue) {
   std::string why;
   int rc = ds4tp_connect(tp);
   if (rc == 0) rc = ds4tp_attach_slab(tp, nullptr, 0);
@@ -627,6 +633,10 @@ void pair_side(ds4tp_pair *tp, uint64_t seed, long ops, long exit_after, Side &s
   rc = t.open(why);
   for (long i = 0; rc == 0 && (ops < 0 || i < ops); i++) {
     if (exit_after >= 0 && i == exit_after) return;
+    if (overdue && overdue()) {
+      s.rc = kUnnoticed, s.t_err = now_ns(), s.where = "traffic", s.msg = "no call failed";
+      return;
+    }
     rc = t.step(uint64_t(i), why);
     if (rc == 0) s.ops++;
   }
@@ -752,14 +762,21 @@ ds4tp_group_options group_options(const GroupPlan &p) {
   return o;
 }
 
-// As pair_side, for a group handle made by ds4tp_group_new.
-void group_side(ds4tp_group *g, const GroupPlan &p, Side &s, const std::function<void()> &connected) {
+// As pair_side, for a group handle made by ds4tp_group_new. Giving up on
+// an unnoticed fault fails the group on every rank (ds4tp_group_mark_failed).
+void group_side(ds4tp_group *g, const GroupPlan &p, Side &s, const std::function<void()> &connected,
+                const std::function<bool()> &overdue) {
   const char *call = "bring-up";
   std::string why;
   int rc = ds4tp_group_connect(g);
   if (rc == 0 && connected) connected();
   for (long i = 0; rc == 0 && (p.ops < 0 || i < p.ops); i++) {
     if (p.exit_after >= 0 && i == p.exit_after) return;
+    if (overdue && overdue()) {
+      ds4tp_group_mark_failed(g);
+      s.rc = kUnnoticed, s.t_err = now_ns(), s.where = "collectives", s.msg = "no call failed";
+      return;
+    }
     rc = group_step(g, p.seed, uint64_t(i), call, why);
     if (rc == 0) s.ops++;
   }
@@ -839,7 +856,7 @@ int pair_child(const Args &a) {
     ::close(a.port_fd);
   }
   Side s;
-  pair_side(tp, a.seed, a.ops, a.exit_after, s, nullptr);
+  pair_side(tp, a.seed, a.ops, a.exit_after, s, nullptr, nullptr);
   ds4tp_free(tp);
   if (s.rc == 0) return kExitOk;
   emit(2, "soak child %d (%s): %s at %s: %s", int(getpid()), a.tag.c_str(), code_name(s.rc),
@@ -856,6 +873,10 @@ struct Verdict {
   }
 };
 
+int fault_bound_ms(Fault f) {
+  return f == Fault::Kill ? kKillBoundMs : f == Fault::Stop ? kStopBoundMs : kBringupBoundMs;
+}
+
 // Judges a survivor's side: no fault, success; a fault, a named error
 // within the fault's bound of the moment it was injected.
 void judge_survivor(const char *who, Fault f, const Side &s, uint64_t fired, Verdict &v,
@@ -866,15 +887,30 @@ void judge_survivor(const char *who, Fault f, const Side &s, uint64_t fired, Ver
     return;
   }
   if (s.rc == 0) return v.no(std::string(who) + " succeeded despite the fault");
-  if (!named_code(s.rc)) return v.no(std::string(who) + " ended with " + code_name(s.rc));
+  ms = fired && s.t_err > fired ? double(s.t_err - fired) / 1e6 : 0;
+  if (s.rc == kUnnoticed)
+    return v.no(std::string(who) + ": the " + fault_name(f) + " went unnoticed, no call failed in " +
+                std::to_string(int(ms)) + " ms");
+  // A leader killed in bring-up frees its port, and another listener (a
+  // group's rendezvous, another test) may take it before the worker's next
+  // dial: the worker then names a stranger (EPROTO, "not a ds4tp peer").
+  const bool stranger = f == Fault::BringupKill && s.rc == DS4TP_EPROTO;
+  if (!named_code(s.rc) && !stranger)
+    return v.no(std::string(who) + " ended with " + code_name(s.rc));
   if (f == Fault::Exit) return;  // the child chose its moment: nothing to time
   if (fired == 0) return v.no(std::string(who) + " failed before the fault was injected");
-  ms = s.t_err > fired ? double(s.t_err - fired) / 1e6 : 0;
-  const int bound = f == Fault::Kill ? kKillBoundMs : f == Fault::Stop ? kStopBoundMs
-                                                                        : kBringupBoundMs;
+  const int bound = fault_bound_ms(f);
   if (ms > bound)
     v.no(std::string(who) + " took " + std::to_string(int(ms)) + " ms, bound " +
          std::to_string(bound));
+}
+
+// True once a fault sent at `fired` (0: not yet) is past its bound, and,
+// for a stop, past the SIGCONT too.
+bool past_bound(Fault f, uint64_t fired, int stop_ms) {
+  if (fired == 0 || f == Fault::None || f == Fault::Exit) return false;
+  const int ms = fault_bound_ms(f) + (f == Fault::Stop ? stop_ms : 0) + 500;
+  return now_ns() > fired + uint64_t(ms) * 1000000ull;
 }
 
 // How the victim child must end: killed, or by itself.
@@ -950,9 +986,12 @@ int pair_supervisor(const Args &a) {
     if (v.ok) {
       g_dog.set(lead ? "pair: leader side" : "pair: worker side");
       if (f == Fault::BringupKill) inj.start(f, child, delay, 0);
-      pair_side(tp, seed, ops, -1, s, [&] {
-        if (f == Fault::Kill || f == Fault::Stop) inj.start(f, child, delay, stop_ms);
-      });
+      pair_side(
+          tp, seed, ops, -1, s,
+          [&] {
+            if (f == Fault::Kill || f == Fault::Stop) inj.start(f, child, delay, stop_ms);
+          },
+          [&] { return past_bound(f, inj.fired_ns(), stop_ms); });
     }
     g_dog.set("pair: free");
     ds4tp_free(tp);
@@ -998,7 +1037,7 @@ int group_child(const Args &a) {
     return kExitSetup;
   }
   Side s;
-  group_side(g, p, s, nullptr);
+  group_side(g, p, s, nullptr, nullptr);
   ds4tp_group_free(g);
   if (s.rc == 0) return kExitOk;
   emit(2, "soak rank %d pid %d (%s): %s at %s: %s", a.rank, int(getpid()), a.tag.c_str(),
@@ -1033,7 +1072,7 @@ int group_rank1(const Args &a) {
     if (ds4tp_group_new(&g, &o, &id) != 0) {
       s.rc = DS4TP_EINVAL, s.t_err = now_ns(), s.where = "new", s.msg = one_line(ds4tp_last_error());
     } else {
-      group_side(g, p, s, nullptr);
+      group_side(g, p, s, nullptr, nullptr);
     }
     g_dog.set("rank 1: free");
     ds4tp_group_free(g);
@@ -1098,9 +1137,13 @@ int group_supervisor(const Args &a) {
                                  std::to_string(r == victim ? exit_after : -1)});
       g_dog.set("group: rank 0");
       if (f == Fault::BringupKill) inj.start(f, kids[size_t(victim)], delay, 0);
-      group_side(g, p, s, [&] {
-        if (f == Fault::Kill || f == Fault::Stop) inj.start(f, kids[size_t(victim)], delay, stop_ms);
-      });
+      group_side(
+          g, p, s,
+          [&] {
+            if (f == Fault::Kill || f == Fault::Stop)
+              inj.start(f, kids[size_t(victim)], delay, stop_ms);
+          },
+          [&] { return past_bound(f, inj.fired_ns(), stop_ms); });
     }
     g_dog.set("group: free");
     ds4tp_group_free(g);
