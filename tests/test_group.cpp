@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "talk/group_beat.hpp"
+#include "talk/silence.hpp"
 #include "group/reduce.hpp"
 #include "group/wire.hpp"
 #include "group_util.hpp"
@@ -117,6 +118,31 @@ TEST_CASE("group: wire codecs round-trip and refuse bad input", "[group]") {
   group::encode_step_header(5, 100, h);
   CHECK(group::check_step_header(h, 5, 100, 1, err) == 0);
   CHECK(group::check_step_header(h, 6, 100, 1, err) == DS4TP_EDESYNC);
+}
+
+TEST_CASE("heartbeats: one silence rule for the pair's one peer and a group's ranks", "[group]") {
+  const uint64_t ms = 1'000'000, limit = 1000 * ms;
+  CHECK(talk::beat_period(100 * ms, limit) == 100 * ms);
+  CHECK(talk::beat_period(100 * ms, 200 * ms) == 50 * ms);  // four beats inside the limit
+  talk::SilenceJudge j(limit, 3, 0);
+  uint64_t t = 0;
+  for (; t <= 900 * ms; t += 100 * ms) {  // beats on time; rank index 1 keeps talking
+    j.heard(1, t);
+    REQUIRE(j.beat(t) == -1);
+  }
+  j.heard(1, t);
+  CHECK(j.beat(t) == 0);  // index 0 quiet for the limit: the first silent peer
+  CHECK(j.quiet_for(0, t) == limit);
+  CHECK(j.beat(t, [](int p) { return p != 0; }) == 2);  // a closed link is not judged
+  // A beat thread that itself ran over half the limit late (stopped or
+  // starved) forgives every peer: it did not see their silence.
+  talk::SilenceJudge late(limit, 1, 0);
+  CHECK(late.beat(100 * ms) == -1);
+  CHECK(late.beat(1700 * ms) == -1);  // 1.6 s late, not 1.7 s silent
+  CHECK(late.quiet_for(0, 1700 * ms) == 0);
+  CHECK(late.beat(2100 * ms) == -1);
+  CHECK(late.beat(2200 * ms) == -1);
+  CHECK(late.beat(2700 * ms) == 0);  // on time since: silent for the limit
 }
 
 TEST_CASE("group: the heartbeat stream reads beats, a notice split across reads, and refuses other bytes", "[group]") {

@@ -418,4 +418,17 @@ TEST_CASE("shm: sweep_orphans unlinks the segments of creators that are gone, on
   if (l >= 0) close(l);
   shm_unlink(dead.c_str());
   shm_unlink(live.c_str());
+  // The availability probe every shm pair makes sweeps the probes of
+  // processes killed between creating and unlinking theirs.
+  const std::string probe = "/ds4tp-p" + std::to_string(gone) + "-beef";
+  const int fd = shm_open(probe.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::string why;
+  CHECK(ds4tp::shm::usable(0, why));
+  INFO(why);
+  const int p = shm_open(probe.c_str(), O_RDONLY, 0);
+  CHECK(p < 0);
+  if (p >= 0) close(p);
+  shm_unlink(probe.c_str());
 }

@@ -93,13 +93,23 @@ int Group::begin(Error &err) const {
 int Group::finish(int rc, Error &err) {
   if (rc != DS4TP_OK) {
     stats_.failed_call(rc);
-    const int culprit = medium_ ? medium_->culprit() : -1;
+    int culprit = medium_ ? medium_->culprit() : -1;
+    std::string why = err.message;
     if (rc == DS4TP_EPEERCLOSED && heartbeat_) {
       const uint64_t until = now_ns() + std::min<uint64_t>(opt_.peer_silence_ns / 4, kVerdictWaitNs);
-      while (failed() == 0 && now_ns() < until) os::sleep_ns(1'000'000);
+      while (failed() == 0 && now_ns() < until && !heartbeat_->hub_gone())
+        os::sleep_ns(1'000'000);
+      // Rank 0 gone as well: it went first (it relays every verdict, so
+      // another rank's failure would have reached us through it), and the
+      // link that closed is a survivor leaving. Every survivor names it.
+      if (failed() == 0 && culprit != 0 && heartbeat_->hub_gone()) {
+        why = fmt::format("rank 0 closed its rendezvous connection (exited or crashed); rank {} "
+                          "saw: {}", opt_.rank, why);
+        culprit = 0;
+      }
     }
     const int named = culprit >= 0 ? culprit : opt_.rank;
-    if (fail(rc, err.message) && heartbeat_) heartbeat_->tell(named, rc);
+    if (fail(rc, why) && heartbeat_) heartbeat_->tell(named, rc);
     if (medium_) medium_->abort(named, rc);
     rc = failed();
     err.set(rc, "{}", message());

@@ -301,17 +301,25 @@ class ShmMedium final : public Medium {
     RankLine *l = a_->line(r);
     os::PeerWatch watch;
     watch.watch_flag(abort_raised, a_->header());
-    const uint64_t pid = l->pid.load(std::memory_order_acquire);
-    if (watch_) {
+    uint64_t pid = 0;
+    // Rank r writes its pid when it attaches: one that has not yet (it
+    // was stopped or is slow in bring-up) is looked for again while we
+    // wait, so its stop is seen within kStoppedNs, not at the deadline.
+    auto watch_pid = [&] {
+      if (!watch_ || pid != 0) return;
+      pid = l->pid.load(std::memory_order_acquire);
+      if (pid != 0) watch.watch_process(pid_t(pid), l->start_time.load(), kStoppedNs);
+    };
+    if (watch_)
       for (size_t i = 0; i < ctl_fd_.size(); i++)
         watch.watch_socket(ctl_fd_[i], "rendezvous connection", ctl_rank_[i]);
-      if (pid != 0) watch.watch_process(pid_t(pid), l->start_time.load(), kStoppedNs);
-    }
+    watch_pid();
     os::Waiter w(policy_, &watch);
     const uint64_t deadline = os::deadline_after(w.now(), timeout_);
     for (;;) {
       if (cond()) return DS4TP_OK;
       const int rc = w.idle(deadline, [&](uint64_t left) {
+        watch_pid();
         const uint32_t seen = uint32_t(word.load(std::memory_order_seq_cst));
         l->sleepers.fetch_add(1, std::memory_order_seq_cst);
         if (!cond()) os::wait_on_word(low_word(word), seen, std::min<uint64_t>(left, 1'000'000));

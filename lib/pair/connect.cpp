@@ -14,7 +14,7 @@
 #include "os/os.hpp"
 #include "os/spin_budget.hpp"
 #include "session/session.hpp"
-#include "talk/beat_clock.hpp"
+#include "talk/silence.hpp"
 #include "talk/liveness.hpp"
 #include "transport/descriptor.hpp"
 

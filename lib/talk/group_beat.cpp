@@ -4,12 +4,13 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cerrno>
 #include <thread>
 
 #include "common/status.hpp"
 #include "common/clock.hpp"
-#include "talk/beat_clock.hpp"
+#include "talk/silence.hpp"
 #include "os/os.hpp"
 
 namespace ds4tp::talk {
@@ -41,21 +42,19 @@ struct Heartbeat::Impl {
     HeartbeatLink at;
     BeatReader reader;
     bool open = true;
-    uint64_t heard_ns = 0;
   };
   HeartbeatConfig cfg;
   Verdict verdict;
   std::vector<Link> links;
   int wake[2] = {-1, -1};
+  std::atomic<bool> hub_gone{false};  // rank 0's connection closed (hub_gone())
   std::thread thread;
 
   void run() {
     os::name_this_thread("ds4tp-gbeat");
     const uint64_t beat = beat_period(cfg.beat_ns, cfg.silence_ns);
-    BeatClock clock(cfg.silence_ns);
     uint64_t now = now_ns(), next_beat = now;
-    clock.start(now);
-    for (auto &l : links) l.heard_ns = now;
+    SilenceJudge judge(cfg.silence_ns, int(links.size()), now);  // by index in links
     for (;;) {
       pollfd pf[kMaxBeatLinks + 1];
       int idx[kMaxBeatLinks + 1];
@@ -71,36 +70,35 @@ struct Heartbeat::Impl {
       if (pf[0].revents != 0) return;  // the destructor
       now = now_ns();
       for (int k = 1; k < np; k++)
-        if (pf[k].revents != 0 && read_link(links[size_t(idx[k])], now)) return;
+        if (pf[k].revents != 0 && read_link(links[size_t(idx[k])], idx[k], judge, now)) return;
       if (now < next_beat) continue;
-      if (clock.ran_late(now))
-        for (auto &l : links) l.heard_ns = now;
       next_beat = now + beat;
       for (auto &l : links)
         if (l.open) (void)os::send_nosignal(l.at.fd, &kBeat, 1);  // a full socket: it is not reading
-      for (auto &l : links)
-        if (l.open && now - l.heard_ns >= cfg.silence_ns) {
-          decide(DS4TP_ETIMEDOUT,
-                 fmt::format("rank {} has not been heard for {} ms (stopped, frozen, or the link "
-                             "to it is cut); rank {} gave up on it",
-                             l.at.rank, (now - l.heard_ns) / 1'000'000, cfg.rank),
-                 l.at.rank);
-          return;
-        }
+      const int q = judge.beat(now, [&](int i) { return links[size_t(i)].open; });
+      if (q >= 0) {
+        decide(DS4TP_ETIMEDOUT,
+               fmt::format("rank {} has not been heard for {} ms (stopped, frozen, or the link "
+                           "to it is cut); rank {} gave up on it",
+                           links[size_t(q)].at.rank, judge.quiet_for(q, now) / 1'000'000, cfg.rank),
+               links[size_t(q)].at.rank);
+        return;
+      }
     }
   }
 
   // Takes what the link holds. true when it brought a verdict.
-  bool read_link(Link &l, uint64_t now) {
+  bool read_link(Link &l, int index, SilenceJudge &judge, uint64_t now) {
     uint8_t buf[256];
     for (;;) {
       const ssize_t n = ::recv(l.at.fd, buf, sizeof buf, MSG_DONTWAIT);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         l.open = false;  // closed: the data links tell whether that matters
+        if (l.at.rank == 0) hub_gone.store(true, std::memory_order_release);
         return false;
       }
       if (n < 0) return false;
-      l.heard_ns = now;
+      judge.heard(index, now);
       size_t used = 0;
       switch (l.reader.feed(buf, size_t(n), used)) {
         case BeatReader::kNone: break;
@@ -174,6 +172,10 @@ int Heartbeat::start(const HeartbeatConfig &cfg, Verdict verdict, std::unique_pt
 
 void Heartbeat::tell(int culprit, int code) {
   if (impl_) impl_->send_verdict(culprit, code, impl_->cfg.rank, -1);
+}
+
+bool Heartbeat::hub_gone() const {
+  return impl_ && impl_->hub_gone.load(std::memory_order_acquire);
 }
 
 Heartbeat::~Heartbeat() {

@@ -1,5 +1,5 @@
-// Liveness for tcp groups (the pair's is liveness.hpp; both keep the
-// timing rules of beat_clock.hpp): a thread per rank that beats on the rendezvous
+// Liveness for tcp groups (the pair's is liveness.hpp; both judge by the
+// one silence rule of silence.hpp): a thread per rank that beats on the rendezvous
 // connections (rank 0 to every rank, every rank to rank 0) and judges the
 // ranks it hears. A rank not heard for silence_ns (stopped, frozen, or
 // its link cut: nothing closes the socket) fails the group here; rank 0
@@ -79,6 +79,9 @@ class Heartbeat {
   // thread; a send that does not fit at once is dropped (the data links
   // still fail the others, naming this rank).
   void tell(int culprit, int code);
+  // True once rank 0's rendezvous connection closed under this rank (any
+  // rank but 0): rank 0 is gone, so no verdict can be relayed any more.
+  bool hub_gone() const;
   ~Heartbeat();
   Heartbeat(const Heartbeat &) = delete;
   Heartbeat &operator=(const Heartbeat &) = delete;

@@ -17,7 +17,7 @@
 #include "stats/stats.hpp"
 #include "talk/channel.hpp"
 #include "wire/frames.hpp"
-#include "talk/beat_clock.hpp"
+#include "talk/silence.hpp"
 #include "talk/peer_state.hpp"
 
 namespace ds4tp::talk {
@@ -90,8 +90,7 @@ struct Liveness::Impl {
   std::thread thread;
   bool decided = false;
   uint64_t gone_ns = 0;  // when the hang-up was first seen
-  uint64_t heard_ns = 0;     // when the peer was last heard
-  BeatClock clock;           // the beats' schedule (beat_clock.hpp)
+  SilenceJudge judge;        // the one peer's silence (silence.hpp)
   uint64_t last_total = 0;   // control bytes received + unread at the last beat
 
   // STOP sent or received: the peer closing is the normal end. The
@@ -108,7 +107,6 @@ struct Liveness::Impl {
     if (lockstep_ended()) return;  // after STOP: nothing to judge
     const uint64_t now = now_ns();
     talk::PeerState &ps = *cfg.peer;
-    if (clock.ran_late(now)) heard_ns = now;
     wire::HeartbeatMsg m;
     uint64_t kl = ps.my_kind_layer.load(std::memory_order_relaxed);
     m.kind = uint16_t(kl >> 32);
@@ -121,10 +119,10 @@ struct Liveness::Impl {
     if (unread == 0 && ps.heartbeats.load(std::memory_order_relaxed) == heard_before)
       stats::bump(ps.heartbeats_missed);
     uint64_t total = cfg.channel->bytes_received() + unread;
-    if (total != last_total || unread > 0) heard_ns = now;
+    if (total != last_total || unread > 0) judge.heard(0, now);
     last_total = total;
-    if (now - heard_ns < ps.silence_ns) return;
-    ps.silent_for_ns.store(now - heard_ns, std::memory_order_relaxed);
+    if (judge.beat(now) < 0) return;
+    ps.silent_for_ns.store(judge.quiet_for(0, now), std::memory_order_relaxed);
     ps.verdict.store(talk::PeerState::kSilent, std::memory_order_release);
     report(DS4TP_ETIMEDOUT, ps.silence(), 0);
   }
@@ -143,6 +141,33 @@ struct Liveness::Impl {
   void evaluate(int uv_status) {
     if (decided || ended_normally()) return;
     const char *peer = cfg.role == DS4TP_ROLE_LEADER ? "worker" : "leader";
+    // What is still unread (the channel's read-ahead, then the socket)
+    // explains a reset as well as a close: a STOP the worker has not
+    // read yet, or the WORKER_ERROR that says why the worker left.
+    std::vector<uint8_t> peek;
+    bool reader_busy = false;  // the session holds bytes we could not look at
+    if (cfg.channel != nullptr) {
+      reader_busy = !cfg.channel->peek_unread(peek, kPeekMax);
+    } else if (int avail = 0; ioctl(fd, FIONREAD, &avail) == 0 && avail > 0) {
+      peek.resize(size_t(avail) < kPeekMax ? size_t(avail) : kPeekMax);
+      ssize_t n = ::recv(fd, peek.data(), peek.size(), MSG_PEEK | MSG_DONTWAIT);
+      peek.resize(n > 0 ? size_t(n) : 0);
+    }
+    std::string why;
+    int status = 0;
+    const Pending p = peek.empty() ? Pending::Nothing
+                                   : scan_pending(peek.data(), peek.size(), cfg.max_frame_bytes,
+                                                  why, status);
+    if (p == Pending::Stop && cfg.role == DS4TP_ROLE_WORKER) {
+      decided = true;
+      uv_timer_stop(&recheck);
+      log.debug("control connection closed by the leader after a STOP not read yet");
+      return;
+    }
+    if (p == Pending::WorkerError && cfg.role == DS4TP_ROLE_LEADER) {
+      report(DS4TP_EREMOTE, why, status);
+      return;
+    }
     if (uv_status < 0) {
       int soerr = 0;
       socklen_t len = sizeof soerr;
@@ -154,30 +179,7 @@ struct Liveness::Impl {
              0);
       return;
     }
-    // What is still unread: the channel's read-ahead, then the socket.
-    std::vector<uint8_t> peek;
-    bool reader_busy = false;  // the session holds bytes we could not look at
-    if (cfg.channel != nullptr) {
-      reader_busy = !cfg.channel->peek_unread(peek, kPeekMax);
-    } else if (int avail = 0; ioctl(fd, FIONREAD, &avail) == 0 && avail > 0) {
-      peek.resize(size_t(avail) < kPeekMax ? size_t(avail) : kPeekMax);
-      ssize_t n = ::recv(fd, peek.data(), peek.size(), MSG_PEEK | MSG_DONTWAIT);
-      peek.resize(n > 0 ? size_t(n) : 0);
-    }
     if (!peek.empty() || reader_busy) {
-      std::string why;
-      int status = 0;
-      Pending p = scan_pending(peek.data(), peek.size(), cfg.max_frame_bytes, why, status);
-      if (p == Pending::Stop && cfg.role == DS4TP_ROLE_WORKER) {
-        decided = true;
-        uv_timer_stop(&recheck);
-        log.debug("control connection closed by the leader after a STOP not read yet");
-        return;
-      }
-      if (p == Pending::WorkerError && cfg.role == DS4TP_ROLE_LEADER) {
-        report(DS4TP_EREMOTE, why, status);
-        return;
-      }
       // Whole replies the peer sent before closing (e.g. its last ack):
       // they are still valid, so let the reader take them and latch once
       // the stream is drained. Unread bytes that do not start at a frame
@@ -292,9 +294,7 @@ int Liveness::start(int fd, const LivenessConfig &cfg, LivenessHooks hooks, cons
   if (!im.watching)
     uv_timer_start(&im.hangup, Impl::on_hangup_timer, kHangupCheckMs, kHangupCheckMs);
   if (cfg.channel != nullptr && cfg.peer != nullptr) {
-    im.heard_ns = now_ns();
-    im.clock = BeatClock(cfg.peer->silence_ns);
-    im.clock.start(im.heard_ns);
+    im.judge = SilenceJudge(cfg.peer->silence_ns, 1, now_ns());
     uint64_t period_ms = std::max<uint64_t>(1, cfg.heartbeat_ns / 1000000);
     uv_timer_start(&im.beat, Impl::on_beat_timer, period_ms, period_ms);
   }

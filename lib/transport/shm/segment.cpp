@@ -184,6 +184,7 @@ bool usable(uint64_t need_bytes, std::string &why) {
       return false;
     }
   }
+  sweep_orphans("/ds4tp-p");  // probes of processes killed between create and unlink
   uint64_t r = 0;
   if (!os::random_bytes(&r, sizeof r)) r = uint64_t(getpid()) << 20;
   std::string probe = unique_name("/ds4tp-p", uint64_t(getpid()), r, os::shm_name_max());
