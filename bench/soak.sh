@@ -17,7 +17,7 @@
 # a cycle ended in a hang, an unnamed or late error or wrong bits, or a
 # process did not end by itself; 2 for a usage or setup error.
 #
-# Each driver (bench/soak_driver.cpp) is one long-lived process that
+# Each driver (ds4tp_soak, bench/soak/) is one long-lived process that
 # re-forms its pair or group every cycle with restarted children, so a
 # leak shows up as growth inside it; it samples itself after each cycle's
 # free, when nothing of the cycle should be left. Its first WARMUP seconds
