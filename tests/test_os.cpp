@@ -105,6 +105,19 @@ TEST_CASE("the waiter ends at the deadline with ETIMEDOUT") {
   CHECK(blocks > 0);  // past the 1 ms spin window it blocked
 }
 
+TEST_CASE("the waiter's first polls only relax the CPU, even with no spin window") {
+  os::WaitPolicy p;  // no spin, no yield: a wait blocks at once
+  p.first_polls = 64;
+  os::Waiter w(p, nullptr);
+  const uint64_t deadline = now_ns() + 5000000000ull;
+  int blocks = 0, polls = 0;
+  auto block = [&](uint64_t) { blocks++; };
+  for (; polls < 64; polls++) REQUIRE(w.idle(deadline, block) == DS4TP_OK);
+  CHECK(blocks == 0);  // a peer a few hundred ns away is met without blocking
+  CHECK(w.idle(deadline, block) == DS4TP_OK);
+  CHECK(blocks == 1);  // then the policy as before
+}
+
 TEST_CASE("the waiter reports a closed peer after one more poll, naming the socket") {
   SocketPair sp;
   os::PeerWatch watch;

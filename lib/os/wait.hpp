@@ -139,6 +139,10 @@ struct WaitPolicy {
   uint64_t yield_ns = 0;     // then yield the CPU this long, then block
   uint64_t grace_ns = 0;     // peer gone: keep polling this long (late completions)
   uint32_t clock_every = 1;  // while spinning, read the clock every this many rounds
+  // Polls of a wait that only relax the CPU, before any clock read and
+  // whatever spin_ns says: a peer a few hundred ns away (shared memory)
+  // is then met without the cost of a yield. 0: none.
+  uint32_t first_polls = 0;
   // Adaptive: spin_ns is the budget's window, per wait. Owned by whoever
   // owns the policy (the transport, the gate service); one thread at a time.
   SpinBudget *budget = nullptr;
@@ -222,6 +226,11 @@ class Waiter {
   // the failure with what it was waiting for.
   template <class Block>
   int idle(uint64_t deadline, Block &&block) {
+    if (first_polls_ < p_.first_polls) {
+      first_polls_++;
+      cpu_relax();
+      return DS4TP_OK;
+    }
     if (spinning_ && ++rounds_ < p_.clock_every) {
       cpu_relax();
       return DS4TP_OK;
@@ -263,6 +272,7 @@ class Waiter {
   uint64_t now_;
   uint64_t gone_at_ = 0;
   uint32_t rounds_ = 0;
+  uint32_t first_polls_ = 0;
   bool spinning_ = false;
   bool kernel_ = false;     // yielded or blocked since now_ was read
   bool preempted_ = false;  // a spin of this wait lost the core
