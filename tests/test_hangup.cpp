@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -117,6 +118,29 @@ TEST_CASE("a leader closing right after its STOP is the normal end, even before 
     Verdict v = watch_close(tp.b, ch, [] { return false; });
     INFO("watcher's verdict: " << v.why);
     CHECK(v.code == (last == FrameType::Stop ? 0 : DS4TP_EPEERCLOSED));
+  }
+}
+
+TEST_CASE("a leader that resets the connection after its STOP, unread, is the normal end too") {
+  // A worker's heartbeat reaching a socket the leader already closed is
+  // answered with a reset; the STOP before it is still there to read.
+  for (FrameType last : {FrameType::Stop, FrameType::Eval}) {
+    INFO("last frame " << frame_name(uint16_t(last)));
+    TcpPair tp;
+    raw_write(tp.a, sample_frame(last));
+    const linger hard{1, 0};  // close() sends RST
+    REQUIRE(setsockopt(tp.a, SOL_SOCKET, SO_LINGER, &hard, sizeof hard) == 0);
+    close(tp.a);
+    tp.a = -1;
+    Channel ch(tp.b, worker_cfg());
+    Verdict v = watch_close(tp.b, ch, [] { return false; });
+    INFO("watcher's verdict: " << v.why);
+    CHECK(v.code == (last == FrameType::Stop ? 0 : DS4TP_EPEERCLOSED));
+    Error err;
+    Frame f;
+    CHECK(ch.recv(f, 1000, "last command", err) == DS4TP_OK);  // still readable
+    INFO("recv: " << err.message);
+    CHECK(f.type() == last);
   }
 }
 
