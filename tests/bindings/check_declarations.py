@@ -9,8 +9,10 @@ with the same number of parameters and ABI-compatible types: integers of
 the same size and signedness, floating point of the same size, pointers
 as pointers (any pointee: the bindings type those their own way). The
 return type is checked the same way. Functions a binding leaves out on
-purpose are named in OMITTED with the reason. Each failure names the
-function and what differs; the exit status is 1 when any is found.
+purpose are named in OMITTED with the reason. The header's constants
+(status codes, enum values, integer #defines) are checked the same way by
+check_constants.py. Each failure names the function or constant and what
+differs; the exit status is 1 when any is found.
 
     python3 check_declarations.py SOURCE_DIR
 """
@@ -19,6 +21,9 @@ import ctypes
 import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import check_constants  # noqa: E402  (the constants: the same check for the header's numbers)
 
 # Functions a binding does not declare, and why.
 _STREAMS = ("the GPU stream-ordered API (README: GPU streams): an engine's C/CUDA code "
@@ -257,7 +262,8 @@ def check(src):
     problems = compare("python", python_functions(src), header,
                        "bindings/python/src/ds4tp/_declarations.py")
     problems += compare("rust", rust_functions(src), header, "bindings/rust/ds4tp-sys/src/*.rs")
-    return problems, header
+    const_problems, header.constants = check_constants.check(src)
+    return problems + const_problems, header
 
 
 def self_test(src):
@@ -280,10 +286,16 @@ def self_test(src):
          "DS4TP_EXPERIMENTAL_API int ds4tp_group_barrier(",
          "DS4TP_EXPERIMENTAL_API int ds4tp_group_fresh(ds4tp_group *g, int x);\n"
          "DS4TP_EXPERIMENTAL_API int ds4tp_group_barrier("),
+        ("rust constant", "bindings/rust/ds4tp-sys/src/lib.rs",
+         "pub const DS4TP_TRANSPORT_RDMA: c_int = 3;", "pub const DS4TP_TRANSPORT_RDMA: c_int = 4;"),
+        ("new transport", "include/ds4tp/ds4tp.h", "DS4TP_TRANSPORT_RDMA = 3\n",
+         "DS4TP_TRANSPORT_RDMA = 3,\n  DS4TP_TRANSPORT_NEW = 4\n"),
     ]
     want = {"split": None, "python count": "ds4tp_group_broadcast takes 4 parameters",
             "rust type": "ds4tp_slab_bytes returns uint64 in the header, uint32",
-            "new function": "ds4tp_group_fresh is in the header but not declared"}
+            "new function": "ds4tp_group_fresh is in the header but not declared",
+            "rust constant": "rust: DS4TP_TRANSPORT_RDMA is 3 in the header, 4",
+            "new transport": "python: DS4TP_TRANSPORT_NEW = 4 is in the header but not in"}
     failed = []
     for name, rel, old, new in cases:
         with tempfile.TemporaryDirectory() as tmp:
@@ -319,15 +331,15 @@ def main():
             print("check_declarations FAIL:", f)
         if failed:
             return 1
-        print("self-test OK: a split header passes; a dropped parameter, a changed type and a "
-              "new function are named")
+        print("self-test OK: a split header passes; a dropped parameter, a changed type, a "
+              "new function, a changed constant and a new enum value are named")
     problems, header = check(src)
     for p in problems:
         print("check_declarations FAIL:", p)
     if problems:
         return 1
-    print(f"declarations OK: {len(header.functions)} C functions, each declared alike in the "
-          "Python and Rust bindings")
+    print(f"declarations OK: {len(header.functions)} C functions and {header.constants} "
+          "constants, each declared alike in the Python and Rust bindings")
     return 0
 
 

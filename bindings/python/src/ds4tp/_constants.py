@@ -42,6 +42,9 @@ ENGINE_BLOB_MAX = 4096
 STAGE_ROW = 1
 STAGE_BATCH = 2
 GATE_POISON = (1 << 64) - 1
+SPIN_ADAPTIVE = -1        # spin_us: learn the spin (the default)
+ARRIVAL_UNLIMITED = -1    # peer_arrival_timeout_ms: wait while the peer is alive
+OP_SUM = 0                # ds4tp_reduce_op
 
 
 class Role(enum.IntEnum):

@@ -73,6 +73,48 @@ pub const DS4TP_ROLE_LEADER: c_int = 1;
 /// rank 1: dials the leader, mirrors it
 pub const DS4TP_ROLE_WORKER: c_int = 2;
 
+// ---- status codes (ds4tp_status; ds4tp_strerror words them) ------------
+
+/// `DS4TP_OK` (include/ds4tp/ds4tp.h).
+pub const DS4TP_OK: c_int = 0;
+/// `DS4TP_EINVAL` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EINVAL: c_int = -1;
+/// `DS4TP_ETIMEDOUT` (include/ds4tp/ds4tp.h).
+pub const DS4TP_ETIMEDOUT: c_int = -2;
+/// `DS4TP_EPEERCLOSED` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EPEERCLOSED: c_int = -3;
+/// `DS4TP_EIDENTITY` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EIDENTITY: c_int = -4;
+/// `DS4TP_EDESYNC` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EDESYNC: c_int = -5;
+/// `DS4TP_EPROTO` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EPROTO: c_int = -6;
+/// `DS4TP_EAUTH` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EAUTH: c_int = -7;
+/// `DS4TP_EIO` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EIO: c_int = -8;
+/// `DS4TP_EUNSUPPORTED` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EUNSUPPORTED: c_int = -9;
+/// `DS4TP_ECANCELLED` (include/ds4tp/ds4tp.h).
+pub const DS4TP_ECANCELLED: c_int = -10;
+/// `DS4TP_EFAILED` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EFAILED: c_int = -11;
+/// `DS4TP_EVERSION` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EVERSION: c_int = -12;
+/// `DS4TP_ESTATE` (include/ds4tp/ds4tp.h).
+pub const DS4TP_ESTATE: c_int = -13;
+/// `DS4TP_ENOMEM` (include/ds4tp/ds4tp.h).
+pub const DS4TP_ENOMEM: c_int = -14;
+/// `DS4TP_EDIVERGED` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EDIVERGED: c_int = -15;
+/// `DS4TP_EREMOTE` (include/ds4tp/ds4tp.h).
+pub const DS4TP_EREMOTE: c_int = -16;
+
+/// `spin_us`: learn the spin per pair or group (the default).
+pub const DS4TP_SPIN_ADAPTIVE: i32 = -1;
+/// `peer_arrival_timeout_ms`: wait as long as the peer stays alive.
+pub const DS4TP_ARRIVAL_UNLIMITED: i32 = -1;
+
 /// best both ranks offer
 pub const DS4TP_TRANSPORT_AUTO: c_int = 0;
 /// `DS4TP_TRANSPORT_TCP` (include/ds4tp/ds4tp.h).
