@@ -174,6 +174,18 @@ void fill_layout(const slab::Layout &l, ds4tp_slab_layout *out) {
   out->size = sz;
 }
 
+int text_to_c(const std::string &text, char *buf, size_t cap, size_t *needed, const char *call,
+              Error &err) {
+  if (buf == nullptr && cap != 0)
+    return err.set(DS4TP_EINVAL, "{}: buf is NULL but cap is {}", call, cap);
+  if (needed != nullptr) *needed = text.size();
+  if (cap <= text.size())
+    return err.set(DS4TP_ENOMEM, "{}: the text is {} bytes, the buffer holds {} "
+                   "(call again with cap >= needed + 1)", call, text.size(), cap);
+  std::memcpy(buf, text.c_str(), text.size() + 1);
+  return DS4TP_OK;
+}
+
 }  // namespace ds4tp::capi
 
 using namespace ds4tp::capi;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "common/error.hpp"
 #include "ds4tp/ds4tp.h"
@@ -19,6 +20,11 @@ int options_from_c(const ds4tp_options *copt, Options &o, Error &err);
 int identity_from_c(const ds4tp_identity *cid, wire::Identity &id, Error &err);
 // Copies as much of `l` as the caller's struct holds (out->size).
 void fill_layout(const slab::Layout &l, ds4tp_slab_layout *out);
+// Text a call hands out into the caller's buf of cap bytes, NUL-terminated,
+// and its length into *needed (when not NULL): EINVAL for a NULL buf with
+// cap > 0, ENOMEM naming both sizes when it does not fit (buf untouched).
+int text_to_c(const std::string &text, char *buf, size_t cap, size_t *needed, const char *call,
+              Error &err);
 
 // The C batch item and the wire one share one layout, so arrays pass
 // through without copies.

@@ -231,6 +231,15 @@ int ds4tp_group_stats_prometheus(const ds4tp_group *g, char *buf, size_t cap, si
   }());
 }
 
+int ds4tp_group_plan(const ds4tp_group *g, char *buf, size_t cap, size_t *needed) {
+  auto *h = const_cast<ds4tp_group *>(g);
+  GROUP_CALL(h, [&] {
+    const std::string plan = h->impl->plan();
+    if (plan.empty()) return e.set(DS4TP_ESTATE, "group_plan: the group is not connected yet");
+    return ds4tp::capi::text_to_c(plan, buf, cap, needed, "group_plan", e);
+  }());
+}
+
 int ds4tp_group_stream_start(ds4tp_group *g, const ds4tp_gate_service_options *svc,
                              const ds4tp_stream_options *opt, ds4tp_stream_words *words) {
   if (g == nullptr) {

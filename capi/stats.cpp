@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "convert.hpp"
 #include "handle.hpp"
 #include "stats/trace.hpp"
 
@@ -64,19 +65,12 @@ int stats_to_c(const stats::Snapshot &s, int rank, int transport, ds4tp_stats *s
 
 int prometheus_to_c(const stats::Snapshot &s, int rank, int transport, bool group, char *buf,
                     size_t cap, size_t *needed, Error &err) {
-  if (buf == nullptr && cap != 0)
-    return err.set(DS4TP_EINVAL, "stats_prometheus: buf is NULL but cap is {}", cap);
   std::string labels = "rank=\"" + std::to_string(rank) + "\",transport=\"" +
                        ds4tp_transport_name(transport) + "\"";
   std::string text;
   text.reserve(16384);
   stats::prometheus(s, labels, group, text);
-  if (needed != nullptr) *needed = text.size();
-  if (cap <= text.size())
-    return err.set(DS4TP_ENOMEM, "stats_prometheus: the text is {} bytes, the buffer holds {} "
-                   "(call again with cap >= needed + 1)", text.size(), cap);
-  std::memcpy(buf, text.c_str(), text.size() + 1);
-  return DS4TP_OK;
+  return text_to_c(text, buf, cap, needed, "stats_prometheus", err);
 }
 
 }  // namespace ds4tp::capi

@@ -117,6 +117,16 @@ class Group {
     return {static_cast<std::byte *>(p), size_t(n)};
   }
 
+  // The plan the group runs, in one line (ds4tp_group_plan); after connect.
+  std::string plan() const {
+    size_t need = 0;
+    ds4tp_group_plan(live(), nullptr, 0, &need);
+    std::string text(need + 1, '\0');
+    check_here(ds4tp_group_plan(live(), text.data(), text.size(), &need));
+    text.resize(need);
+    return text;
+  }
+
   int rank() const noexcept { return ds4tp_group_rank(g_); }
   int size() const noexcept { return ds4tp_group_size(g_); }
   int transport() const noexcept { return ds4tp_group_transport(g_); }

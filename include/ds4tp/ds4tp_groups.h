@@ -129,6 +129,14 @@ DS4TP_EXPERIMENTAL_API int ds4tp_group_transport(const ds4tp_group *g);
 /* Rank 0's rendezvous port after ds4tp_group_new on rank 0 (port 0 asks
  * for a free one), else the configured port. */
 DS4TP_EXPERIMENTAL_API int ds4tp_group_rendezvous_port(const ds4tp_group *g);
+/* The plan the group runs, in one line, the same on every rank: "plan: 1
+ * host x 4 ranks; shm within the host; all-reduce one-shot below 4 KiB,
+ * in the shared buffer from 4 KiB to 1 MiB, two-shot above 1 MiB; steps
+ * of at most 1 MiB". Into buf (NUL-terminated) with its length in
+ * *needed (may be NULL); ENOMEM when cap <= that length, ESTATE before
+ * connect. The words may change between versions; parse nothing. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_plan(const ds4tp_group *g, char *buf, size_t cap,
+                                            size_t *needed);
 /* The failure status once failed, else 0. */
 DS4TP_EXPERIMENTAL_API int ds4tp_group_failed(const ds4tp_group *g);
 /* Message of the failure (or last error); never NULL. */

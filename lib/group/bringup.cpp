@@ -115,8 +115,14 @@ int Group::connect(Error &err) {
       ro.size = uint32_t(opt_.size);
       ro.peers.resize(size_t(opt_.size));
       ro.peers[0].port = uint32_t(data_port);
-      for (int r = 1; r < opt_.size; r++)
-        ro.peers[size_t(r)] = {in.hosts[size_t(r)], joins[size_t(r)].data_port};
+      std::vector<std::array<uint8_t, 16>> hosts = {host_id};  // by host index
+      for (int r = 1; r < opt_.size; r++) {
+        const auto &h = joins[size_t(r)].host_id;
+        const auto at = std::find(hosts.begin(), hosts.end(), h);
+        if (at == hosts.end()) hosts.push_back(h);
+        ro.peers[size_t(r)] = {in.hosts[size_t(r)], joins[size_t(r)].data_port,
+                               uint32_t(std::find(hosts.begin(), hosts.end(), h) - hosts.begin())};
+      }
       wire::Nonce token{};
       if (auth::fresh_nonce(token, first) == DS4TP_OK)
         std::copy_n(token.begin(), ro.token.size(), ro.token.begin());
@@ -156,6 +162,7 @@ int Group::connect(Error &err) {
                                 buffer_);
     ctl_ = std::move(ctl);
     listen_fd_.reset();
+    note_hosts(ro);
     return start_heartbeat(err);
   }
 
@@ -212,6 +219,7 @@ int Group::connect(Error &err) {
                               wait, buffer_);
   ctl_.clear();
   ctl_.push_back(std::move(c));
+  note_hosts(ro);
   return start_heartbeat(err);
 }
 

@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "common/clock.hpp"
+#include "group/plan.hpp"
+#include "group/wire.hpp"
 #include "os/os.hpp"
 
 namespace ds4tp::group {
@@ -45,9 +47,26 @@ int Group::make_local(int n, const Options &o, std::vector<std::unique_ptr<Group
     ro.size = n;
     auto g = std::make_unique<Group>(std::move(ro));
     g->medium_ = shm_medium(area, r, false, o.op_timeout_ns, waiting(n, o.spin_ns, o.yield_ns));
+    g->host_of_.assign(size_t(n), 0);  // threads of one process
     out.push_back(std::move(g));
   }
   return DS4TP_OK;
+}
+
+void Group::note_hosts(const Roster &ro) {
+  host_of_.clear();
+  for (const auto &p : ro.peers) host_of_.push_back(p.host_index);
+}
+
+std::string Group::plan() const {
+  if (!medium_) return "";
+  PlanFacts f;
+  f.host_of = host_of_;
+  f.transport = medium_->transport();
+  f.two_shot_bytes = medium_->two_shot_bytes();
+  f.home_bytes = medium_->home_bytes();
+  f.chunk_bytes = opt_.chunk_bytes;
+  return describe_plan(f);
 }
 
 std::string Group::message() const {

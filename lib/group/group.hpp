@@ -94,6 +94,8 @@ class Medium {
   virtual int transport() const = 0;
 };
 
+struct Roster;  // group/wire.hpp
+
 class Group {
  public:
   Group(Options o);
@@ -133,6 +135,11 @@ class Group {
   // Fails the group here and on every rank with this reason (any thread).
   void abort_with(int code, const std::string &msg);
 
+  // The plan in one line ("plan: 1 host x 4 ranks; shm within the host;
+  // all-reduce ..."), the same on every rank (group/plan.hpp); "" before
+  // connect.
+  std::string plan() const;
+
   // Observability: collectives by kind, bytes, all-reduce latency.
   const stats::Stats &stats() const { return stats_; }
   void stats_reset() { stats_.reset(); }
@@ -143,6 +150,7 @@ class Group {
   int two_shot(uint8_t *p, uint64_t count, Dtype t, Error &err);
   int finish(int rc, Error &err);
   int start_heartbeat(Error &err);
+  void note_hosts(const Roster &ro);
 
   Options opt_;
   std::unique_ptr<Medium> medium_;
@@ -159,6 +167,7 @@ class Group {
   // Rank 0 holds one per rank (index = rank); the others hold [0].
   std::vector<net::Fd> ctl_;
   std::unique_ptr<talk::Heartbeat> heartbeat_;  // tcp only; joined before ctl_ closes
+  std::vector<uint32_t> host_of_;  // each rank's host index (the roster's)
   std::atomic<int> failed_{0};
   mutable std::mutex mu_;
   std::string msg_;

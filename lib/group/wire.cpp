@@ -1,5 +1,6 @@
 #include "group/wire.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ds4tp::group {
@@ -114,6 +115,7 @@ void encode_roster(const Roster &r, uint8_t out[kRosterBytes]) {
     uint8_t *p = out + 64 + i * 48;
     put_str(p, 40, r.peers[i].host);
     put32(p + 40, r.peers[i].port);
+    put32(p + 44, r.peers[i].host_index);
   }
   put_str(out + 64 + kRosterPeers * 48, 256, r.message);
   std::memcpy(out + 64 + kRosterPeers * 48 + 256, r.token.data(), r.token.size());
@@ -139,8 +141,15 @@ int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err) {
     const uint8_t *p = buf + 64 + i * 48;
     r.peers[i].host = get_str(p, 40);
     r.peers[i].port = get32(p + 40);
+    r.peers[i].host_index = get32(p + 44);
     if (r.peers[i].port > 65535)
       return err.set(DS4TP_EPROTO, "group roster: rank {} port {}", i, r.peers[i].port);
+    // Numbered in rank order: a rank's host is one seen before or the next.
+    uint32_t next = 0;
+    for (size_t k = 0; k < i; k++) next = std::max(next, r.peers[k].host_index + 1);
+    if (r.peers[i].host_index > next || (i == 0 && r.peers[i].host_index != 0))
+      return err.set(DS4TP_EPROTO, "group roster: rank {} on host {} (hosts are numbered in "
+                     "rank order)", i, r.peers[i].host_index);
   }
   return DS4TP_OK;
 }

@@ -3,7 +3,8 @@
 // Bring-up, on each rank's connection to rank 0:
 //   rank 0 -> rank: Nonce  {u32 "D4GN", u16 version, u16 0, 32-byte nonce}
 //   rank -> rank 0: Join   fixed 96 bytes, then the identity hello bytes
-//   rank 0 -> rank: Roster fixed 64 bytes + 16 peers * 48 + 256 message
+//   rank 0 -> rank: Roster fixed 64 bytes + 16 peers * 48 (host, port,
+//                   host index) + 256 message
 //                   + 16-byte link token
 //   rank -> rank 0: one byte "ready" (data links up); rank 0 -> rank: "go"
 // Data links (tcp): the dialler sends {u32 "D4GL", u32 rank, link token},
@@ -22,7 +23,7 @@
 
 namespace ds4tp::group {
 
-constexpr uint16_t kGroupVersion = 2;
+constexpr uint16_t kGroupVersion = 3;
 constexpr size_t kNonceMsgBytes = 40;
 constexpr size_t kJoinFixedBytes = 96;
 constexpr size_t kRosterPeers = 16;
@@ -50,6 +51,9 @@ using LinkToken = std::array<uint8_t, kLinkTokenBytes>;
 struct RosterPeer {
   std::string host;  // <= 39 bytes
   uint32_t port = 0;
+  // The rank's host: ranks with equal host ids (their joins) share a
+  // number, numbered in rank order from 0 (rank 0's host).
+  uint32_t host_index = 0;
 };
 
 struct Roster {

@@ -43,6 +43,8 @@ TEST_CASE("cxx group: local form, f32 f16 bf16, identical bits", "[group][bindin
         gs,
         [&](int r, ds4tp::Group &g) {
           if (g.rank() != r || g.size() != n) throw std::runtime_error("rank/size wrong");
+          if (g.plan().rfind("plan: 1 host x ", 0) != 0)
+            throw std::runtime_error("plan: " + g.plan());
           f[size_t(r)].assign(3000, float(r) + 0.5f);
           h[size_t(r)].assign(3000, ds4tp::Half{0x3c00});      // 1.0
           b[size_t(r)].assign(3000, ds4tp::BFloat16{0x3f80});  // 1.0

@@ -170,6 +170,8 @@ int run_rank(const GArgs &a, int rank_override, int port_fd) {
   if (me == 0) {
     std::printf("ds4tp group OK: %d ranks, transport %s, dtype %s, every rank's result bit-identical to the rank-order reference\n",
                 n, ds4tp_transport_name(ds4tp_group_transport(g)), dname(a.dtype));
+    char plan[512];
+    if (ds4tp_group_plan(g, plan, sizeof plan, nullptr) == DS4TP_OK) std::printf("  %s\n", plan);
     for (auto &l : lines) std::printf("%s\n", l.c_str());
     std::fflush(stdout);
   }

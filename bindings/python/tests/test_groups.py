@@ -248,6 +248,9 @@ def test_group_stats_count_the_all_reduces():
         assert st["all_reduce"]["count"] == 3, st["all_reduce"]
         assert isinstance(st["transport"], ds4tp.Transport), st["transport"]
         assert "ds4tp" in groups[0].prometheus()
+        plan = groups[0].plan()
+        assert plan.startswith("plan: 1 host x 2 ranks; shm within the host"), plan
+        assert groups[1].plan() == plan, (groups[1].plan(), plan)
         groups[0].stats_reset()
         assert groups[0].stats()["all_reduces"] == 0, "stats_reset did not reset"
     finally:

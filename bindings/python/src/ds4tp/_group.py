@@ -224,6 +224,16 @@ class Group(_Handle):
         """Later :meth:`stats` count from now."""
         self._check(_lib().ds4tp_group_stats_reset(self._live()))
 
+    def plan(self) -> str:
+        """The plan the group runs, in one line ("plan: 1 host x 4 ranks; shm
+        within the host; all-reduce ..."), the same on every rank; after
+        :meth:`connect`. For people and logs: its words may change."""
+        need = ctypes.c_size_t(0)
+        _lib().ds4tp_group_plan(self._live(), None, 0, ctypes.byref(need))
+        buf = ctypes.create_string_buffer(need.value + 1)
+        self._check(_lib().ds4tp_group_plan(self._live(), buf, len(buf), ctypes.byref(need)))
+        return buf.value.decode()
+
     def prometheus(self) -> str:
         """The Prometheus text exposition of :meth:`stats`."""
         need = ctypes.c_size_t(0)

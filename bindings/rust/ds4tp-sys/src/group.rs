@@ -109,4 +109,8 @@ extern "C" {
     /// The group's Prometheus text into buf (NUL-terminated); DS4TP_ENOMEM when cap <= *needed.
     pub fn ds4tp_group_stats_prometheus(g: *const ds4tp_group, buf: *mut c_char, cap: usize,
                                         needed: *mut usize) -> c_int;
+    /// The plan the group runs, in one line, into buf (NUL-terminated); DS4TP_ENOMEM when
+    /// cap <= *needed, DS4TP_ESTATE before connect.
+    pub fn ds4tp_group_plan(g: *const ds4tp_group, buf: *mut c_char, cap: usize,
+                            needed: *mut usize) -> c_int;
 }

@@ -329,6 +329,16 @@ impl Group {
     pub fn stats_reset(&mut self) -> Result<()> {
         self.check(unsafe { sys::ds4tp_group_stats_reset(self.g) })
     }
+    /// The plan the group runs, in one line ("plan: 1 host x 4 ranks; shm within the host;
+    /// all-reduce ..."), the same on every rank; after connect. Its words may change.
+    pub fn plan(&self) -> Result<String> {
+        let mut need = 0usize;
+        unsafe { sys::ds4tp_group_plan(self.g, ptr::null_mut(), 0, &mut need) };
+        let mut buf = vec![0u8; need + 1];
+        self.check(unsafe { sys::ds4tp_group_plan(self.g, buf.as_mut_ptr().cast(), buf.len(), &mut need) })?;
+        buf.truncate(need);
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
     /// The Prometheus text exposition of [`Group::stats`].
     pub fn prometheus(&self) -> Result<String> {
         let mut need = 0usize;

@@ -177,6 +177,9 @@ fn group_stats_count_the_all_reduces() {
     assert_eq!(st.all_reduces, 3, "all_reduces after three calls");
     assert_eq!(st.all_reduce.count, 3, "all_reduce histogram count");
     assert!(groups[0].prometheus().expect("prometheus").contains("ds4tp"), "prometheus text");
+    let plan = groups[0].plan().expect("plan");
+    assert!(plan.starts_with("plan: 1 host x 2 ranks; shm within the host"), "plan: {plan}");
+    assert_eq!(groups[1].plan().expect("plan"), plan, "the ranks' plans differ");
     groups[0].stats_reset().expect("stats_reset");
     assert_eq!(groups[0].stats().expect("stats").all_reduces, 0, "stats_reset did not reset");
 }

@@ -1,0 +1,29 @@
+// The plan a group runs, in one line of words: how its ranks sit on hosts,
+// the medium, and which all-reduce algorithm each size gets. Every rank
+// derives the same text from the roster and the medium's thresholds
+// (ds4tp_group_plan, `ds4tp group`). Pure.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ds4tp::group {
+
+struct PlanFacts {
+  std::vector<uint32_t> host_of;  // each rank's host index (roster order)
+  int transport = 0;              // DS4TP_TRANSPORT_SHM or _TCP
+  uint64_t two_shot_bytes = 0;    // all-reduce calls from this size run two-shot
+  uint64_t home_bytes = UINT64_MAX;  // from this size to chunk_bytes: the shared buffer
+  uint64_t chunk_bytes = 0;
+};
+
+// "plan: 1 host x 4 ranks; shm within the host; all-reduce one-shot below
+// 4 KiB, in the shared buffer from 4 KiB to 1 MiB, two-shot above 1 MiB;
+// steps of at most 1 MiB".
+std::string describe_plan(const PlanFacts &f);
+
+// "4 KiB", "1 MiB", "1000 bytes".
+std::string size_words(uint64_t bytes);
+
+}  // namespace ds4tp::group
