@@ -84,6 +84,7 @@ TEST_CASE("group: wire codecs round-trip and refuse bad input", "[group]") {
   j.data_port = 5000;
   j.chunk = 65536;
   j.hello_bytes = 100;
+  j.pid = 4242;
   uint8_t b[group::kJoinFixedBytes];
   group::encode_join(j, b);
   group::Join k;
@@ -91,6 +92,7 @@ TEST_CASE("group: wire codecs round-trip and refuse bad input", "[group]") {
   REQUIRE(group::decode_join(b, sizeof b, k, err) == 0);
   CHECK(k.rank == 3);
   CHECK(k.data_port == 5000);
+  CHECK(k.pid == 4242);
   b[8] = 9;  // rank 9 of 4
   CHECK(group::decode_join(b, sizeof b, k, err) == DS4TP_EPROTO);
   group::Roster ro;

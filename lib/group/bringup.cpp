@@ -3,6 +3,8 @@
 // bounded by the connect deadline; the listening sides are served by
 // rendezvous.cpp so strangers cannot hold them up.
 #include <algorithm>
+
+#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 
@@ -126,8 +128,9 @@ int Group::connect(Error &err) {
       wire::Nonce token{};
       if (auth::fresh_nonce(token, first) == DS4TP_OK)
         std::copy_n(token.begin(), ro.token.size(), ro.token.begin());
-      if (ro.transport == DS4TP_TRANSPORT_SHM)
-        shm_area_create(opt_.size, opt_.chunk_bytes, ro.shm_name, area, first);
+      if (ro.transport == DS4TP_TRANSPORT_SHM &&
+          shm_area_create(opt_.size, opt_.chunk_bytes, ro.shm_name, area, first) == DS4TP_OK)
+        for (int r = 1; r < opt_.size; r++) shm_area_expect(*area, r, joins[size_t(r)].pid);
     }
     if (!first.ok()) {
       ro.status = first.code;
@@ -183,6 +186,7 @@ int Group::connect(Error &err) {
   j.host_id = host_id;
   j.hello_bytes = uint32_t(hello_bytes.size());
   j.has_mac = opt_.key.empty() ? 0 : 1;
+  j.pid = uint32_t(getpid());
   encode_join(j, fixed);
   if (j.has_mac) {
     if (!join_mac(opt_.key, nonce, fixed, j.mac))

@@ -223,6 +223,10 @@ int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmA
 int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<ShmArea> &out,
                   Error &err);
 void shm_area_unlink(ShmArea &area);
+// Rank 0, before the roster goes out: rank `rank`'s process (from its
+// join; 0: unknown) is in its line from the start, so every wait on that
+// rank watches it even before it attaches.
+void shm_area_expect(ShmArea &area, int rank, uint32_t pid);
 std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
                                    uint64_t op_timeout_ns, const Waiting &wait,
                                    std::vector<int> ctl = {});

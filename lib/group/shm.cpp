@@ -148,6 +148,13 @@ int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<
 
 void shm_area_unlink(ShmArea &area) { area.segment.unlink(); }
 
+void shm_area_expect(ShmArea &area, int rank, uint32_t pid) {
+  if (pid == 0) return;
+  RankLine *l = area.line(rank);
+  l->start_time.store(os::process_start_time(pid_t(pid)), std::memory_order_relaxed);
+  l->pid.store(pid, std::memory_order_release);
+}
+
 namespace {
 
 class ShmMedium final : public Medium {

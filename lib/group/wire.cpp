@@ -80,6 +80,7 @@ void encode_join(const Join &j, uint8_t out[kJoinFixedBytes]) {
   put32(out + 48, j.hello_bytes);
   put32(out + 52, j.has_mac);
   std::memcpy(out + 56, j.mac.data(), 32);
+  put32(out + 88, j.pid);
 }
 
 int decode_join(const uint8_t *buf, size_t len, Join &j, Error &err) {
@@ -93,6 +94,7 @@ int decode_join(const uint8_t *buf, size_t len, Join &j, Error &err) {
   j.hello_bytes = get32(buf + 48);
   j.has_mac = get32(buf + 52);
   std::memcpy(j.mac.data(), buf + 56, 32);
+  j.pid = get32(buf + 88);
   if (j.size < 2 || j.size > kRosterPeers)
     return err.set(DS4TP_EPROTO, "group join: size {} outside 2..{}", j.size, kRosterPeers);
   if (j.rank >= j.size) return err.set(DS4TP_EPROTO, "group join: rank {} of {}", j.rank, j.size);

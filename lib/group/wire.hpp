@@ -43,6 +43,9 @@ struct Join {
   uint32_t hello_bytes = 0;  // identity hello following the fixed part
   uint32_t has_mac = 0;
   wire::Mac mac{};  // HMAC(key, nonce || fixed part with mac zeroed)
+  // The joiner's process id: over shm, rank 0 writes it into the rank's
+  // line of the segment, so a rank stopped before it attaches is watched.
+  uint32_t pid = 0;
 };
 
 // Random per group, sent only to its ranks: a data link must show it.
