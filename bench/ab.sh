@@ -80,7 +80,11 @@ if [ -n "$results_dir" ]; then
   {
     echo "# bench/ab.sh: $(date +%F) on ${DS4TP_BENCH_HOST:-$(uname -n)}"
     echo
-    echo "Builds: ${builds[*]}"
+    echo "Builds (the commit each build directory's checkout holds):"
+    echo
+    for b in "${builds[@]}"; do
+      echo "- ${b%%=*}: $(git -C "${b#*=}" rev-parse --short HEAD 2>/dev/null || echo "not a git checkout")"
+    done
     echo
     echo "$table"
   } >"$out"
