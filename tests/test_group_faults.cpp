@@ -249,6 +249,32 @@ bool spawn_ranks(const Plan &base, std::vector<Child> &kids, Tally &t) {
   return true;
 }
 
+// A hung rank in words, for the trial's notes: its process state and the
+// victim's (R running, S sleeping, T stopped: a victim that is not T was
+// resumed or never stopped) and, where gdb is installed, the rank's
+// threads' stacks, so a rare hang tells where it waits.
+std::string describe_hang(pid_t hung, pid_t victim) {
+  auto state = [](pid_t pid) {
+    std::FILE *f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+    if (f == nullptr) return std::string("?");
+    char buf[512] = {};
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    const char *close = std::strrchr(buf, ')');
+    return close != nullptr && size_t(close - buf) + 2 < n ? std::string(1, close[2]) : "?";
+  };
+  std::string out = "state " + state(hung) + (victim > 0 ? ", victim's " + state(victim) : "");
+  if (std::system("command -v gdb >/dev/null 2>&1") != 0) return out;
+  const std::string cmd = "timeout 20 gdb -batch -nx -p " + std::to_string(hung) +
+                          " -ex 'thread apply all bt 12' 2>/dev/null | grep -E '^(Thread|#)'";
+  std::FILE *p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char line[400];
+  while (std::fgets(line, sizeof line, p) != nullptr) out += "\n      " + std::string(line, std::strcspn(line, "\n"));
+  pclose(p);
+  return out;
+}
+
 // Every rank but `victim` must report a named error within `deadline_ms`
 // of `fault`, after right bits only, and within one call of the others;
 // with `cause` set, its message must name that rank.
@@ -262,14 +288,18 @@ void judge(std::vector<Child> &kids, int victim, uint64_t fault, int deadline_ms
     Report res;
     const bool got = kids[size_t(k)].next_of(kReportResult, res, deadline_ms + kGraceMs + 3000);
     bool hung = false;
-    if (!got) kids[size_t(k)].signal(SIGKILL);
+    std::string where;
+    if (!got) {
+      where = describe_hang(kids[size_t(k)].pid(), victim >= 0 ? kids[size_t(victim)].pid() : -1);
+      kids[size_t(k)].signal(SIGKILL);
+    }
     const int status = kids[size_t(k)].reap(got ? 3000 : 1000, &hung);
     const std::string who = "rank " + std::to_string(k) + " of " + std::to_string(kids.size());
     if (!got) {
       all_named = false;
       if (hung || (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
         t.hang = 1;
-        t.notes.push_back(who + ": hang");
+        t.notes.push_back(who + ": hang (" + where + ")");
       } else {
         t.crash = 1;
         t.notes.push_back(who + ": no report");
