@@ -46,6 +46,13 @@ Child Child::spawn(const std::function<int(int)> &body, const char *label) {
   std::fflush(stderr);
   pid_t pid = fork();
   if (pid == 0) {
+    // A process group of its own, whose parent (the test) is outside it:
+    // when the shell that started the test exits, the test's group is
+    // orphaned, and the kernel sends SIGHUP and SIGCONT to an orphaned
+    // group that holds a stopped process. A rank a test has SIGSTOPped
+    // would then run on (under nohup) or die, and the test would judge
+    // the wrong fault.
+    setpgid(0, 0);
     close(p[0]);
     close(f[0]);
     set_failure_label(label);

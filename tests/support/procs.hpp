@@ -39,7 +39,8 @@ void send_report(int fd, int32_t kind, int64_t value, int32_t rc = 0,
 
 class Child {
  public:
-  // Forks; the child runs body(report_fd) and _exits with its return value.
+  // Forks; the child runs body(report_fd) in a process group of its own
+  // (procs.cpp says why) and _exits with its return value.
   // Its failed CHILD_EXPECT checks name it `label` and come back in
   // failures() once it is reaped.
   static Child spawn(const std::function<int(int)> &body, const char *label = "child");
