@@ -3,10 +3,10 @@
 // bounded by the connect deadline; the listening sides are served by
 // rendezvous.cpp so strangers cannot hold them up.
 #include <algorithm>
-
-#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
+
+#include <unistd.h>
 
 #include "auth/proof.hpp"
 #include "common/clock.hpp"
@@ -120,10 +120,9 @@ int Group::connect(Error &err) {
       std::vector<std::array<uint8_t, 16>> hosts = {host_id};  // by host index
       for (int r = 1; r < opt_.size; r++) {
         const auto &h = joins[size_t(r)].host_id;
-        const auto at = std::find(hosts.begin(), hosts.end(), h);
-        if (at == hosts.end()) hosts.push_back(h);
-        ro.peers[size_t(r)] = {in.hosts[size_t(r)], joins[size_t(r)].data_port,
-                               uint32_t(std::find(hosts.begin(), hosts.end(), h) - hosts.begin())};
+        const size_t index = size_t(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
+        if (index == hosts.size()) hosts.push_back(h);
+        ro.peers[size_t(r)] = {in.hosts[size_t(r)], joins[size_t(r)].data_port, uint32_t(index)};
       }
       wire::Nonce token{};
       if (auth::fresh_nonce(token, first) == DS4TP_OK)

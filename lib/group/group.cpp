@@ -240,14 +240,15 @@ int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
   auto *p = static_cast<uint8_t *>(buf);
   const uint64_t bytes = count * esz;
   int rc;
-  if (bytes >= medium_->home_bytes() && bytes <= opt_.chunk_bytes) {
+  const Algorithm a = all_reduce_algorithm(bytes, medium_->home_bytes(),
+                                           medium_->two_shot_bytes(), opt_.chunk_bytes);
+  if (a == Algorithm::Home) {
     step_ += 2;
     rc = medium_->reduce_home(step_ - 1, p, size_t(count), t, err);
     if (rc != DS4TP_OK) return finish(rc, err);
   } else {
-    rc = bytes >= medium_->two_shot_bytes() && count >= uint64_t(opt_.size)
-             ? two_shot(p, count, t, err)
-             : one_shot(p, count, t, err);
+    rc = a == Algorithm::TwoShot && count >= uint64_t(opt_.size) ? two_shot(p, count, t, err)
+                                                                  : one_shot(p, count, t, err);
     if (rc != DS4TP_OK) return rc;
   }
   // Bytes: this rank's contribution out, every other rank's in.

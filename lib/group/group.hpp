@@ -223,9 +223,10 @@ int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmA
 int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<ShmArea> &out,
                   Error &err);
 void shm_area_unlink(ShmArea &area);
-// Rank 0, before the roster goes out: rank `rank`'s process (from its
-// join; 0: unknown) is in its line from the start, so every wait on that
-// rank watches it even before it attaches.
+// Writes rank `rank`'s process (0: unknown, nothing written) into its
+// line, which every wait on that rank watches: the rank itself when it
+// attaches, and rank 0 from its join before the roster goes out, so a
+// rank stopped before it attaches is watched too.
 void shm_area_expect(ShmArea &area, int rank, uint32_t pid);
 std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
                                    uint64_t op_timeout_ns, const Waiting &wait,

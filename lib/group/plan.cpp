@@ -34,10 +34,13 @@ std::string layout_words(const std::vector<uint32_t> &host_of) {
   return out + " (" + counts + " ranks)";
 }
 
-// The algorithm all_reduce runs for `bytes` (the rule of Group::all_reduce).
-const char *algorithm(const PlanFacts &f, uint64_t bytes) {
-  if (bytes >= f.home_bytes && bytes <= f.chunk_bytes) return "in the shared buffer";
-  return bytes >= f.two_shot_bytes ? "two-shot" : "one-shot";
+const char *algorithm_words(Algorithm a) {
+  switch (a) {
+    case Algorithm::Home: return "in the shared buffer";
+    case Algorithm::TwoShot: return "two-shot";
+    case Algorithm::OneShot: break;
+  }
+  return "one-shot";
 }
 
 }  // namespace
@@ -52,15 +55,16 @@ std::string describe_plan(const PlanFacts &f) {
   if (f.chunk_bytes < UINT64_MAX) edges.push_back(f.chunk_bytes + 1);
   std::sort(edges.begin(), edges.end());
   edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
-  std::vector<std::pair<uint64_t, const char *>> runs;  // from, algorithm
-  for (uint64_t e : edges)
-    if (e >= 1 && (runs.empty() || std::string(runs.back().second) != algorithm(f, e)))
-      runs.emplace_back(e, algorithm(f, e));
+  std::vector<std::pair<uint64_t, Algorithm>> runs;  // from, algorithm
+  for (uint64_t e : edges) {
+    const Algorithm a = all_reduce_algorithm(e, f.home_bytes, f.two_shot_bytes, f.chunk_bytes);
+    if (e >= 1 && (runs.empty() || runs.back().second != a)) runs.emplace_back(e, a);
+  }
   out += "; all-reduce";
   for (size_t i = 0; i < runs.size(); i++) {
     const bool first = i == 0, last = i + 1 == runs.size();
     out += i == 0 ? " " : ", ";
-    out += runs[i].second;
+    out += algorithm_words(runs[i].second);
     if (first && last) break;
     const uint64_t from = runs[i].first, to = last ? 0 : runs[i + 1].first;
     if (first) {

@@ -10,6 +10,18 @@
 
 namespace ds4tp::group {
 
+enum class Algorithm { OneShot, TwoShot, Home };
+
+// The all-reduce algorithm for a call of `bytes`, the same on every rank:
+// through the homes from home_bytes up to chunk_bytes, else two-shot
+// from two_shot_bytes (Group::all_reduce also needs at least one element
+// per rank for it), else one-shot.
+inline Algorithm all_reduce_algorithm(uint64_t bytes, uint64_t home_bytes,
+                                      uint64_t two_shot_bytes, uint64_t chunk_bytes) {
+  if (bytes >= home_bytes && bytes <= chunk_bytes) return Algorithm::Home;
+  return bytes >= two_shot_bytes ? Algorithm::TwoShot : Algorithm::OneShot;
+}
+
 struct PlanFacts {
   std::vector<uint32_t> host_of;  // each rank's host index (roster order)
   int transport = 0;              // DS4TP_TRANSPORT_SHM or _TCP

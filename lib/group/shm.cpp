@@ -174,10 +174,7 @@ class ShmMedium final : public Medium {
         ctl_fd_.push_back(ctl[size_t(r)]);
         ctl_rank_.push_back(r);
       }
-    RankLine *me = a_->line(rank_);
-    pid_t pid = getpid();
-    me->start_time.store(os::process_start_time(pid), std::memory_order_relaxed);
-    me->pid.store(uint64_t(pid), std::memory_order_release);
+    shm_area_expect(*a_, rank_, uint32_t(getpid()));
   }
 
   int exchange(uint64_t step, const void *mine, size_t bytes, int root, const void **views,

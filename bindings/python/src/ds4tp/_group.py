@@ -228,19 +228,19 @@ class Group(_Handle):
         """The plan the group runs, in one line ("plan: 1 host x 4 ranks; shm
         within the host; all-reduce ..."), the same on every rank; after
         :meth:`connect`. For people and logs: its words may change."""
-        need = ctypes.c_size_t(0)
-        _lib().ds4tp_group_plan(self._live(), None, 0, ctypes.byref(need))
-        buf = ctypes.create_string_buffer(need.value + 1)
-        self._check(_lib().ds4tp_group_plan(self._live(), buf, len(buf), ctypes.byref(need)))
-        return buf.value.decode()
+        return self._text(_lib().ds4tp_group_plan)
 
     def prometheus(self) -> str:
         """The Prometheus text exposition of :meth:`stats`."""
+        return self._text(_lib().ds4tp_group_stats_prometheus)
+
+    def _text(self, call: Any) -> str:
+        """A call that hands out text (buf, cap, needed): asked once for the
+        length, then into a buffer of that size."""
         need = ctypes.c_size_t(0)
-        _lib().ds4tp_group_stats_prometheus(self._live(), None, 0, ctypes.byref(need))
+        call(self._live(), None, 0, ctypes.byref(need))
         buf = ctypes.create_string_buffer(need.value + 1)
-        self._check(_lib().ds4tp_group_stats_prometheus(self._live(), buf, len(buf),
-                                                        ctypes.byref(need)))
+        self._check(call(self._live(), buf, len(buf), ctypes.byref(need)))
         return buf.value.decode()
 
     def mark_failed(self) -> None:

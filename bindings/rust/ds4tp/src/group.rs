@@ -7,7 +7,7 @@
 
 use crate::{owned_str, sys, Error, Identity, Result, Stats, Status, Transport, BF16, F16};
 use std::ffi::CString;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::{c_char, c_int, c_void};
 use std::ptr;
 
 /// Element types all-reduce takes: `f32`, [`F16`], [`BF16`].
@@ -332,19 +332,22 @@ impl Group {
     /// The plan the group runs, in one line ("plan: 1 host x 4 ranks; shm within the host;
     /// all-reduce ..."), the same on every rank; after connect. Its words may change.
     pub fn plan(&self) -> Result<String> {
-        let mut need = 0usize;
-        unsafe { sys::ds4tp_group_plan(self.g, ptr::null_mut(), 0, &mut need) };
-        let mut buf = vec![0u8; need + 1];
-        self.check(unsafe { sys::ds4tp_group_plan(self.g, buf.as_mut_ptr().cast(), buf.len(), &mut need) })?;
-        buf.truncate(need);
-        Ok(String::from_utf8_lossy(&buf).into_owned())
+        self.text(|g, buf, cap, need| unsafe { sys::ds4tp_group_plan(g, buf, cap, need) })
     }
     /// The Prometheus text exposition of [`Group::stats`].
     pub fn prometheus(&self) -> Result<String> {
+        self.text(|g, buf, cap, need| unsafe { sys::ds4tp_group_stats_prometheus(g, buf, cap, need) })
+    }
+    // A call that hands out text (buf, cap, *needed): asked once for the
+    // length, then into a buffer of that size.
+    fn text(
+        &self,
+        call: impl Fn(*const sys::ds4tp_group, *mut c_char, usize, *mut usize) -> c_int,
+    ) -> Result<String> {
         let mut need = 0usize;
-        unsafe { sys::ds4tp_group_stats_prometheus(self.g, ptr::null_mut(), 0, &mut need) };
+        call(self.g, ptr::null_mut(), 0, &mut need);
         let mut buf = vec![0u8; need + 1];
-        self.check(unsafe { sys::ds4tp_group_stats_prometheus(self.g, buf.as_mut_ptr().cast(), buf.len(), &mut need) })?;
+        self.check(call(self.g, buf.as_mut_ptr().cast(), buf.len(), &mut need))?;
         buf.truncate(need);
         Ok(String::from_utf8_lossy(&buf).into_owned())
     }
