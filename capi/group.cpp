@@ -240,6 +240,19 @@ int ds4tp_group_plan(const ds4tp_group *g, char *buf, size_t cap, size_t *needed
   }());
 }
 
+int ds4tp_group_topology(const ds4tp_group *g, int rank, int *host, int *local_index,
+                         int *tiered) {
+  auto *h = const_cast<ds4tp_group *>(g);
+  GROUP_CALL(h, [&] {
+    ds4tp::group::Group::Place p;
+    if (int rc = h->impl->place(rank, p, e)) return rc;
+    if (host != nullptr) *host = p.host;
+    if (local_index != nullptr) *local_index = p.local;
+    if (tiered != nullptr) *tiered = p.tiered ? 1 : 0;
+    return int(DS4TP_OK);
+  }());
+}
+
 int ds4tp_group_stream_start(ds4tp_group *g, const ds4tp_gate_service_options *svc,
                              const ds4tp_stream_options *opt, ds4tp_stream_words *words) {
   if (g == nullptr) {

@@ -41,28 +41,46 @@ void group_fill(int dtype, int rank, uint64_t count, uint64_t salt, void *out) {
   }
 }
 
-void group_reference(int dtype, int n, uint64_t count, uint64_t salt, void *out) {
-  std::vector<uint8_t> one(count * group_esize(dtype) + 1);
+namespace {
+float as_dtype(int dtype, float v) {  // rounded to the element type and back
+  if (dtype == DS4TP_DTYPE_F16) return group::half_to_float(group::float_to_half(v));
+  if (dtype == DS4TP_DTYPE_BF16) return group::bf16_to_float(group::float_to_bf16(v));
+  return v;
+}
+}  // namespace
+
+void group_reference_hosts(int dtype, const HostOrder &hosts, uint64_t count, uint64_t salt,
+                           void *out) {
   auto *p = static_cast<uint8_t *>(out);
   for (uint64_t i = 0; i < count; i++) {
-    float acc = 0;
-    for (int r = 0; r < n; r++) {
-      float v = value(r, i, salt);
-      if (dtype == DS4TP_DTYPE_F16) v = group::half_to_float(group::float_to_half(v));
-      if (dtype == DS4TP_DTYPE_BF16) v = group::bf16_to_float(group::float_to_bf16(v));
-      acc = r == 0 ? v : acc + v;
+    float total = 0;
+    for (size_t h = 0; h < hosts.size(); h++) {
+      float acc = 0;
+      for (size_t k = 0; k < hosts[h].size(); k++) {
+        const float v = as_dtype(dtype, value(hosts[h][k], i, salt));
+        acc = k == 0 ? v : acc + v;
+      }
+      // A host of several ranks hands on its sum in the element type.
+      if (hosts[h].size() > 1) acc = as_dtype(dtype, acc);
+      total = h == 0 ? acc : total + acc;
     }
     if (dtype == DS4TP_DTYPE_F32) {
-      std::memcpy(p + i * 4, &acc, 4);
+      std::memcpy(p + i * 4, &total, 4);
     } else {
-      uint16_t h = dtype == DS4TP_DTYPE_F16 ? group::float_to_half(acc) : group::float_to_bf16(acc);
-      std::memcpy(p + i * 2, &h, 2);
+      uint16_t b = dtype == DS4TP_DTYPE_F16 ? group::float_to_half(total) : group::float_to_bf16(total);
+      std::memcpy(p + i * 2, &b, 2);
     }
   }
 }
 
+void group_reference(int dtype, int n, uint64_t count, uint64_t salt, void *out) {
+  HostOrder one(1);
+  for (int r = 0; r < n; r++) one[0].push_back(r);
+  group_reference_hosts(dtype, one, count, salt, out);
+}
+
 int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::string &why,
-                 uint64_t &digest, BufferUse use) {
+                 uint64_t &digest, BufferUse use, const HostOrder &order) {
   const int n = ds4tp_group_size(g), me = ds4tp_group_rank(g);
   void *gbuf = nullptr;
   uint64_t gbytes = 0;
@@ -86,7 +104,11 @@ int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::strin
       salt++;
       std::vector<uint8_t> buf(c * group_esize(dt) + 1), want(buf.size());
       group_fill(dt, me, c, salt, buf.data());
-      group_reference(dt, n, c, salt, want.data());
+      if (order.empty()) {
+        group_reference(dt, n, c, salt, want.data());
+      } else {
+        group_reference_hosts(dt, order, c, salt, want.data());
+      }
       const size_t bytes = c * group_esize(dt);
       const bool in_group = gbuf != nullptr && bytes <= gbytes;
       if (in_group) std::memcpy(gbuf, buf.data(), bytes);
@@ -99,7 +121,8 @@ int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::strin
       if (buf != want) {
         why = "all_reduce " + std::to_string(c) + " elements dtype " + std::to_string(dt) +
               (in_group ? " from the group buffer" : "") +
-              ": result differs from the rank-order reference";
+              (order.empty() ? ": result differs from the rank-order reference"
+                             : ": result differs from the host-major reference");
         return DS4TP_EIO;
       }
       fold(buf);

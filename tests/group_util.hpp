@@ -15,6 +15,13 @@ namespace ds4tp::test {
 void group_fill(int dtype, int rank, uint64_t count, uint64_t salt, void *out);
 // The expected all-reduce result: sum over ranks 0..n-1 in f32, rounded.
 void group_reference(int dtype, int n, uint64_t count, uint64_t salt, void *out);
+// A tiered group's order: each host's ranks (local order), by host.
+using HostOrder = std::vector<std::vector<int>>;
+// Host-major: each host of several ranks sums them in f32 and rounds to
+// the element type; the hosts' values are then summed in host order in
+// f32 and rounded once (group/tiered.cpp).
+void group_reference_hosts(int dtype, const HostOrder &hosts, uint64_t count, uint64_t salt,
+                           void *out);
 size_t group_esize(int dtype);
 
 // The checks a rank runs after connecting: all_reduce for every dtype and
@@ -24,8 +31,9 @@ size_t group_esize(int dtype);
 // buffer (ds4tp_group_buffer; counts larger than it use own memory), the
 // group buffer on even ranks only, or 64 bytes into the group buffer.
 enum class BufferUse { Own, Group, EvenRanks, GroupOffset };
+// `order`: a tiered group's (host-major reference); empty: rank order.
 int group_checks(ds4tp_group *g, const std::vector<uint64_t> &counts, std::string &why,
-                 uint64_t &digest, BufferUse use = BufferUse::Own);
+                 uint64_t &digest, BufferUse use = BufferUse::Own, const HostOrder &order = {});
 
 struct GroupRun {
   int rc = 0;          // first failing rank's status

@@ -1,4 +1,5 @@
-// Group fault matrix: N = 2, 3, 4 rank processes over shm and tcp; a
+// Group fault matrix: N = 2, 3, 4 rank processes over shm, tcp, and
+// ranks on two claimed hosts (tiered: shm within a host, tcp across); a
 // random rank is SIGKILLed or SIGSTOPped at a random moment of bring-up,
 // of each algorithm's steps (one-shot, two-shot, home, chunked, the other
 // collectives) or between calls. Every surviving rank must end with a
@@ -81,6 +82,9 @@ const char *work_name(Work w) {
 struct Plan {
   int rank = 0, size = 2, port = 0;
   int transport = DS4TP_TRANSPORT_SHM;
+  // Ranks claim two hosts (even and odd ranks: DS4TP_TEST_HOST_ID), so a
+  // group of 3 or 4 runs tiered (shm within a host, tcp across).
+  bool two_hosts = false;
   Work work = Work::OneShot;
   int data_port = 0, advertise = 0;  // rank 0's data listener behind a proxy
 };
@@ -129,7 +133,13 @@ int one_call(ds4tp_group *g, const Plan &p, uint64_t i, std::vector<uint8_t> &a,
   }
   group_fill(DS4TP_DTYPE_F32, p.rank, count, i, buf);
   if (int rc = ds4tp_group_all_reduce(g, buf, count, DS4TP_DTYPE_F32, DS4TP_OP_SUM)) return rc;
-  group_reference(DS4TP_DTYPE_F32, p.size, count, i, b.data());
+  if (p.two_hosts) {
+    HostOrder order(2);
+    for (int r = 0; r < p.size; r++) order[size_t(r % 2)].push_back(r);
+    group_reference_hosts(DS4TP_DTYPE_F32, order, count, i, b.data());
+  } else {
+    group_reference(DS4TP_DTYPE_F32, p.size, count, i, b.data());
+  }
   return std::memcmp(buf, b.data(), bytes) == 0 ? 0 : kWrongBits;
 }
 
@@ -151,6 +161,7 @@ int rank_main(int fd, const Plan &p) {
   ds4tp_identity_init(&id);
   id.n_layer = 36;
   id.n_embd = 2560;
+  if (p.two_hosts) setenv("DS4TP_TEST_HOST_ID", p.rank % 2 ? "host-b" : "host-a", 1);
   if (p.data_port) {
     setenv("DS4TP_GROUP_DATA_PORT", std::to_string(p.data_port).c_str(), 1);
     setenv("DS4TP_GROUP_DATA_ADVERTISE_PORT", std::to_string(p.advertise).c_str(), 1);
@@ -415,14 +426,18 @@ TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random 
   for (int i = 0; i < total; i++) {
     Plan p;
     p.size = 2 + i % 3;
-    p.transport = (i / 3) % 2 ? DS4TP_TRANSPORT_TCP : DS4TP_TRANSPORT_SHM;
+    const int medium = int((i / 3) % 3);  // shm, tcp, ranks on two hosts (auto: tiered)
+    p.transport = medium == 0 ? DS4TP_TRANSPORT_SHM : medium == 1 ? DS4TP_TRANSPORT_TCP
+                                                                  : DS4TP_TRANSPORT_AUTO;
+    p.two_hosts = medium == 2;
     p.work = works[(i / 6) % 6];
     const bool stop = (i / 36) % 2 == 1 || uniform(0, 3) == 0;
     const bool in_bringup = uniform(0, 7) == 0;
     const int victim = int(uniform(0, uint64_t(p.size - 1)));
     const Tally t = trial(p, stop, in_bringup, victim, m);
     const std::string moment = in_bringup ? "bring-up" : work_name(p.work);
-    m.add({"all", std::string("transport ") + ds4tp_transport_name(p.transport),
+    m.add({"all", p.two_hosts ? std::string("two hosts (tiered from n=3)")
+                              : std::string("transport ") + ds4tp_transport_name(p.transport),
            "n=" + std::to_string(p.size), stop ? "SIGSTOP" : "SIGKILL", moment,
            victim == 0 ? "victim rank 0" : "victim another rank"},
           t);

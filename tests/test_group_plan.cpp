@@ -69,8 +69,8 @@ namespace {
 
 // Each rank's plan, checked for `want` and reduced to a digest so the run
 // can compare the ranks.
-GroupBody plan_body(const std::string &want) {
-  return [want](ds4tp_group *g, int, uint64_t &digest, std::string &why) {
+GroupBody plan_body(const std::string &want, const HostOrder &order = {}) {
+  return [want, order](ds4tp_group *g, int, uint64_t &digest, std::string &why) {
     char plan[512];
     size_t needed = 0;
     int rc = ds4tp_group_plan(g, plan, sizeof plan, &needed);
@@ -88,7 +88,7 @@ GroupBody plan_body(const std::string &want) {
       why = "a buffer too small for the plan was not refused";
       return int(DS4TP_EIO);
     }
-    return group_checks(g, {1, 4096}, why, digest);
+    return group_checks(g, {1, 4096}, why, digest, BufferUse::Own, order);
   };
 }
 
@@ -105,9 +105,12 @@ TEST_CASE("group plan: every rank of a real group reports the same plan", "[grou
     check_same_everywhere(run_group_procs(3, DS4TP_TRANSPORT_AUTO,
                                           plan_body("plan: 1 host x 3 ranks; shm within the host")));
   }
-  SECTION("ranks that claim two hosts, 2 + 1: tcp") {
+  SECTION("ranks that claim two hosts, 2 + 1: tiered") {
     check_same_everywhere(run_group_procs(
-        3, DS4TP_TRANSPORT_AUTO, plan_body("plan: 2 hosts (2 + 1 ranks); tcp between every two"),
+        3, DS4TP_TRANSPORT_AUTO,
+        plan_body("plan: 2 hosts (2 + 1 ranks); shm within a host, tcp across hosts between "
+                  "leaders 0 and 1",
+                  {{0, 2}, {1}}),
         [](int r, ds4tp_group_options &, ds4tp_identity &) {
           if (r == 1) setenv("DS4TP_TEST_HOST_ID", "host-b", 1);
         }));
@@ -127,6 +130,8 @@ TEST_CASE("group plan: before connect there is none", "[group]") {
   REQUIRE(made == DS4TP_OK);
   char plan[64];
   CHECK(ds4tp_group_plan(g, plan, sizeof plan, nullptr) == DS4TP_ESTATE);
+  int host = -1;
+  CHECK(ds4tp_group_topology(g, 0, &host, nullptr, nullptr) == DS4TP_ESTATE);
   CHECK(ds4tp_group_plan(g, nullptr, 4, nullptr) != DS4TP_OK);
   CHECK(ds4tp_group_plan(nullptr, plan, sizeof plan, nullptr) == DS4TP_EINVAL);
   ds4tp_group_free(g);

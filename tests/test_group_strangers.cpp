@@ -275,7 +275,7 @@ TEST_CASE("group data listener: strangers and other groups' links are dropped",
   link(2, token, kLinkBytes);
   std::vector<net::Fd> fds(3);
   const uint64_t t0 = now_ns();
-  const int rc = serve_links(o, token, lfd.get(), now_ns() + o.connect_timeout_ns, fds, err);
+  const int rc = serve_links(o, token, {1, 2}, lfd.get(), now_ns() + o.connect_timeout_ns, fds, err);
   INFO(err.message);
   INFO(cap.all());
   REQUIRE(rc == DS4TP_OK);

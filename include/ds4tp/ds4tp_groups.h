@@ -42,7 +42,13 @@ typedef struct ds4tp_group_options {
    * NULL / -1 = MASTER_ADDR / MASTER_PORT, else "127.0.0.1" / 29600. */
   const char *rendezvous_host;
   int32_t rendezvous_port;
-  int32_t transport;          /* AUTO (shm when all ranks share a host), TCP, SHM */
+  /* AUTO: shm when all ranks share a host; tiered when they span hosts
+   * and some share one (shm within a host, tcp between the hosts'
+   * leaders; the host from the host id, a host's order and leader from
+   * LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID when set);
+   * else a flat tcp mesh. TCP: always the flat mesh (as does
+   * DS4TP_GROUP_FLAT=1 at rank 0). SHM: one host only. */
+  int32_t transport;
   int32_t connect_timeout_ms; /* whole bring-up (default 60000) */
   int32_t op_timeout_ms;      /* one collective waiting on a peer that makes no
                                * progress (tcp: bytes still moving on a slow
@@ -103,7 +109,11 @@ DS4TP_EXPERIMENTAL_API int ds4tp_group_new_local(ds4tp_group **groups, int n,
 DS4TP_EXPERIMENTAL_API void ds4tp_group_free(ds4tp_group *g);
 
 /* In-place all-reduce of `count` elements: f32 accumulation, summed in
- * rank order 0..N-1 on every rank, so every rank gets identical bits. */
+ * rank order 0..N-1 on every rank, so every rank gets identical bits.
+ * A tiered group (see transport) sums host-major instead: each host's
+ * ranks in local order (rounded to the element type), then the hosts in
+ * the order of their first rank; still the same bits on every rank for
+ * a given roster. Flat order: transport TCP or DS4TP_GROUP_FLAT=1. */
 DS4TP_EXPERIMENTAL_API int ds4tp_group_all_reduce(ds4tp_group *g, void *buf, uint64_t count,
                                      int dtype, int op);
 /* out[r*bytes .. ] = rank r's `in` (bytes each); out holds size*bytes. */
@@ -124,7 +134,8 @@ DS4TP_EXPERIMENTAL_API int ds4tp_group_buffer(ds4tp_group *g, void **ptr, uint64
 
 DS4TP_EXPERIMENTAL_API int ds4tp_group_rank(const ds4tp_group *g);
 DS4TP_EXPERIMENTAL_API int ds4tp_group_size(const ds4tp_group *g);
-/* Active transport (TCP or SHM) after connect, AUTO before. */
+/* Active transport (TCP or SHM; a tiered group's is TCP, the one between
+ * hosts) after connect, AUTO before. */
 DS4TP_EXPERIMENTAL_API int ds4tp_group_transport(const ds4tp_group *g);
 /* Rank 0's rendezvous port after ds4tp_group_new on rank 0 (port 0 asks
  * for a free one), else the configured port. */
@@ -137,6 +148,14 @@ DS4TP_EXPERIMENTAL_API int ds4tp_group_rendezvous_port(const ds4tp_group *g);
  * connect. The words may change between versions; parse nothing. */
 DS4TP_EXPERIMENTAL_API int ds4tp_group_plan(const ds4tp_group *g, char *buf, size_t cap,
                                             size_t *needed);
+/* Where rank `rank` sits, after connect: *host its host index (hosts
+ * numbered in rank order, rank 0's first), *local_index its place among
+ * that host's ranks (0: the host's leader), *tiered 1 when the group runs
+ * tiered (shm within a host, tcp between leaders; host-major sums), else
+ * 0. Any pointer may be NULL. DS4TP_ESTATE before connect, DS4TP_EINVAL
+ * for a rank outside the group. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_topology(const ds4tp_group *g, int rank, int *host,
+                                                int *local_index, int *tiered);
 /* The failure status once failed, else 0. */
 DS4TP_EXPERIMENTAL_API int ds4tp_group_failed(const ds4tp_group *g);
 /* Message of the failure (or last error); never NULL. */

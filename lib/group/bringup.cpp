@@ -12,8 +12,10 @@
 #include "common/clock.hpp"
 #include "group/group.hpp"
 #include "group/rendezvous.hpp"
+#include "group/layout.hpp"
 #include "group/wire.hpp"
 #include "net/endpoint.hpp"
+#include "os/os.hpp"
 #include "pair/pair.hpp"
 
 namespace ds4tp::group {
@@ -26,12 +28,17 @@ int Group::listen(Error &err) {
   return DS4TP_OK;
 }
 
-// Data links: rank i dials every lower rank and accepts every higher one.
-static int build_mesh(const Options &o, const Roster &ro, int lfd, uint64_t deadline,
-                      std::vector<net::Fd> &fds, Error &err) {
+// Data links among `members` (ascending ranks, this rank one of them):
+// each dials every lower member and accepts every higher one. fds[r]:
+// the link to rank r.
+static int build_mesh(const Options &o, const Roster &ro, const std::vector<int> &members,
+                      int lfd, uint64_t deadline, std::vector<net::Fd> &fds, Error &err) {
   fds.clear();
   fds.resize(size_t(o.size));
-  for (int j = 0; j < o.rank; j++) {
+  std::vector<int> above;
+  for (int j : members) {
+    if (j > o.rank) above.push_back(j);
+    if (j >= o.rank) continue;
     const std::string &h = ro.peers[size_t(j)].host.empty() ? o.host : ro.peers[size_t(j)].host;
     if (int rc = net::dial_tcp(h, int(ro.peers[size_t(j)].port), deadline, fds[size_t(j)], err))
       return err.set(rc, "data link to rank {}: {}", j, err.message);
@@ -40,8 +47,102 @@ static int build_mesh(const Options &o, const Roster &ro, int lfd, uint64_t dead
     if (int rc = net::write_all(fds[size_t(j)].get(), l, sizeof l, deadline, "group link", err))
       return rc;
   }
-  if (o.rank + 1 == o.size) return DS4TP_OK;
-  return serve_links(o, ro.token, lfd, deadline, fds, err);
+  if (above.empty()) return DS4TP_OK;
+  return serve_links(o, ro.token, above, lfd, deadline, fds, err);
+}
+
+// A rank of a tiered host opens the segment its leader makes as soon as
+// it has the roster; until then the name is missing (or the segment not
+// yet laid out), so the open is tried again until the deadline.
+static int open_host_area(const std::string &name, int n, size_t chunk, uint64_t deadline,
+                          std::shared_ptr<ShmArea> &area, Error &err) {
+  for (;;) {
+    Error e;
+    if (shm_area_open(name, n, chunk, area, e) == DS4TP_OK) return DS4TP_OK;
+    if (now_ns() >= deadline)
+      return err.set(DS4TP_ETIMEDOUT,
+                     "the host's shm segment {} from its leader did not come in time (does this "
+                     "rank run on the host its host id names?): {}",
+                     name, e.message);
+    os::sleep_ns(1'000'000);
+  }
+}
+
+// The media of bring-up until the group takes them: a segment this rank
+// made is unlinked when connect returns (every rank has it open by then,
+// or bring-up failed).
+struct Group::Links {
+  std::shared_ptr<ShmArea> area;  // flat shm: rank 0's; tiered: this host's
+  bool made = false;
+  std::vector<net::Fd> fds;  // flat tcp: by rank; tiered: by host (leaders only)
+  ~Links() {
+    if (made && area) shm_area_unlink(*area);
+  }
+};
+
+// This rank's data links, up before it tells rank 0 it is ready.
+int Group::open_links(const Roster &ro, int data_lfd, uint64_t deadline, Links &out,
+                      Error &err) {
+  if (ro.tiers == Tiers::Flat) {
+    if (ro.transport == DS4TP_TRANSPORT_TCP) {
+      std::vector<int> all(size_t(opt_.size));
+      for (int r = 0; r < opt_.size; r++) all[size_t(r)] = r;
+      return build_mesh(opt_, ro, all, data_lfd, deadline, out.fds, err);
+    }
+    if (opt_.rank == 0) return DS4TP_OK;  // made before the roster
+    return shm_area_open(ro.shm_name, opt_.size, opt_.chunk_bytes, out.area, err);
+  }
+  const auto &mine = layout_.mine();
+  if (mine.size() > 1) {
+    std::string name = shm_host_area_name(ro.peers[size_t(mine[0])].pid, ro.token, layout_.host);
+    if (!layout_.leader()) {
+      if (int rc = open_host_area(name, int(mine.size()), opt_.chunk_bytes, deadline, out.area, err))
+        return rc;
+    } else {
+      if (int rc = shm_area_create(int(mine.size()), opt_.chunk_bytes, name, out.area, err))
+        return rc;
+      out.made = true;
+      for (size_t i = 1; i < mine.size(); i++)
+        shm_area_expect(*out.area, int(i), ro.peers[size_t(mine[i])].pid);
+    }
+  }
+  if (!layout_.leader()) return DS4TP_OK;
+  std::vector<net::Fd> by_rank;
+  if (int rc = build_mesh(opt_, ro, layout_.leaders(), data_lfd, deadline, by_rank, err))
+    return rc;
+  for (int h = 0; h < layout_.hosts(); h++)
+    out.fds.push_back(std::move(by_rank[size_t(layout_.leader_of(h))]));
+  return DS4TP_OK;
+}
+
+// The lanes from the links; `watch[r]`: a rendezvous socket that hangs up
+// when rank r exits (flat shm).
+void Group::take_links(const Roster &ro, Links &links, std::vector<int> watch) {
+  const uint64_t timeout = opt_.op_timeout_ns;
+  if (ro.tiers == Tiers::Flat) {
+    const Waiting wait = waiting(opt_.size, opt_.spin_ns, opt_.yield_ns);
+    local_.m = links.area ? shm_medium(links.area, opt_.rank, true, timeout, wait, std::move(watch))
+                          : tcp_medium(std::move(links.fds), opt_.rank, opt_.chunk_bytes, timeout,
+                                       wait, buffer_);
+    local_.n = opt_.size;
+    local_.me = opt_.rank;
+    return;
+  }
+  // Tiered: the heartbeat watches the rendezvous sockets (every rank beats).
+  tiered_ = true;
+  const auto &mine = layout_.mine();
+  const Waiting wait = waiting(int(mine.size()), opt_.spin_ns, opt_.yield_ns);
+  if (links.area) {
+    local_.m = shm_medium(links.area, layout_.local, true, timeout, wait, {}, mine);
+    local_.n = int(mine.size());
+    local_.me = layout_.local;
+  }
+  if (layout_.leader()) {
+    cross_.m = tcp_medium(std::move(links.fds), layout_.host, opt_.chunk_bytes, timeout, wait,
+                          buffer_, layout_.leaders());
+    cross_.n = layout_.hosts();
+    cross_.me = layout_.host;
+  }
 }
 
 // The data listener's port: DS4TP_GROUP_DATA_PORT, else any free one;
@@ -70,21 +171,44 @@ static void send_roster(const std::vector<net::Fd> &ctl, const Roster &ro) {
       net::write_all(fd.get(), rb, sizeof rb, now_ns() + 1'000'000'000ull, "group roster", ignore);
 }
 
+// Rank 0's choice of media: shm when every rank shares its host, tiers
+// (shm within each host, tcp between them) where ranks span hosts and
+// some share one, else a flat tcp mesh; a rank asking for tcp (or
+// DS4TP_GROUP_FLAT=1 at rank 0) keeps the mesh flat.
+static int choose_media(const Options &o, const std::vector<Join> &joins,
+                        const std::vector<uint32_t> &host_of, Roster &ro, Error &err) {
+  bool want_tcp = o.transport == DS4TP_TRANSPORT_TCP, want_shm = o.transport == DS4TP_TRANSPORT_SHM;
+  for (int r = 1; r < o.size; r++) {
+    want_tcp = want_tcp || joins[size_t(r)].transport == DS4TP_TRANSPORT_TCP;
+    want_shm = want_shm || joins[size_t(r)].transport == DS4TP_TRANSPORT_SHM;
+  }
+  const bool same_host = std::all_of(host_of.begin(), host_of.end(), [](uint32_t h) { return h == 0; });
+  if (want_shm && want_tcp) return err.set(DS4TP_EINVAL, "ranks ask for both shm and tcp");
+  if (want_shm && !same_host)
+    return err.set(DS4TP_EUNSUPPORTED, "shm asked for but the ranks are on different hosts");
+  const char *flat = std::getenv("DS4TP_GROUP_FLAT");
+  const bool keep_flat = want_tcp || (flat != nullptr && *flat != 0 && *flat != '0');
+  ro.transport = same_host && !want_tcp ? DS4TP_TRANSPORT_SHM : DS4TP_TRANSPORT_TCP;
+  ro.tiers = !same_host && !keep_flat && tiers_help(host_of) ? Tiers::Hosts : Tiers::Flat;
+  return DS4TP_OK;
+}
+
 int Group::connect(Error &err) {
-  if (medium_) return err.set(DS4TP_ESTATE, "group already connected");
+  if (connected()) return err.set(DS4TP_ESTATE, "group already connected");
   const uint64_t deadline = now_ns() + opt_.connect_timeout_ns;
   net::Fd data_l;
   int data_port = 0;
   if (int rc = net::listen_tcp("0.0.0.0", data_listen_port(), data_l, data_port, err)) return rc;
   data_port = data_advertised_port(data_port);
   const auto host_id = host_identity();
+  const uint32_t local_rank = local_rank_from_env();
   wire::Hello hello;
   hello.role = DS4TP_ROLE_WORKER;  // rank 0 is the leader of the rendezvous
   hello.host_id = host_id;
   hello.id = opt_.id;
   const std::vector<uint8_t> hello_bytes = wire::encode_hello(hello);
   Roster ro;
-  std::vector<net::Fd> ctl(size_t(opt_.size));
+  Links links;
 
   if (opt_.rank == 0) {
     if (!listen_fd_.valid())
@@ -97,39 +221,28 @@ int Group::connect(Error &err) {
       return rc;
     }
     const std::vector<Join> &joins = in.joins;
-    ctl = std::move(in.ctl);
+    std::vector<net::Fd> ctl = std::move(in.ctl);
     Error first;
-    // Transport: shm only when every rank shares this host.
-    bool same_host = true, want_tcp = opt_.transport == DS4TP_TRANSPORT_TCP,
-         want_shm = opt_.transport == DS4TP_TRANSPORT_SHM;
-    for (int r = 1; first.ok() && r < opt_.size; r++) {
-      same_host = same_host && joins[size_t(r)].host_id == host_id;
-      want_tcp = want_tcp || joins[size_t(r)].transport == DS4TP_TRANSPORT_TCP;
-      want_shm = want_shm || joins[size_t(r)].transport == DS4TP_TRANSPORT_SHM;
+    ro.size = uint32_t(opt_.size);
+    ro.peers.resize(size_t(opt_.size));
+    ro.peers[0] = {"", uint32_t(data_port), 0, uint32_t(getpid()), local_rank};
+    std::vector<std::array<uint8_t, 16>> hosts = {host_id};  // by host index
+    std::vector<uint32_t> host_of = {0};
+    for (int r = 1; r < opt_.size; r++) {
+      const Join &j = joins[size_t(r)];
+      const size_t index = size_t(std::find(hosts.begin(), hosts.end(), j.host_id) - hosts.begin());
+      if (index == hosts.size()) hosts.push_back(j.host_id);
+      host_of.push_back(uint32_t(index));
+      ro.peers[size_t(r)] = {in.hosts[size_t(r)], j.data_port, uint32_t(index), j.pid, j.local_rank};
     }
-    if (first.ok() && want_shm && want_tcp)
-      first.set(DS4TP_EINVAL, "ranks ask for both shm and tcp");
-    if (first.ok() && want_shm && !same_host)
-      first.set(DS4TP_EUNSUPPORTED, "shm asked for but the ranks are on different hosts");
-    std::shared_ptr<ShmArea> area;
-    if (first.ok()) {
-      ro.transport = (same_host && !want_tcp) ? DS4TP_TRANSPORT_SHM : DS4TP_TRANSPORT_TCP;
-      ro.size = uint32_t(opt_.size);
-      ro.peers.resize(size_t(opt_.size));
-      ro.peers[0].port = uint32_t(data_port);
-      std::vector<std::array<uint8_t, 16>> hosts = {host_id};  // by host index
-      for (int r = 1; r < opt_.size; r++) {
-        const auto &h = joins[size_t(r)].host_id;
-        const size_t index = size_t(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
-        if (index == hosts.size()) hosts.push_back(h);
-        ro.peers[size_t(r)] = {in.hosts[size_t(r)], joins[size_t(r)].data_port, uint32_t(index)};
-      }
-      wire::Nonce token{};
-      if (auth::fresh_nonce(token, first) == DS4TP_OK)
-        std::copy_n(token.begin(), ro.token.size(), ro.token.begin());
-      if (ro.transport == DS4TP_TRANSPORT_SHM &&
-          shm_area_create(opt_.size, opt_.chunk_bytes, ro.shm_name, area, first) == DS4TP_OK)
-        for (int r = 1; r < opt_.size; r++) shm_area_expect(*area, r, joins[size_t(r)].pid);
+    choose_media(opt_, joins, host_of, ro, first);
+    wire::Nonce token{};
+    if (first.ok() && auth::fresh_nonce(token, first) == DS4TP_OK)
+      std::copy_n(token.begin(), ro.token.size(), ro.token.begin());
+    if (first.ok() && ro.transport == DS4TP_TRANSPORT_SHM &&
+        shm_area_create(opt_.size, opt_.chunk_bytes, ro.shm_name, links.area, first) == DS4TP_OK) {
+      links.made = true;
+      for (int r = 1; r < opt_.size; r++) shm_area_expect(*links.area, r, joins[size_t(r)].pid);
     }
     if (!first.ok()) {
       ro.status = first.code;
@@ -140,16 +253,13 @@ int Group::connect(Error &err) {
       err = first;
       return err.code;
     }
-    std::vector<net::Fd> fds;
-    int rc = DS4TP_OK;
-    if (ro.transport == DS4TP_TRANSPORT_TCP)
-      rc = build_mesh(opt_, ro, data_l.get(), deadline, fds, err);
+    layout_ = layout_of(ro.peers, 0);
+    int rc = open_links(ro, data_l.get(), deadline, links, err);
     for (int r = 1; rc == DS4TP_OK && r < opt_.size; r++) {
       uint8_t ready = 0;
       rc = net::read_exact(ctl[size_t(r)].get(), &ready, 1, deadline, "group ready", err);
       if (rc != DS4TP_OK) err.set(rc, "rank {} did not become ready: {}", r, err.message);
     }
-    if (area) shm_area_unlink(*area);
     if (rc != DS4TP_OK) return rc;
     uint8_t go = 1;
     for (int r = 1; r < opt_.size; r++)
@@ -157,14 +267,9 @@ int Group::connect(Error &err) {
         return wrc;
     std::vector<int> watch(size_t(opt_.size), -1);
     for (int r = 1; r < opt_.size; r++) watch[size_t(r)] = ctl[size_t(r)].get();
-    const Waiting wait = waiting(opt_.size, opt_.spin_ns, opt_.yield_ns);
-    medium_ = area ? shm_medium(area, 0, true, opt_.op_timeout_ns, wait,
-                                     std::move(watch))
-                   : tcp_medium(std::move(fds), 0, opt_.chunk_bytes, opt_.op_timeout_ns, wait,
-                                buffer_);
+    take_links(ro, links, std::move(watch));
     ctl_ = std::move(ctl);
     listen_fd_.reset();
-    note_hosts(ro);
     return start_heartbeat(err);
   }
 
@@ -186,6 +291,7 @@ int Group::connect(Error &err) {
   j.hello_bytes = uint32_t(hello_bytes.size());
   j.has_mac = opt_.key.empty() ? 0 : 1;
   j.pid = uint32_t(getpid());
+  j.local_rank = local_rank;
   encode_join(j, fixed);
   if (j.has_mac) {
     if (!join_mac(opt_.key, nonce, fixed, j.mac))
@@ -202,27 +308,17 @@ int Group::connect(Error &err) {
   if (ro.status != DS4TP_OK) return err.set(ro.status, "rank 0 refused the group: {}", ro.message);
   if (ro.size != uint32_t(opt_.size))
     return err.set(DS4TP_EPROTO, "roster size {} here {}", ro.size, opt_.size);
-  std::shared_ptr<ShmArea> area;
-  std::vector<net::Fd> fds;
-  if (ro.transport == DS4TP_TRANSPORT_SHM) {
-    if (int rc = shm_area_open(ro.shm_name, opt_.size, opt_.chunk_bytes, area, err)) return rc;
-  } else if (int rc = build_mesh(opt_, ro, data_l.get(), deadline, fds, err)) {
-    return rc;
-  }
+  layout_ = layout_of(ro.peers, opt_.rank);
+  if (int rc = open_links(ro, data_l.get(), deadline, links, err)) return rc;
   uint8_t b = 1;
   if (int rc = net::write_all(c.get(), &b, 1, deadline, "group ready", err)) return rc;
   if (int rc = net::read_exact(c.get(), &b, 1, deadline, "group go", err))
     return err.set(rc, "waiting for rank 0 to start the group: {}", err.message);
   std::vector<int> watch(size_t(opt_.size), -1);
   watch[0] = c.get();
-  const Waiting wait = waiting(opt_.size, opt_.spin_ns, opt_.yield_ns);
-  medium_ = area ? shm_medium(area, opt_.rank, true, opt_.op_timeout_ns, wait,
-                                     std::move(watch))
-                 : tcp_medium(std::move(fds), opt_.rank, opt_.chunk_bytes, opt_.op_timeout_ns,
-                              wait, buffer_);
+  take_links(ro, links, std::move(watch));
   ctl_.clear();
   ctl_.push_back(std::move(c));
-  note_hosts(ro);
   return start_heartbeat(err);
 }
 

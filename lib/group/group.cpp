@@ -30,8 +30,9 @@ Group::Group(Options o) : opt_(std::move(o)) {
 
 Group::~Group() {
   heartbeat_.reset();  // no verdict after this point
-  if (medium_) medium_->abort(opt_.rank, DS4TP_EPEERCLOSED);
-  medium_.reset();
+  abort_lanes(opt_.rank, DS4TP_EPEERCLOSED);
+  local_.m.reset();
+  cross_.m.reset();
   std::free(buffer_ - kBufferRoom);
   std::free(scratch_);
 }
@@ -46,27 +47,37 @@ int Group::make_local(int n, const Options &o, std::vector<std::unique_ptr<Group
     ro.rank = r;
     ro.size = n;
     auto g = std::make_unique<Group>(std::move(ro));
-    g->medium_ = shm_medium(area, r, false, o.op_timeout_ns, waiting(n, o.spin_ns, o.yield_ns));
-    g->host_of_.assign(size_t(n), 0);  // threads of one process
+    g->local_ = {shm_medium(area, r, false, o.op_timeout_ns, waiting(n, o.spin_ns, o.yield_ns)),
+                 n, r, 0};
+    g->layout_ = layout_of(std::vector<RosterPeer>(size_t(n)), r);  // threads of one process
     out.push_back(std::move(g));
   }
   return DS4TP_OK;
 }
 
-void Group::note_hosts(const Roster &ro) {
-  host_of_.clear();
-  for (const auto &p : ro.peers) host_of_.push_back(p.host_index);
+std::string Group::plan() const {
+  if (!connected()) return "";
+  PlanFacts f;
+  f.host_of = layout_.host_of;
+  f.transport = transport();
+  // A tiered group's thresholds are those of the leaders' medium.
+  const Medium &m = tiered_ ? (cross_.m ? *cross_.m : *local_.m) : *local_.m;
+  f.two_shot_bytes = tiered_ ? two_shot_threshold(DS4TP_TRANSPORT_TCP) : m.two_shot_bytes();
+  f.home_bytes = tiered_ ? UINT64_MAX : m.home_bytes();
+  f.chunk_bytes = opt_.chunk_bytes;
+  if (tiered_) f.leaders = layout_.leaders();
+  return describe_plan(f);
 }
 
-std::string Group::plan() const {
-  if (!medium_) return "";
-  PlanFacts f;
-  f.host_of = host_of_;
-  f.transport = medium_->transport();
-  f.two_shot_bytes = medium_->two_shot_bytes();
-  f.home_bytes = medium_->home_bytes();
-  f.chunk_bytes = opt_.chunk_bytes;
-  return describe_plan(f);
+int Group::place(int rank, Place &out, Error &err) const {
+  if (!connected()) return err.set(DS4TP_ESTATE, "group_topology: the group is not connected yet");
+  if (rank < 0 || rank >= opt_.size)
+    return err.set(DS4TP_EINVAL, "group_topology: rank {} outside 0..{}", rank, opt_.size - 1);
+  out.host = int(layout_.host_of[size_t(rank)]);
+  const auto &on = layout_.ranks_of[size_t(out.host)];
+  out.local = int(std::find(on.begin(), on.end(), rank) - on.begin());
+  out.tiered = tiered_;
+  return DS4TP_OK;
 }
 
 std::string Group::message() const {
@@ -85,18 +96,23 @@ bool Group::fail(int code, const std::string &msg) {
 void Group::mark_failed() {
   if (fail(DS4TP_EFAILED, "marked failed by ds4tp_group_mark_failed") && heartbeat_)
     heartbeat_->tell(opt_.rank, DS4TP_EFAILED);
-  if (medium_) medium_->abort(opt_.rank, DS4TP_EFAILED);
+  abort_lanes(opt_.rank, DS4TP_EFAILED);
 }
 
-void Group::abort_with(int code, const std::string &msg) {
+void Group::abort_with(int code, const std::string &msg, int culprit) {
   fail(code, msg);
-  if (medium_) medium_->abort(opt_.rank, code);
+  abort_lanes(culprit >= 0 ? culprit : opt_.rank, code);
+}
+
+void Group::abort_lanes(int culprit, int code) {
+  if (local_.m) local_.m->abort(culprit, code);
+  if (cross_.m) cross_.m->abort(culprit, code);
 }
 
 int Group::begin(Error &err) const {
   if (int f = failed(); f != 0)
     return err.set(DS4TP_EFAILED, "group failed earlier: {}", message());
-  if (!medium_) return err.set(DS4TP_ESTATE, "group not connected (call ds4tp_group_connect)");
+  if (!connected()) return err.set(DS4TP_ESTATE, "group not connected (call ds4tp_group_connect)");
   return DS4TP_OK;
 }
 
@@ -109,10 +125,10 @@ int Group::begin(Error &err) const {
 // before it names the closing rank; a rank that latches its own failure
 // tells the others through the heartbeat (shm ranks read it from the
 // segment's abort word).
-int Group::finish(int rc, Error &err) {
+int Group::finish(Lane &l, int rc, Error &err) {
   if (rc != DS4TP_OK) {
     stats_.failed_call(rc);
-    int culprit = medium_ ? medium_->culprit() : -1;
+    int culprit = l.m ? l.m->culprit() : -1;
     std::string why = err.message;
     if (rc == DS4TP_EPEERCLOSED && heartbeat_) {
       const uint64_t until = now_ns() + std::min<uint64_t>(opt_.peer_silence_ns / 4, kVerdictWaitNs);
@@ -129,24 +145,27 @@ int Group::finish(int rc, Error &err) {
     }
     const int named = culprit >= 0 ? culprit : opt_.rank;
     if (fail(rc, why) && heartbeat_) heartbeat_->tell(named, rc);
-    if (medium_) medium_->abort(named, rc);
+    abort_lanes(named, rc);
     rc = failed();
     err.set(rc, "{}", message());
   }
   return rc;
 }
 
-// tcp groups beat on the rendezvous connections (talk/group_beat.hpp); shm ranks
-// read each other's process state instead (shm.cpp).
+// tcp and tiered groups beat on the rendezvous connections
+// (talk/group_beat.hpp); the ranks of a flat shm group read each other's
+// process state instead (shm.cpp).
 int Group::start_heartbeat(Error &err) {
-  if (!medium_ || medium_->transport() != DS4TP_TRANSPORT_TCP) return DS4TP_OK;
+  if (transport() != DS4TP_TRANSPORT_TCP) return DS4TP_OK;
   talk::HeartbeatConfig hc;
   hc.rank = opt_.rank;
   hc.silence_ns = opt_.peer_silence_ns;
   for (int r = 0; r < int(ctl_.size()); r++)
     if (ctl_[size_t(r)].valid()) hc.links.push_back({ctl_[size_t(r)].get(), opt_.rank == 0 ? r : 0});
-  return talk::Heartbeat::start(hc, [this](int code, const std::string &why) { abort_with(code, why); },
-                          heartbeat_, err);
+  auto verdict = [this](int code, int culprit, const std::string &why) {
+    abort_with(code, why, culprit);
+  };
+  return talk::Heartbeat::start(hc, verdict, heartbeat_, err);
 }
 
 namespace {
@@ -194,15 +213,15 @@ Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns) {
   return w;
 }
 
-// Two-shot: step 1 reduce-scatters (rank r sums segment r of every rank's
-// vector, in rank order), step 2 all-gathers the summed segments. Each
-// element is still the rank-order sum of the same N values, so the bits
-// equal the one-shot result on every rank. Steps hold at most
-// chunk_bytes; a count that does not split into N equal segments is
-// padded in scratch_.
-int Group::two_shot(uint8_t *p, uint64_t count, Dtype t, Error &err) {
+// Two-shot: step 1 reduce-scatters (member r sums segment r of every
+// member's vector, in member order), step 2 all-gathers the summed
+// segments. Each element is still the member-order sum of the same n
+// values, so the bits equal the one-shot result on every member. Steps
+// hold at most chunk_bytes; a count that does not split into n equal
+// segments is padded in scratch_.
+int Group::two_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
   const size_t esz = dtype_bytes(t);
-  const uint64_t n = uint64_t(opt_.size), me = uint64_t(opt_.rank);
+  const uint64_t n = uint64_t(l.n), me = uint64_t(l.me);
   const uint64_t per = opt_.chunk_bytes / esz / n * n;
   const void *views[kMaxRanks];
   for (uint64_t off = 0; off < count;) {
@@ -215,114 +234,134 @@ int Group::two_shot(uint8_t *p, uint64_t count, Dtype t, Error &err) {
       std::memset(scratch_ + m * esz, 0, size_t((seg * n - m) * esz));
       src = scratch_;
     }
-    uint64_t step = ++step_;
-    int rc = medium_->exchange_segments(step, src, segb, views, err);
-    if (rc != DS4TP_OK) return finish(rc, err);
-    reduce_sum(t, views, opt_.size, src + me * segb, size_t(seg));  // may alias views[me]
-    medium_->done(step);
-    step = ++step_;
-    rc = medium_->exchange(step, src + me * segb, segb, -1, views, err);
-    if (rc != DS4TP_OK) return finish(rc, err);
+    uint64_t step = ++l.step;
+    int rc = l.m->exchange_segments(step, src, segb, views, err);
+    if (rc != DS4TP_OK) return finish(l, rc, err);
+    reduce_sum(t, views, l.n, src + me * segb, size_t(seg));  // may alias views[me]
+    l.m->done(step);
+    step = ++l.step;
+    rc = l.m->exchange(step, src + me * segb, segb, -1, views, err);
+    if (rc != DS4TP_OK) return finish(l, rc, err);
     for (uint64_t r = 0; r < n; r++) {
       const uint64_t lo = r * seg, hi = (r + 1) * seg < m ? (r + 1) * seg : m;
       if (hi > lo) std::memmove(dst + lo * esz, views[r], size_t((hi - lo) * esz));
     }
-    medium_->done(step);
+    l.m->done(step);
     off += m;
   }
   return DS4TP_OK;
 }
 
-int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
-  if (int rc = begin(err)) return rc;
-  const uint64_t t0 = stats_.timed() ? now_ns() : 0;
-  const size_t esz = dtype_bytes(t);
-  auto *p = static_cast<uint8_t *>(buf);
-  const uint64_t bytes = count * esz;
-  int rc;
-  const Algorithm a = all_reduce_algorithm(bytes, medium_->home_bytes(),
-                                           medium_->two_shot_bytes(), opt_.chunk_bytes);
-  if (a == Algorithm::Home) {
-    step_ += 2;
-    rc = medium_->reduce_home(step_ - 1, p, size_t(count), t, err);
-    if (rc != DS4TP_OK) return finish(rc, err);
-  } else {
-    rc = a == Algorithm::TwoShot && count >= uint64_t(opt_.size) ? two_shot(p, count, t, err)
-                                                                  : one_shot(p, count, t, err);
-    if (rc != DS4TP_OK) return rc;
-  }
-  // Bytes: this rank's contribution out, every other rank's in.
-  const uint64_t b = count * esz;
-  stats_.collective_done(stats::cAllReduce, b, b * uint64_t(opt_.size - 1), t0, DS4TP_OK);
-  return DS4TP_OK;
-}
-
-// One-shot: every rank publishes its vector (in chunk_bytes steps) and
-// sums every rank's, in rank order.
-int Group::one_shot(uint8_t *p, uint64_t count, Dtype t, Error &err) {
+// One-shot: every member publishes its vector (in chunk_bytes steps) and
+// sums every member's, in member order.
+int Group::one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
   const size_t esz = dtype_bytes(t);
   const uint64_t per = opt_.chunk_bytes / esz;
   const void *views[kMaxRanks];
   uint64_t off = 0;
   do {
     uint64_t m = count - off < per ? count - off : per;
-    uint64_t step = ++step_;
-    int rc = medium_->exchange(step, p + off * esz, m * esz, -1, views, err);
-    if (rc != DS4TP_OK) return finish(rc, err);
-    reduce_sum(t, views, opt_.size, p + off * esz, m);
-    medium_->done(step);
+    uint64_t step = ++l.step;
+    int rc = l.m->exchange(step, p + off * esz, m * esz, -1, views, err);
+    if (rc != DS4TP_OK) return finish(l, rc, err);
+    reduce_sum(t, views, l.n, p + off * esz, m);
+    l.m->done(step);
     off += m;
   } while (off < count);
   return DS4TP_OK;
 }
 
-int Group::all_gather(const void *in, void *out, uint64_t bytes, Error &err) {
+// The all-reduce of lane `l`'s members, by the algorithm its medium's
+// thresholds pick for the size (group/plan.hpp).
+int Group::reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
+  const uint64_t bytes = count * dtype_bytes(t);
+  const Algorithm a = all_reduce_algorithm(bytes, l.m->home_bytes(), l.m->two_shot_bytes(),
+                                           opt_.chunk_bytes);
+  if (a == Algorithm::Home) {
+    l.step += 2;
+    const int rc = l.m->reduce_home(l.step - 1, p, size_t(count), t, err);
+    return rc != DS4TP_OK ? finish(l, rc, err) : DS4TP_OK;
+  }
+  return a == Algorithm::TwoShot && count >= uint64_t(l.n) ? two_shot(l, p, count, t, err)
+                                                           : one_shot(l, p, count, t, err);
+}
+
+int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
   if (int rc = begin(err)) return rc;
+  const uint64_t t0 = stats_.timed() ? now_ns() : 0;
+  auto *p = static_cast<uint8_t *>(buf);
+  const int rc = tiered_ ? tiered_all_reduce(p, count, t, err) : reduce(local_, p, count, t, err);
+  if (rc != DS4TP_OK) return rc;
+  // Bytes: this rank's contribution out, every other rank's in.
+  const uint64_t b = count * dtype_bytes(t);
+  stats_.collective_done(stats::cAllReduce, b, b * uint64_t(opt_.size - 1), t0, DS4TP_OK);
+  return DS4TP_OK;
+}
+
+// A flat group's all-gather or broadcast: steps of at most chunk_bytes;
+// step by step `send(off)` is this rank's bytes (or null) and `take`
+// copies out of the views.
+template <typename Send, typename Take>
+int Group::flat_steps(uint64_t bytes, int root, Send send, Take take, Error &err) {
   const void *views[kMaxRanks];
-  const auto *src = static_cast<const uint8_t *>(in);
-  auto *dst = static_cast<uint8_t *>(out);
   uint64_t off = 0;
   do {
-    uint64_t m = bytes - off < opt_.chunk_bytes ? bytes - off : opt_.chunk_bytes;
-    uint64_t step = ++step_;
-    int rc = medium_->exchange(step, src + off, m, -1, views, err);
-    if (rc != DS4TP_OK) return finish(rc, err);
-    for (int r = 0; r < opt_.size; r++)
-      if (m) std::memmove(dst + uint64_t(r) * bytes + off, views[r], m);
-    medium_->done(step);
+    const uint64_t m = std::min<uint64_t>(bytes - off, opt_.chunk_bytes);
+    const uint64_t step = ++local_.step;
+    if (int rc = local_.m->exchange(step, send(off), m, root, views, err))
+      return finish(local_, rc, err);
+    if (m) take(off, m, views);
+    local_.m->done(step);
     off += m;
   } while (off < bytes);
+  return DS4TP_OK;
+}
+
+int Group::all_gather(const void *in, void *out, uint64_t bytes, Error &err) {
+  if (int rc = begin(err)) return rc;
+  const auto *src = static_cast<const uint8_t *>(in);
+  auto *dst = static_cast<uint8_t *>(out);
+  const int rc = tiered_ ? tiered_all_gather(src, dst, bytes, err)
+                        : flat_steps(
+                              bytes, -1, [&](uint64_t off) { return src + off; },
+                              [&](uint64_t off, uint64_t m, const void **views) {
+                                for (int r = 0; r < opt_.size; r++)
+                                  std::memmove(dst + uint64_t(r) * bytes + off, views[r], m);
+                              },
+                              err);
+  if (rc != DS4TP_OK) return rc;
   stats_.collective_done(stats::cAllGather, bytes, bytes * uint64_t(opt_.size - 1), 0, DS4TP_OK);
   return DS4TP_OK;
 }
 
 int Group::broadcast(void *buf, uint64_t bytes, int root, Error &err) {
   if (int rc = begin(err)) return rc;
-  const void *views[kMaxRanks];
   auto *p = static_cast<uint8_t *>(buf);
   const bool me = root == opt_.rank;
-  uint64_t off = 0;
-  do {
-    uint64_t m = bytes - off < opt_.chunk_bytes ? bytes - off : opt_.chunk_bytes;
-    uint64_t step = ++step_;
-    int rc = medium_->exchange(step, me ? p + off : nullptr, m, root, views, err);
-    if (rc != DS4TP_OK) return finish(rc, err);
-    if (!me && m) std::memcpy(p + off, views[root], m);
-    medium_->done(step);
-    off += m;
-  } while (off < bytes);
+  const int rc = tiered_ ? tiered_broadcast(p, bytes, root, err)
+                        : flat_steps(
+                              bytes, root, [&](uint64_t off) { return me ? p + off : nullptr; },
+                              [&](uint64_t off, uint64_t m, const void **views) {
+                                if (!me) std::memcpy(p + off, views[root], m);
+                              },
+                              err);
+  if (rc != DS4TP_OK) return rc;
   stats_.collective_done(stats::cBroadcast, me ? bytes : 0, me ? 0 : bytes, 0, DS4TP_OK);
   return DS4TP_OK;
 }
 
 int Group::barrier(Error &err) {
   if (int rc = begin(err)) return rc;
-  const void *views[kMaxRanks];
-  static const uint8_t none = 0;
-  uint64_t step = ++step_;
-  int rc = medium_->exchange(step, &none, 0, -1, views, err);
-  if (rc != DS4TP_OK) return finish(rc, err);
-  medium_->done(step);
+  if (tiered_) {
+    if (int rc = tiered_barrier(err)) return rc;
+  } else {
+    const void *views[kMaxRanks];
+    static const uint8_t none = 0;
+    uint64_t step = ++local_.step;
+    int rc = local_.m->exchange(step, &none, 0, -1, views, err);
+    if (rc != DS4TP_OK) return finish(local_, rc, err);
+    local_.m->done(step);
+  }
   stats_.collective_done(stats::cBarrier, 0, 0, 0, DS4TP_OK);
   return DS4TP_OK;
 }

@@ -21,7 +21,9 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "talk/group_beat.hpp"
+#include "group/layout.hpp"
 #include "group/reduce.hpp"
+#include "group/wire.hpp"
 #include "net/socket.hpp"
 #include "os/wait.hpp"
 #include "stats/stats.hpp"
@@ -115,12 +117,15 @@ class Group {
 
   int rank() const { return opt_.rank; }
   int size() const { return opt_.size; }
-  int transport() const { return medium_ ? medium_->transport() : DS4TP_TRANSPORT_AUTO; }
+  // A tiered group's is the one between its hosts (tcp).
+  int transport() const {
+    return tiered_ ? DS4TP_TRANSPORT_TCP : local_.m ? local_.m->transport() : DS4TP_TRANSPORT_AUTO;
+  }
   int port() const { return opt_.port; }
-  // The medium's home when it has one (shm, once connected), else a
+  // The host medium's home when it has one (shm, once connected), else a
   // heap buffer with kBufferRoom in front (tcp).
   void *buffer() {
-    uint8_t *h = medium_ ? medium_->home() : nullptr;
+    uint8_t *h = local_.m ? local_.m->home() : nullptr;
     return h ? h : buffer_;
   }
   size_t buffer_bytes() const { return opt_.chunk_bytes; }
@@ -132,8 +137,16 @@ class Group {
   // Latches the first failure; true when this call latched it.
   bool fail(int code, const std::string &msg);
   void mark_failed();
-  // Fails the group here and on every rank with this reason (any thread).
-  void abort_with(int code, const std::string &msg);
+  // Fails the group here and on every rank with this reason (any thread);
+  // `culprit`: the rank it is about (-1: this one).
+  void abort_with(int code, const std::string &msg, int culprit = -1);
+
+  // Where `rank` sits (ds4tp_group_topology): ESTATE before connect.
+  struct Place {
+    int host = 0, local = 0;
+    bool tiered = false;
+  };
+  int place(int rank, Place &out, Error &err) const;
 
   // The plan in one line ("plan: 1 host x 4 ranks; shm within the host;
   // all-reduce ..."), the same on every rank (group/plan.hpp); "" before
@@ -145,16 +158,38 @@ class Group {
   void stats_reset() { stats_.reset(); }
 
  private:
+  // A medium and this rank's steps on it: the whole group (flat), or in
+  // a tiered group the ranks of this host (local_) and the hosts'
+  // leaders (cross_, on leaders only). Step numbers are per lane.
+  struct Lane {
+    std::unique_ptr<Medium> m;
+    int n = 1, me = 0;  // members; this rank's member number
+    uint64_t step = 0;
+  };
+  struct Links;  // bring-up's media before they become lanes (bringup.cpp)
+
+  bool connected() const { return local_.m || cross_.m; }
   int begin(Error &err) const;
-  int one_shot(uint8_t *p, uint64_t count, Dtype t, Error &err);
-  int two_shot(uint8_t *p, uint64_t count, Dtype t, Error &err);
-  int finish(int rc, Error &err);
+  int reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);
+  int one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);
+  int two_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);
+  // The three-step forms of a tiered group (tiered.cpp).
+  int tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err);
+  int tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, Error &err);
+  int tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err);
+  int tiered_barrier(Error &err);
+  template <typename Send, typename Take>
+  int flat_steps(uint64_t bytes, int root, Send send, Take take, Error &err);
+  int finish(Lane &l, int rc, Error &err);
+  void abort_lanes(int culprit, int code);
   int start_heartbeat(Error &err);
-  void note_hosts(const Roster &ro);
+  int open_links(const Roster &ro, int data_lfd, uint64_t deadline, Links &out, Error &err);
+  void take_links(const Roster &ro, Links &links, std::vector<int> watch);
 
   Options opt_;
-  std::unique_ptr<Medium> medium_;
-  uint64_t step_ = 0;
+  Lane local_, cross_;
+  bool tiered_ = false;
+  Layout layout_;  // from the roster (one host, rank order, for a local group)
   // ds4tp_group_buffer: kBufferRoom bytes the medium may use, then the
   // caller's chunk_bytes (buffer_ points past the room).
   static constexpr size_t kBufferRoom = 64;
@@ -167,7 +202,6 @@ class Group {
   // Rank 0 holds one per rank (index = rank); the others hold [0].
   std::vector<net::Fd> ctl_;
   std::unique_ptr<talk::Heartbeat> heartbeat_;  // tcp only; joined before ctl_ closes
-  std::vector<uint32_t> host_of_;  // each rank's host index (the roster's)
   std::atomic<int> failed_{0};
   mutable std::mutex mu_;
   std::string msg_;
@@ -218,8 +252,13 @@ Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns = -1)
 // exits; the fds stay owned by the Group and outlive the medium.
 struct ShmArea;
 std::shared_ptr<ShmArea> shm_area_heap(int n, size_t chunk, Error &err);
+// `name`: the segment's name, or empty for a fresh one (then set).
 int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmArea> &out,
                     Error &err);
+// The name of host `host`'s segment in a tiered group, made by its
+// leader (`leader_pid`): every rank of the host derives it from the
+// roster's token.
+std::string shm_host_area_name(uint32_t leader_pid, const LinkToken &token, int host);
 int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<ShmArea> &out,
                   Error &err);
 void shm_area_unlink(ShmArea &area);
@@ -230,11 +269,13 @@ void shm_area_unlink(ShmArea &area);
 void shm_area_expect(ShmArea &area, int rank, uint32_t pid);
 std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
                                    uint64_t op_timeout_ns, const Waiting &wait,
-                                   std::vector<int> ctl = {});
+                                   std::vector<int> ctl = {}, std::vector<int> names = {});
 // `roomy`: the group buffer; a step sending from its start puts the step
 // header in the kBufferRoom bytes before it (one plain send per peer).
+// `names[m]`: the group rank of member m, where the medium joins only
+// some ranks (a tiered group's host or leaders); empty: all, m = rank.
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
                                    uint64_t op_timeout_ns, const Waiting &wait,
-                                   const uint8_t *roomy);
+                                   const uint8_t *roomy, std::vector<int> names = {});
 
 }  // namespace ds4tp::group

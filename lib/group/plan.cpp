@@ -47,8 +47,16 @@ const char *algorithm_words(Algorithm a) {
 
 std::string describe_plan(const PlanFacts &f) {
   std::string out = "plan: " + layout_words(f.host_of) + "; ";
-  out += f.transport == DS4TP_TRANSPORT_SHM ? "shm within the host"
-                                             : "tcp between every two ranks (flat)";
+  if (!f.leaders.empty()) {
+    std::string who;
+    for (size_t i = 0; i < f.leaders.size(); i++)
+      who += (i == 0 ? "" : i + 1 == f.leaders.size() ? " and " : ", ") +
+             std::to_string(f.leaders[i]);
+    out += "shm within a host, tcp across hosts between leaders " + who;
+  } else {
+    out += f.transport == DS4TP_TRANSPORT_SHM ? "shm within the host"
+                                               : "tcp between every two ranks (flat)";
+  }
   // Where the algorithm can change: each threshold, and past the chunk.
   std::vector<uint64_t> edges = {1, f.two_shot_bytes};
   if (f.home_bytes != UINT64_MAX) edges.push_back(f.home_bytes);
@@ -60,7 +68,7 @@ std::string describe_plan(const PlanFacts &f) {
     const Algorithm a = all_reduce_algorithm(e, f.home_bytes, f.two_shot_bytes, f.chunk_bytes);
     if (e >= 1 && (runs.empty() || runs.back().second != a)) runs.emplace_back(e, a);
   }
-  out += "; all-reduce";
+  out += f.leaders.empty() ? "; all-reduce" : "; all-reduce host-major, across hosts";
   for (size_t i = 0; i < runs.size(); i++) {
     const bool first = i == 0, last = i + 1 == runs.size();
     out += i == 0 ? " " : ", ";

@@ -28,11 +28,16 @@ struct PlanFacts {
   uint64_t two_shot_bytes = 0;    // all-reduce calls from this size run two-shot
   uint64_t home_bytes = UINT64_MAX;  // from this size to chunk_bytes: the shared buffer
   uint64_t chunk_bytes = 0;
+  // Tiered (shm within each host, tcp between them): each host's leader,
+  // by host; empty: flat.
+  std::vector<int> leaders;
 };
 
 // "plan: 1 host x 4 ranks; shm within the host; all-reduce one-shot below
 // 4 KiB, in the shared buffer from 4 KiB to 1 MiB, two-shot above 1 MiB;
-// steps of at most 1 MiB".
+// steps of at most 1 MiB"; tiered: "plan: 2 hosts x 2 ranks; shm within
+// a host, tcp across hosts between leaders 0 and 2; all-reduce host-major,
+// across hosts one-shot below 64 KiB, two-shot from 64 KiB; ...".
 std::string describe_plan(const PlanFacts &f);
 
 // "4 KiB", "1 MiB", "1000 bytes".

@@ -1,5 +1,6 @@
 #include "group/rendezvous.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "auth/crypto.hpp"
@@ -158,8 +159,9 @@ class JoinDesk final : public net::IntakeHandler {
 
 class LinkDesk final : public net::IntakeHandler {
  public:
-  LinkDesk(const Options &o, const LinkToken &token, std::vector<net::Fd> &fds)
-      : o_(o), token_(token), fds_(fds) {}
+  LinkDesk(const Options &o, const LinkToken &token, const std::vector<int> &from,
+           std::vector<net::Fd> &fds)
+      : o_(o), token_(token), from_(from), fds_(fds) {}
 
   void open(net::Visitor &v) override { v.need = kLinkBytes; }
 
@@ -175,6 +177,8 @@ class LinkDesk final : public net::IntakeHandler {
       why = fmt::format("a data link claiming rank {} shows another group's token", r);
     } else if (int(r) <= o_.rank) {
       why = fmt::format("rank {} links to rank {} the other way", r, o_.rank);
+    } else if (std::find(from_.begin(), from_.end(), int(r)) == from_.end()) {
+      why = fmt::format("rank {} links to rank {}, which takes no link from it", r, o_.rank);
     } else if (fds_[r].valid()) {
       why = fmt::format("rank {} linked twice", r);
     }
@@ -184,11 +188,11 @@ class LinkDesk final : public net::IntakeHandler {
     return net::Verdict::kKeep;
   }
 
-  bool done() const override { return linked_ == o_.size - 1 - o_.rank; }
+  bool done() const override { return linked_ == int(from_.size()); }
 
   std::string missing() const {
     std::vector<int> ranks;
-    for (int r = o_.rank + 1; r < o_.size; r++)
+    for (int r : from_)
       if (!fds_[size_t(r)].valid()) ranks.push_back(r);
     return list_ranks(ranks);
   }
@@ -196,6 +200,7 @@ class LinkDesk final : public net::IntakeHandler {
  private:
   const Options &o_;
   const LinkToken &token_;
+  const std::vector<int> &from_;
   std::vector<net::Fd> &fds_;
   int linked_ = 0;
 };
@@ -215,9 +220,9 @@ int serve_joins(const Options &o, int lfd, uint64_t deadline_ns, Joined &out, Er
   return rc;
 }
 
-int serve_links(const Options &o, const LinkToken &token, int lfd, uint64_t deadline_ns,
-                std::vector<net::Fd> &fds, Error &err) {
-  LinkDesk desk(o, token, fds);
+int serve_links(const Options &o, const LinkToken &token, const std::vector<int> &from, int lfd,
+                uint64_t deadline_ns, std::vector<net::Fd> &fds, Error &err) {
+  LinkDesk desk(o, token, from, fds);
   const net::IntakeConfig cfg = intake_config(o, "group data listener");
   net::IntakeCounts counts;
   const int rc = net::serve_intake(lfd, desk, cfg, deadline_ns, counts, err);

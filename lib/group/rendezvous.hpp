@@ -30,8 +30,9 @@ struct Joined {
 // refusal (its code, when there was one).
 int serve_joins(const Options &o, int lfd, uint64_t deadline_ns, Joined &out, Error &err);
 
-// Every rank: accepts the data links of the ranks above it on `lfd`.
-int serve_links(const Options &o, const LinkToken &token, int lfd, uint64_t deadline_ns,
-                std::vector<net::Fd> &fds, Error &err);
+// Every rank: accepts the data links of the ranks `from` (all above it)
+// on `lfd`; fds[r] becomes rank r's.
+int serve_links(const Options &o, const LinkToken &token, const std::vector<int> &from, int lfd,
+                uint64_t deadline_ns, std::vector<net::Fd> &fds, Error &err);
 
 }  // namespace ds4tp::group

@@ -91,14 +91,17 @@ struct ShmArea {
            (size_t(r) * 2 + size_t(b)) * slot_stride(chunk);
   }
   uint8_t *home(int r) { return slot(n, 0) + size_t(r) * slot_stride(chunk); }
+  // The magic goes last: a rank that opens the area while its maker
+  // lays it out (a tiered host's ranks try until it is there) sees no
+  // magic until the rest is written.
   void init() {
     auto *h = new (base) Header{};
-    h->magic = kAreaMagic;
     h->ranks = uint32_t(n);
     h->chunk = chunk;
     h->home_bytes = home_threshold(n);
     h->two_shot_bytes = two_shot_threshold(DS4TP_TRANSPORT_SHM);
     for (int r = 0; r < n; r++) new (line(r)) RankLine{};
+    __atomic_store_n(&h->magic, kAreaMagic, __ATOMIC_RELEASE);
   }
 };
 
@@ -120,7 +123,7 @@ int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmA
   uint64_t rnd = 0;
   os::random_bytes(&rnd, sizeof rnd);
   shm::sweep_orphans("/ds4tp-g");  // left by a rank 0 killed in an earlier bring-up
-  name = shm::unique_name("/ds4tp-g", uint64_t(getpid()), rnd, os::shm_name_max());
+  if (name.empty()) name = shm::unique_name("/ds4tp-g", uint64_t(getpid()), rnd, os::shm_name_max());
   auto a = std::make_shared<ShmArea>(n, chunk);
   if (int rc = a->segment.create(name, a->bytes, err)) return rc;
   if (int rc = a->segment.map_created(err)) return rc;
@@ -136,9 +139,10 @@ int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<
   if (int rc = a->segment.open_shared(name, a->bytes, err)) return rc;
   a->base = a->segment.base();
   Header *h = a->header();
-  if (h->magic != kAreaMagic)
+  const uint32_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
+  if (magic != kAreaMagic)
     return err.set(DS4TP_EVERSION, "group segment {} has layout {:08x}, this build reads {:08x}",
-                   name, h->magic, kAreaMagic);
+                   name, magic, kAreaMagic);
   if (h->ranks != uint32_t(n) || h->chunk != chunk)
     return err.set(DS4TP_EPROTO, "group segment {} has ranks {} chunk {}, expected {} and {}",
                    name, h->ranks, h->chunk, n, chunk);
@@ -147,6 +151,14 @@ int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<
 }
 
 void shm_area_unlink(ShmArea &area) { area.segment.unlink(); }
+
+std::string shm_host_area_name(uint32_t leader_pid, const LinkToken &token, int host) {
+  uint64_t rnd = 0;
+  std::memcpy(&rnd, token.data(), sizeof rnd);
+  // The host in the top hex digit, which a short name limit keeps.
+  rnd = (rnd & ~(uint64_t(0xf) << 60)) | uint64_t(host & 0xf) << 60;
+  return shm::unique_name("/ds4tp-g", leader_pid, rnd, os::shm_name_max());
+}
 
 void shm_area_expect(ShmArea &area, int rank, uint32_t pid) {
   if (pid == 0) return;
@@ -160,8 +172,9 @@ namespace {
 class ShmMedium final : public Medium {
  public:
   ShmMedium(std::shared_ptr<ShmArea> a, int rank, bool watch, uint64_t timeout,
-            const Waiting &w, std::vector<int> ctl)
-      : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout), policy_(w.policy) {
+            const Waiting &w, std::vector<int> ctl, std::vector<int> names)
+      : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout), policy_(w.policy),
+        names_(std::move(names)) {
     os::set_spin(policy_, budget_, w.policy.spin_ns, w.adaptive);
     policy_.clock_every = 64;  // a spin round is one load of a shared word
     // Even where no spin is the default (no spare core), a peer that is
@@ -172,7 +185,7 @@ class ShmMedium final : public Medium {
     for (int r = 0; r < int(ctl.size()); r++)
       if (ctl[size_t(r)] >= 0) {
         ctl_fd_.push_back(ctl[size_t(r)]);
-        ctl_rank_.push_back(r);
+        ctl_rank_.push_back(name(r));
       }
     shm_area_expect(*a_, rank_, uint32_t(getpid()));
   }
@@ -274,6 +287,7 @@ class ShmMedium final : public Medium {
 
  private:
   static void wake_word_of(std::atomic<uint64_t> &w) { os::wake_word(low_word(w)); }
+  int name(int r) const { return names_.empty() ? r : names_[size_t(r)]; }
 
   // Every other rank has finished reading step `step` (no wait for step 0).
   int wait_done(uint64_t step, Error &err) {
@@ -336,8 +350,8 @@ class ShmMedium final : public Medium {
       });
       if (rc == DS4TP_OK) continue;
       if (rc == DS4TP_ETIMEDOUT) {
-        culprit_ = r;
-        return err.set(DS4TP_ETIMEDOUT, "rank {} did not {} {} within {} ms", r, what, step,
+        culprit_ = name(r);
+        return err.set(DS4TP_ETIMEDOUT, "rank {} did not {} {} within {} ms", name(r), what, step,
                        timeout_ / 1'000'000);
       }
       return gone(r, pid, watch, step, what, err);
@@ -363,19 +377,19 @@ class ShmMedium final : public Medium {
     const int dead = watch.socket_tag();
     // A killed rank nobody reaped yet (a zombie) still answers kill(pid, 0)
     // where there is no /proc, but its sockets are closed.
-    culprit_ = dead >= 0 ? dead : r;
+    culprit_ = dead >= 0 ? dead : name(r);
     if (dead >= 0)
       return err.set(DS4TP_EPEERCLOSED,
                      "rank {} closed its rendezvous connection (exited) while rank {} waited "
                      "for rank {} to {} {}",
-                     dead, rank_, r, what, step);
+                     dead, name(rank_), name(r), what, step);
     if (watch.stopped())
       return err.set(DS4TP_ETIMEDOUT,
                      "rank {} (pid {}) has been stopped (SIGSTOP or a debugger) for {} ms while "
                      "rank {} waited for it to {} {}",
-                     r, pid, watch.stopped_for_ns() / 1'000'000, rank_, what, step);
-    return err.set(DS4TP_EPEERCLOSED, "rank {} exited (pid {}) before it could {} {}", r, pid,
-                   what, step);
+                     name(r), pid, watch.stopped_for_ns() / 1'000'000, name(rank_), what, step);
+    return err.set(DS4TP_EPEERCLOSED, "rank {} exited (pid {}) before it could {} {}", name(r),
+                   pid, what, step);
   }
 
   std::shared_ptr<ShmArea> a_;
@@ -387,6 +401,7 @@ class ShmMedium final : public Medium {
   uint64_t two_shot_bytes_ = a_->header()->two_shot_bytes;
   uint64_t home_bytes_ = a_->header()->home_bytes;
   std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets and their ranks
+  std::vector<int> names_;  // member -> rank (see shm_medium)
   int culprit_ = -1;  // the rank the last failed wait named
 };
 
@@ -394,9 +409,9 @@ class ShmMedium final : public Medium {
 
 std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
                                    uint64_t op_timeout_ns, const Waiting &wait,
-                                   std::vector<int> ctl) {
+                                   std::vector<int> ctl, std::vector<int> names) {
   return std::make_unique<ShmMedium>(std::move(area), rank, watch, op_timeout_ns, wait,
-                                     std::move(ctl));
+                                     std::move(ctl), std::move(names));
 }
 
 }  // namespace ds4tp::group

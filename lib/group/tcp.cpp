@@ -16,9 +16,10 @@ static_assert(tcp::Mesh::kRoom >= kStepHeaderBytes);
 class TcpMedium final : public Medium {
  public:
   TcpMedium(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout,
-            const Waiting &wait, const uint8_t *roomy)
+            const Waiting &wait, const uint8_t *roomy, std::vector<int> names)
       : rank_(rank), n_(int(fds.size())), roomy_(roomy),
-        mesh_(std::move(fds), rank, chunk, timeout, wait.policy, wait.adaptive) {}
+        mesh_(std::move(fds), rank, chunk, timeout, wait.policy, wait.adaptive,
+              std::move(names)) {}
 
   int exchange(uint64_t step, const void *mine, size_t bytes, int root, const void **views,
                Error &err) override {
@@ -66,8 +67,9 @@ class TcpMedium final : public Medium {
 
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
                                    uint64_t op_timeout_ns, const Waiting &wait,
-                                   const uint8_t *roomy) {
-  return std::make_unique<TcpMedium>(std::move(fds), rank, chunk, op_timeout_ns, wait, roomy);
+                                   const uint8_t *roomy, std::vector<int> names) {
+  return std::make_unique<TcpMedium>(std::move(fds), rank, chunk, op_timeout_ns, wait, roomy,
+                                     std::move(names));
 }
 
 }  // namespace ds4tp::group

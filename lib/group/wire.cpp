@@ -81,6 +81,7 @@ void encode_join(const Join &j, uint8_t out[kJoinFixedBytes]) {
   put32(out + 52, j.has_mac);
   std::memcpy(out + 56, j.mac.data(), 32);
   put32(out + 88, j.pid);
+  put32(out + 92, j.local_rank);
 }
 
 int decode_join(const uint8_t *buf, size_t len, Join &j, Error &err) {
@@ -95,6 +96,7 @@ int decode_join(const uint8_t *buf, size_t len, Join &j, Error &err) {
   j.has_mac = get32(buf + 52);
   std::memcpy(j.mac.data(), buf + 56, 32);
   j.pid = get32(buf + 88);
+  j.local_rank = get32(buf + 92);
   if (j.size < 2 || j.size > kRosterPeers)
     return err.set(DS4TP_EPROTO, "group join: size {} outside 2..{}", j.size, kRosterPeers);
   if (j.rank >= j.size) return err.set(DS4TP_EPROTO, "group join: rank {} of {}", j.rank, j.size);
@@ -112,15 +114,18 @@ void encode_roster(const Roster &r, uint8_t out[kRosterBytes]) {
   put32(out + 8, uint32_t(r.status));
   put32(out + 12, r.transport);
   put32(out + 16, r.size);
-  put_str(out + 20, 44, r.shm_name);  // bytes 20..63
+  put_str(out + 20, 40, r.shm_name);  // bytes 20..59
+  put32(out + 60, uint32_t(r.tiers));
   for (size_t i = 0; i < r.peers.size() && i < kRosterPeers; i++) {
-    uint8_t *p = out + 64 + i * 48;
+    uint8_t *p = out + 64 + i * kRosterPeerBytes;
     put_str(p, 40, r.peers[i].host);
     put32(p + 40, r.peers[i].port);
     put32(p + 44, r.peers[i].host_index);
+    put32(p + 48, r.peers[i].pid);
+    put32(p + 52, r.peers[i].local_rank);
   }
-  put_str(out + 64 + kRosterPeers * 48, 256, r.message);
-  std::memcpy(out + 64 + kRosterPeers * 48 + 256, r.token.data(), r.token.size());
+  put_str(out + 64 + kRosterPeers * kRosterPeerBytes, 256, r.message);
+  std::memcpy(out + 64 + kRosterPeers * kRosterPeerBytes + 256, r.token.data(), r.token.size());
 }
 
 int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err) {
@@ -128,9 +133,11 @@ int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err) {
   r.status = int32_t(get32(buf + 8));
   r.transport = get32(buf + 12);
   r.size = get32(buf + 16);
-  r.shm_name = get_str(buf + 20, 44);
-  r.message = get_str(buf + 64 + kRosterPeers * 48, 256);
-  std::memcpy(r.token.data(), buf + 64 + kRosterPeers * 48 + 256, r.token.size());
+  r.shm_name = get_str(buf + 20, 40);
+  const uint32_t tiers = get32(buf + 60);
+  r.tiers = Tiers(tiers);
+  r.message = get_str(buf + 64 + kRosterPeers * kRosterPeerBytes, 256);
+  std::memcpy(r.token.data(), buf + 64 + kRosterPeers * kRosterPeerBytes + 256, r.token.size());
   if (r.status > 0 || r.status < -100)
     return err.set(DS4TP_EPROTO, "group roster: status {}", r.status);
   if (r.status != DS4TP_OK) return DS4TP_OK;
@@ -138,12 +145,17 @@ int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err) {
     return err.set(DS4TP_EPROTO, "group roster: size {}", r.size);
   if (r.transport != DS4TP_TRANSPORT_TCP && r.transport != DS4TP_TRANSPORT_SHM)
     return err.set(DS4TP_EPROTO, "group roster: transport {}", r.transport);
+  if (tiers > uint32_t(Tiers::Hosts) ||
+      (r.tiers == Tiers::Hosts && r.transport != DS4TP_TRANSPORT_TCP))
+    return err.set(DS4TP_EPROTO, "group roster: tiers {} over transport {}", tiers, r.transport);
   r.peers.resize(r.size);
   for (size_t i = 0; i < r.size; i++) {
-    const uint8_t *p = buf + 64 + i * 48;
+    const uint8_t *p = buf + 64 + i * kRosterPeerBytes;
     r.peers[i].host = get_str(p, 40);
     r.peers[i].port = get32(p + 40);
     r.peers[i].host_index = get32(p + 44);
+    r.peers[i].pid = get32(p + 48);
+    r.peers[i].local_rank = get32(p + 52);
     if (r.peers[i].port > 65535)
       return err.set(DS4TP_EPROTO, "group roster: rank {} port {}", i, r.peers[i].port);
     // Numbered in rank order: a rank's host is one seen before or the next.

@@ -3,8 +3,8 @@
 // Bring-up, on each rank's connection to rank 0:
 //   rank 0 -> rank: Nonce  {u32 "D4GN", u16 version, u16 0, 32-byte nonce}
 //   rank -> rank 0: Join   fixed 96 bytes, then the identity hello bytes
-//   rank 0 -> rank: Roster fixed 64 bytes + 16 peers * 48 (host, port,
-//                   host index) + 256 message
+//   rank 0 -> rank: Roster fixed 64 bytes + 16 peers * 56 (host, port,
+//                   host index, pid, local rank) + 256 message
 //                   + 16-byte link token
 //   rank -> rank 0: one byte "ready" (data links up); rank 0 -> rank: "go"
 // Data links (tcp): the dialler sends {u32 "D4GL", u32 rank, link token},
@@ -23,15 +23,18 @@
 
 namespace ds4tp::group {
 
-constexpr uint16_t kGroupVersion = 3;
+constexpr uint16_t kGroupVersion = 4;
 constexpr size_t kNonceMsgBytes = 40;
 constexpr size_t kJoinFixedBytes = 96;
 constexpr size_t kRosterPeers = 16;
 constexpr size_t kLinkTokenBytes = 16;
-constexpr size_t kRosterBytes = 64 + kRosterPeers * 48 + 256 + kLinkTokenBytes;
+constexpr size_t kRosterPeerBytes = 56;
+constexpr size_t kRosterBytes = 64 + kRosterPeers * kRosterPeerBytes + 256 + kLinkTokenBytes;
 constexpr size_t kLinkBytes = 8 + kLinkTokenBytes;
 constexpr size_t kStepHeaderBytes = 16;
 constexpr size_t kMaxJoinHello = wire::kHelloMaxBytes + wire::kPreambleBytes;
+
+constexpr uint32_t kNoLocalRank = 0xffffffffu;
 
 struct Join {
   uint32_t rank = 0;
@@ -46,6 +49,9 @@ struct Join {
   // The joiner's process id: over shm, rank 0 writes it into the rank's
   // line of the segment, so a rank stopped before it attaches is watched.
   uint32_t pid = 0;
+  // LOCAL_RANK (or its MPI / Slurm names) where the launcher set one:
+  // it orders the ranks of a host (kNoLocalRank: by rank).
+  uint32_t local_rank = kNoLocalRank;
 };
 
 // Random per group, sent only to its ranks: a data link must show it.
@@ -57,13 +63,21 @@ struct RosterPeer {
   // The rank's host: ranks with equal host ids (their joins) share a
   // number, numbered in rank order from 0 (rank 0's host).
   uint32_t host_index = 0;
+  uint32_t pid = 0;  // from its join: a host's leader watches its ranks from the start
+  uint32_t local_rank = kNoLocalRank;  // from its join
 };
+
+// How the ranks reach each other: one medium for all (flat), or shm
+// within each host and a tcp mesh between the hosts' leaders (tiered;
+// group/layout.hpp).
+enum class Tiers : uint32_t { Flat = 0, Hosts = 1 };
 
 struct Roster {
   int32_t status = 0;     // DS4TP_OK, or the failure every rank returns
-  uint32_t transport = 0;  // DS4TP_TRANSPORT_TCP or _SHM
+  uint32_t transport = 0;  // DS4TP_TRANSPORT_TCP or _SHM (flat); _TCP across hosts (tiered)
   uint32_t size = 0;
-  std::string shm_name;  // <= 47 bytes
+  Tiers tiers = Tiers::Flat;
+  std::string shm_name;  // <= 39 bytes; flat shm only
   std::vector<RosterPeer> peers;
   std::string message;  // <= 255 bytes
   LinkToken token{};

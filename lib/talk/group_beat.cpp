@@ -118,18 +118,18 @@ struct Heartbeat::Impl {
     const int culprit = r.notice_rank(), code = r.notice_code(), finder = r.notice_finder();
     if (finder >= 0) {  // a verdict: rank 0 passes a rank's on to the others
       if (cfg.rank == 0) send_verdict(culprit, code, finder, from.at.rank);
-      verdict(code, fmt::format("rank {} failed the group ({}): rank {} found it{}", culprit,
+      verdict(code, culprit, fmt::format("rank {} failed the group ({}): rank {} found it{}", culprit,
                                 status_message(code), finder,
                                 cfg.rank == 0 ? "" : "; rank 0 told rank " +
                                                          std::to_string(cfg.rank)));
       return true;
     }
     if (code == DS4TP_ETIMEDOUT)
-      verdict(code, fmt::format("rank {} has not been heard by rank 0 for over {} ms (stopped, "
+      verdict(code, culprit, fmt::format("rank {} has not been heard by rank 0 for over {} ms (stopped, "
                                 "frozen, or its link is cut); rank 0 told rank {}",
                                 culprit, cfg.silence_ns / 1'000'000, cfg.rank));
     else
-      verdict(code, fmt::format("rank {} failed ({}); rank 0 told rank {}", culprit,
+      verdict(code, culprit, fmt::format("rank {} failed ({}); rank 0 told rank {}", culprit,
                                 status_message(code), cfg.rank));
     return true;
   }
@@ -151,7 +151,7 @@ struct Heartbeat::Impl {
       for (auto &l : links)
         if (l.open && l.at.rank != culprit) (void)os::send_nosignal(l.at.fd, msg, sizeof msg);
     }
-    verdict(code, why);
+    verdict(code, culprit, why);
   }
 };
 

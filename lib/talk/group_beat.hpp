@@ -68,7 +68,8 @@ struct HeartbeatConfig {
   uint64_t beat_ns = 100'000'000;  // at most silence_ns / 4 is used
 };
 
-using Verdict = std::function<void(int code, const std::string &why)>;
+// `culprit`: the rank the verdict is about.
+using Verdict = std::function<void(int code, int culprit, const std::string &why)>;
 
 class Heartbeat {
  public:

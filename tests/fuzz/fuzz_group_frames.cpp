@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "talk/group_beat.hpp"
+#include "group/layout.hpp"
 #include "group/wire.hpp"
 
 namespace ds4tp::fuzz {
@@ -43,6 +44,7 @@ int group_frames(const uint8_t *d, size_t n) {
       encode_join(j, b);
       FUZZ_CHECK(decode_join(b, sizeof b, k, err) == DS4TP_OK);
       FUZZ_CHECK(k.rank == j.rank && k.chunk == j.chunk && k.mac == j.mac);
+      FUZZ_CHECK(k.pid == j.pid && k.local_rank == j.local_rank);
       break;
     }
     case 2: {
@@ -56,9 +58,24 @@ int group_frames(const uint8_t *d, size_t n) {
       FUZZ_CHECK(decode_roster(b, sizeof b, s, err) == DS4TP_OK);
       FUZZ_CHECK(s.status == r.status && s.shm_name == r.shm_name && s.message == r.message);
       FUZZ_CHECK(s.peers.size() == r.peers.size());
-      for (size_t i = 0; i < r.peers.size(); i++)
+      FUZZ_CHECK(s.tiers == r.tiers);
+      for (size_t i = 0; i < r.peers.size(); i++) {
         FUZZ_CHECK(s.peers[i].host == r.peers[i].host && s.peers[i].port == r.peers[i].port);
+        FUZZ_CHECK(s.peers[i].host_index == r.peers[i].host_index &&
+                   s.peers[i].pid == r.peers[i].pid &&
+                   s.peers[i].local_rank == r.peers[i].local_rank);
+      }
       FUZZ_CHECK(r.status != DS4TP_OK || s.token == r.token);
+      if (r.status == DS4TP_OK) {  // any accepted roster lays out: each rank once, a leader a host
+        const Layout l = layout_of(r.peers, int(r.size) - 1);
+        size_t seen = 0;
+        for (const auto &ranks : l.ranks_of) {
+          FUZZ_CHECK(!ranks.empty());
+          seen += ranks.size();
+        }
+        FUZZ_CHECK(seen == r.size && l.leaders().size() == l.ranks_of.size());
+        FUZZ_CHECK(l.mine()[size_t(l.local)] == int(r.size) - 1);
+      }
       break;
     }
     case 3: {
@@ -130,6 +147,12 @@ std::vector<Bytes> group_seeds() {
   r.peers = {{"", 29600}, {"127.0.0.1", 40001}, {"10.1.2.3", 40002}};
   r.token[15] = 0xa5;
   uint8_t rb[kRosterBytes];
+  encode_roster(r, rb);
+  add(2, rb, sizeof rb);
+  r.size = 4;  // tiered: two hosts of two, local ranks on one
+  r.tiers = Tiers::Hosts;
+  r.peers = {{"", 29600, 0, 100, 1}, {"10.1.2.3", 40001, 1, 200, kNoLocalRank},
+             {"", 40002, 0, 300, 0}, {"10.1.2.3", 40003, 1, 400, kNoLocalRank}};
   encode_roster(r, rb);
   add(2, rb, sizeof rb);
   r = Roster{};

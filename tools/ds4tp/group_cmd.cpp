@@ -1,12 +1,15 @@
 // `ds4tp group`: runs a group all-reduce check and latency table.
 //
 //   ds4tp group --local N [--transport auto|shm|tcp] [--dtype f32|f16|bf16] [--count ELEMS]
+//               [--hosts H]   (the N ranks claim H hosts, a block of ranks each:
+//                              the tiered plan tried on one machine)
 //   ds4tp group --rank R --size N --rendezvous HOST:PORT [...]
 //   mpirun -np N ds4tp group    (rank and size from OMPI_COMM_WORLD_*; also
 //                                RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_*)
 //
 // Every iteration's result is compared bit for bit with a reference sum
-// computed here in rank order (f32 accumulation). Public C API only.
+// computed here in the group's order (f32 accumulation): rank order, or
+// host-major in a tiered group (ds4tp_group_topology). Public C API only.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +29,7 @@ namespace {
 
 struct GArgs {
   int local = 0, rank = -1, size = -1, port = -1, transport = DS4TP_TRANSPORT_AUTO;
+  int hosts = 0;  // --local: the hosts the ranks claim (DS4TP_TEST_HOST_ID)
   int dtype = DS4TP_DTYPE_F32;
   std::string host;
   uint64_t count = 0;  // 0 = the default size table
@@ -85,6 +89,8 @@ int run_rank(const GArgs &a, int rank_override, int port_fd) {
   ds4tp_group_options o;
   ds4tp_group_options_init(&o);
   o.rank = rank_override >= 0 ? rank_override : a.rank;
+  if (a.local && a.hosts > 0)
+    setenv("DS4TP_TEST_HOST_ID", ("local-host-" + std::to_string(o.rank * a.hosts / a.local)).c_str(), 1);
   o.group_size = a.local ? a.local : a.size;
   if (!a.host.empty()) o.rendezvous_host = a.host.c_str();
   o.rendezvous_port = a.local ? (rank_override == 0 ? 0 : a.port) : a.port;
@@ -109,6 +115,18 @@ int run_rank(const GArgs &a, int rank_override, int port_fd) {
     return 1;
   };
   if ((rc = ds4tp_group_connect(g)) != 0) return failed("connect", rc);
+  // The summation order: each host's ranks in local order, hosts in order
+  // (one host of every rank: rank order).
+  std::vector<std::vector<int>> hosts(1);
+  int tiered = 0;
+  for (int r = 0; r < n; r++) {
+    int h = 0, l = 0;
+    if ((rc = ds4tp_group_topology(g, r, &h, &l, &tiered)) != 0) return failed("topology", rc);
+    if (!tiered) h = 0, l = r;
+    if (size_t(h) >= hosts.size()) hosts.resize(size_t(h) + 1);
+    if (size_t(l) >= hosts[size_t(h)].size()) hosts[size_t(h)].resize(size_t(l) + 1);
+    hosts[size_t(h)][size_t(l)] = r;
+  }
   std::vector<uint64_t> sizes;
   if (a.count)
     sizes = {a.count};
@@ -125,7 +143,15 @@ int run_rank(const GArgs &a, int rank_override, int port_fd) {
       for (uint64_t i = 0; i < c; i++) {
         store(a.dtype, in[size_t(s)].data(), i, val(me, i, s));
         float acc = 0;
-        for (int r = 0; r < n; r++) acc = r == 0 ? rounded(a.dtype, val(r, i, s)) : acc + rounded(a.dtype, val(r, i, s));
+        for (size_t h = 0; h < hosts.size(); h++) {
+          float part = 0;
+          for (size_t k = 0; k < hosts[h].size(); k++) {
+            const float v = rounded(a.dtype, val(hosts[h][k], i, s));
+            part = k == 0 ? v : part + v;
+          }
+          if (hosts[h].size() > 1) part = rounded(a.dtype, part);  // a host hands on its sum
+          acc = h == 0 ? part : acc + part;
+        }
         store(a.dtype, want[size_t(s)].data(), i, acc);
       }
     }
@@ -154,7 +180,8 @@ int run_rank(const GArgs &a, int rank_override, int port_fd) {
         uint64_t i = 0;
         while (i < bytes && buf[i] == want[size_t(s)][i]) i++;
         std::fprintf(stderr, "ds4tp group FAILED on rank %d: %" PRIu64 " elements: byte %" PRIu64
-                     " differs from the rank-order reference\n", me, c, i);
+                     " differs from the %s reference\n", me, c, i,
+                     tiered ? "host-major" : "rank-order");
         ds4tp_group_free(g);
         return 1;
       }
@@ -168,8 +195,9 @@ int run_rank(const GArgs &a, int rank_override, int port_fd) {
   }
   if ((rc = ds4tp_group_barrier(g)) != 0) return failed("final barrier", rc);
   if (me == 0) {
-    std::printf("ds4tp group OK: %d ranks, transport %s, dtype %s, every rank's result bit-identical to the rank-order reference\n",
-                n, ds4tp_transport_name(ds4tp_group_transport(g)), dname(a.dtype));
+    std::printf("ds4tp group OK: %d ranks, transport %s, dtype %s, every rank's result bit-identical to the %s reference\n",
+                n, ds4tp_transport_name(ds4tp_group_transport(g)), dname(a.dtype),
+                tiered ? "host-major" : "rank-order");
     char plan[512];
     if (ds4tp_group_plan(g, plan, sizeof plan, nullptr) == DS4TP_OK) std::printf("  %s\n", plan);
     for (auto &l : lines) std::printf("%s\n", l.c_str());
@@ -199,6 +227,7 @@ int cmd_group(int argc, char **argv) {
     else if (o == "--size") a.size = std::atoi(need().c_str());
     else if (o == "--count") a.count = std::strtoull(need().c_str(), nullptr, 10);
     else if (o == "--iters") a.iters = std::atoi(need().c_str());
+    else if (o == "--hosts") a.hosts = std::atoi(need().c_str());
     else if (o == "--rendezvous") {
       std::string hp = need();
       size_t c = hp.rfind(':');

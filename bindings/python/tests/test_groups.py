@@ -251,6 +251,9 @@ def test_group_stats_count_the_all_reduces():
         plan = groups[0].plan()
         assert plan.startswith("plan: 1 host x 2 ranks; shm within the host"), plan
         assert groups[1].plan() == plan, (groups[1].plan(), plan)
+        assert groups[0].topology(1) == (0, 1, False), groups[0].topology(1)
+        with pytest.raises(ds4tp.Error):
+            groups[0].topology(2)
         groups[0].stats_reset()
         assert groups[0].stats()["all_reduces"] == 0, "stats_reset did not reset"
     finally:

@@ -20,9 +20,10 @@ bool raised(const void *ctx) {
 }  // namespace
 
 Mesh::Mesh(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout_ns,
-           const os::WaitPolicy &policy, bool adaptive)
+           const os::WaitPolicy &policy, bool adaptive, std::vector<int> names)
     : fds_(std::move(fds)), rank_(rank), n_(int(fds_.size())), timeout_(timeout_ns),
-      staging_(size_t(n_) * (kRoom + chunk)), chunk_(chunk), policy_(policy) {
+      staging_(size_t(n_) * (kRoom + chunk)), chunk_(chunk), policy_(policy),
+      names_(std::move(names)) {
   os::set_spin(policy_, budget_, policy.spin_ns, adaptive);  // keeps policy.yield_ns
   policy_.clock_every = 8;  // each idle round is a few system calls already
   for (auto &f : fds_)
@@ -86,7 +87,7 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
       while (late < n_ && !peers[late].send && !peers[late].recv) late++;
       culprit_ = late;
       return fail(err.set(DS4TP_ETIMEDOUT, "step {}: rank {} made no progress within {} ms",
-                          h.step, late, timeout_ / 1'000'000));
+                          h.step, name(late), timeout_ / 1'000'000));
     }
     if (rc != DS4TP_OK) return err.set(DS4TP_EFAILED, "group failed: marked failed");
   }
@@ -123,16 +124,18 @@ int Mesh::pump_recv(const StepHeader &h, int r, Peer &p, bool &moved, Error &err
   while (p.recv) {
     const ssize_t k = net::recv_stream(fds_[r].get(), hdr, h.size, body, p.got, total);
     if (k == 0)
-      return err.set(DS4TP_EPEERCLOSED, "rank {} closed its connection (step {})", r, h.step);
+      return err.set(DS4TP_EPEERCLOSED, "rank {} closed its connection (step {})", name(r),
+                     h.step);
     if (k < 0) {
       if (retry_later(errno)) return DS4TP_OK;
-      return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", r, std::strerror(errno), h.step);
+      return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", name(r), std::strerror(errno),
+                     h.step);
     }
     const bool hdr_done = p.got < h.size && p.got + size_t(k) >= h.size;
     p.got += size_t(k);
     moved = true;
     if (hdr_done)
-      if (int rc = h.check(hdr, h.step, p.body_in, r, err)) return rc;
+      if (int rc = h.check(hdr, h.step, p.body_in, name(r), err)) return rc;
     if (p.got == total) p.recv = false;
   }
   return DS4TP_OK;
@@ -145,7 +148,8 @@ int Mesh::pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, boo
     const ssize_t k = net::send_stream(fds_[r].get(), h.bytes, h.size, src, p.sent, total);
     if (k < 0) {
       if (retry_later(errno)) return DS4TP_OK;
-      return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", r, std::strerror(errno), h.step);
+      return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", name(r), std::strerror(errno),
+                     h.step);
     }
     p.sent += size_t(k);
     moved = true;

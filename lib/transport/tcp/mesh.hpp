@@ -47,10 +47,12 @@ class Mesh {
   static constexpr int kMaxPeers = 16;
   static constexpr size_t kRoom = 64;  // before each landing: header room, alignment kept
 
-  // `fds[r]`: the socket to rank r (invalid at `rank`). `chunk`: the
+  // `fds[r]`: the socket to member r (invalid at `rank`). `chunk`: the
   // largest body. `policy.budget` is ignored: adaptive is the mesh's own.
+  // `names[r]`: the rank number member r has in errors and culprit()
+  // (a mesh of some of a group's ranks); empty: r itself.
   Mesh(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout_ns,
-       const os::WaitPolicy &policy, bool adaptive);
+       const os::WaitPolicy &policy, bool adaptive, std::vector<int> names = {});
 
   // Sends src[r] to every peer r (the header alone when src is null) and
   // receives every peer's message: bodies from every peer, or only from
@@ -64,8 +66,8 @@ class Mesh {
   // Fails this step and every later one, and shuts the links down.
   void abort();
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
-  // The peer the last failed step was about; -1 when none.
-  int culprit() const { return culprit_; }
+  // The peer the last failed step was about (its name); -1 when none.
+  int culprit() const { return culprit_ < 0 ? -1 : name(culprit_); }
 
  private:
   struct Peer {
@@ -73,6 +75,7 @@ class Mesh {
     size_t body_out = 0, body_in = 0;
     bool send = false, recv = false;
   };
+  int name(int r) const { return names_.empty() ? r : names_[size_t(r)]; }
   uint8_t *landing(int r) { return staging_.data() + size_t(r) * (kRoom + chunk_) + kRoom; }
   int pump_recv(const StepHeader &h, int r, Peer &p, bool &moved, Error &err);
   int pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, bool &moved, Error &err);
@@ -86,9 +89,10 @@ class Mesh {
   std::vector<uint8_t> staging_;
   size_t chunk_;
   std::atomic<bool> aborted_{false};
-  int culprit_ = -1;  // the step's thread only
+  int culprit_ = -1;  // member index; the step's thread only
   os::WaitPolicy policy_;
   os::SpinBudget budget_;
+  std::vector<int> names_;
 };
 
 }  // namespace ds4tp::tcp

@@ -39,8 +39,8 @@ sit in a collective of their own handle.
 
 import ctypes
 import enum
-from ctypes import c_void_p
-from typing import Any, Dict, List, Optional, Union
+from ctypes import byref, c_int, c_void_p
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ._buffers import (UNTYPED_FORMATS, _buffer_address, _native, _release_views, _tracked_view,
                        _view, describe_format)
@@ -229,6 +229,15 @@ class Group(_Handle):
         within the host; all-reduce ..."), the same on every rank; after
         :meth:`connect`. For people and logs: its words may change."""
         return self._text(_lib().ds4tp_group_plan)
+
+    def topology(self, rank: int) -> Tuple[int, int, bool]:
+        """Where `rank` sits, after :meth:`connect`: (host index, place among
+        the host's ranks (0: its leader), whether the group runs tiered:
+        shm within a host, tcp between leaders, host-major sums)."""
+        host, local, tiered = c_int(), c_int(), c_int()
+        self._check(_lib().ds4tp_group_topology(self._live(), rank, byref(host), byref(local),
+                                                 byref(tiered)))
+        return host.value, local.value, bool(tiered.value)
 
     def prometheus(self) -> str:
         """The Prometheus text exposition of :meth:`stats`."""

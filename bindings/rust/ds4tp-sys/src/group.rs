@@ -109,6 +109,10 @@ extern "C" {
     /// The group's Prometheus text into buf (NUL-terminated); DS4TP_ENOMEM when cap <= *needed.
     pub fn ds4tp_group_stats_prometheus(g: *const ds4tp_group, buf: *mut c_char, cap: usize,
                                         needed: *mut usize) -> c_int;
+    /// Where `rank` sits after connect: host index, place on the host (0: its leader),
+    /// tiered (1) or not; any pointer may be null.
+    pub fn ds4tp_group_topology(g: *const ds4tp_group, rank: c_int, host: *mut c_int,
+                                local_index: *mut c_int, tiered: *mut c_int) -> c_int;
     /// The plan the group runs, in one line, into buf (NUL-terminated); DS4TP_ENOMEM when
     /// cap <= *needed, DS4TP_ESTATE before connect.
     pub fn ds4tp_group_plan(g: *const ds4tp_group, buf: *mut c_char, cap: usize,

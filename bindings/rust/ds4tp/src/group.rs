@@ -334,6 +334,15 @@ impl Group {
     pub fn plan(&self) -> Result<String> {
         self.text(|g, buf, cap, need| unsafe { sys::ds4tp_group_plan(g, buf, cap, need) })
     }
+    /// Where `rank` sits after connect: (host index, place among the host's ranks, 0 being
+    /// its leader, whether the group runs tiered: shm within a host, tcp between leaders).
+    pub fn topology(&self, rank: usize) -> Result<(usize, usize, bool)> {
+        let (mut host, mut local, mut tiered) = (0, 0, 0);
+        self.check(unsafe {
+            sys::ds4tp_group_topology(self.g, rank as c_int, &mut host, &mut local, &mut tiered)
+        })?;
+        Ok((host as usize, local as usize, tiered != 0))
+    }
     /// The Prometheus text exposition of [`Group::stats`].
     pub fn prometheus(&self) -> Result<String> {
         self.text(|g, buf, cap, need| unsafe { sys::ds4tp_group_stats_prometheus(g, buf, cap, need) })

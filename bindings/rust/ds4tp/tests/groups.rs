@@ -180,6 +180,8 @@ fn group_stats_count_the_all_reduces() {
     let plan = groups[0].plan().expect("plan");
     assert!(plan.starts_with("plan: 1 host x 2 ranks; shm within the host"), "plan: {plan}");
     assert_eq!(groups[1].plan().expect("plan"), plan, "the ranks' plans differ");
+    assert_eq!(groups[0].topology(1).expect("topology"), (0, 1, false), "rank 1's place");
+    assert!(groups[0].topology(2).is_err(), "a rank outside the group has no place");
     groups[0].stats_reset().expect("stats_reset");
     assert_eq!(groups[0].stats().expect("stats").all_reduces, 0, "stats_reset did not reset");
 }

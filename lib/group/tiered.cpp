@@ -1,0 +1,154 @@
+// The collectives of a tiered group (group/layout.hpp): the ranks of a
+// host meet over shm at their leader, the leaders meet over tcp, and each
+// leader hands the result back to its host's ranks. A host with one rank
+// has no shm step; a leader takes part in both lanes. Every lane numbers
+// its own steps, so the hosts' shm steps need not line up with each
+// other, only within a host.
+#include <algorithm>
+#include <cstring>
+
+#include "group/group.hpp"
+
+namespace ds4tp::group {
+namespace {
+const uint8_t kNone = 0;
+}  // namespace
+
+// Host-major: the leader sums its host's vectors in local order, the
+// leaders all-reduce those sums in host order (one-shot or two-shot by
+// the tcp thresholds), and each leader hands the result back, so every
+// rank has the leaders' bits.
+int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
+  const size_t esz = dtype_bytes(t);
+  const uint64_t per = opt_.chunk_bytes / esz;
+  const bool leader = layout_.leader();
+  const void *views[kMaxRanks];
+  uint64_t off = 0;
+  do {
+    const uint64_t m = std::min(count - off, per);
+    uint8_t *q = p + off * esz;
+    if (local_.m) {
+      const uint64_t s = ++local_.step;
+      if (int rc = local_.m->exchange(s, q, m * esz, -1, views, err)) return finish(local_, rc, err);
+      if (leader) reduce_sum(t, views, local_.n, q, size_t(m));
+      local_.m->done(s);
+    }
+    if (cross_.m)
+      if (int rc = reduce(cross_, q, m, t, err)) return rc;
+    if (local_.m) {
+      const uint64_t s = ++local_.step;
+      if (int rc = local_.m->exchange(s, leader ? q : nullptr, m * esz, 0, views, err))
+        return finish(local_, rc, err);
+      if (!leader && m) std::memcpy(q, views[0], size_t(m * esz));
+      local_.m->done(s);
+    }
+    off += m;
+  } while (off < count);
+  return DS4TP_OK;
+}
+
+// Each step moves `m` bytes of every rank: the host's pieces to the
+// leader (packed in local order in scratch_), the packs between leaders
+// (each padded to the largest host's), then the whole row of the step in
+// rank order from the leader to its ranks.
+int Group::tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, Error &err) {
+  const uint64_t n = uint64_t(opt_.size);
+  const uint64_t per = std::max<uint64_t>(1, opt_.chunk_bytes / n);
+  const uint64_t widest = layout_.most_on_a_host();
+  const bool leader = layout_.leader();
+  const void *views[kMaxRanks];
+  uint64_t off = 0;
+  do {
+    const uint64_t m = std::min(bytes - off, per);
+    if (local_.m) {
+      const uint64_t s = ++local_.step;
+      if (int rc = local_.m->exchange(s, src + off, m, -1, views, err))
+        return finish(local_, rc, err);
+      if (leader && m)
+        for (int i = 0; i < local_.n; i++) std::memcpy(scratch_ + uint64_t(i) * m, views[i], m);
+      local_.m->done(s);
+    } else if (m) {
+      std::memcpy(scratch_, src + off, m);
+    }
+    if (cross_.m) {
+      const uint64_t s = ++cross_.step;
+      if (int rc = cross_.m->exchange(s, scratch_, widest * m, -1, views, err))
+        return finish(cross_, rc, err);
+      for (int h = 0; h < layout_.hosts() && m; h++) {
+        const auto &ranks = layout_.ranks_of[size_t(h)];
+        const auto *pack = static_cast<const uint8_t *>(views[h]);
+        for (size_t i = 0; i < ranks.size(); i++)
+          std::memcpy(dst + uint64_t(ranks[i]) * bytes + off, pack + i * m, m);
+      }
+      cross_.m->done(s);
+    }
+    if (local_.m) {
+      if (leader && m)
+        for (uint64_t r = 0; r < n; r++) std::memcpy(scratch_ + r * m, dst + r * bytes + off, m);
+      const uint64_t s = ++local_.step;
+      if (int rc = local_.m->exchange(s, leader ? scratch_ : nullptr, n * m, 0, views, err))
+        return finish(local_, rc, err);
+      const auto *row = static_cast<const uint8_t *>(views[0]);
+      if (!leader && m)
+        for (uint64_t r = 0; r < n; r++) std::memcpy(dst + r * bytes + off, row + r * m, m);
+      local_.m->done(s);
+    }
+    off += m;
+  } while (off < bytes);
+  return DS4TP_OK;
+}
+
+// The root's host first hands the bytes to all its ranks (leader
+// included) when the root is not its leader; the leaders pass them on
+// from the root's host; every other host's leader hands them out (the
+// root's too when the root leads it).
+int Group::tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err) {
+  const int rh = int(layout_.host_of[size_t(root)]);
+  const auto &rr = layout_.ranks_of[size_t(rh)];
+  const int rl = int(std::find(rr.begin(), rr.end(), root) - rr.begin());
+  const bool home = layout_.host == rh, leader = layout_.leader(), me = root == opt_.rank;
+  const void *views[kMaxRanks];
+  uint64_t off = 0;
+  do {
+    const uint64_t m = std::min<uint64_t>(bytes - off, opt_.chunk_bytes);
+    uint8_t *q = p + off;
+    if (local_.m && home && rl != 0) {
+      const uint64_t s = ++local_.step;
+      if (int rc = local_.m->exchange(s, me ? q : nullptr, m, rl, views, err))
+        return finish(local_, rc, err);
+      if (!me && m) std::memcpy(q, views[rl], m);
+      local_.m->done(s);
+    }
+    if (cross_.m) {
+      const uint64_t s = ++cross_.step;
+      if (int rc = cross_.m->exchange(s, home ? q : nullptr, m, rh, views, err))
+        return finish(cross_, rc, err);
+      if (!home && m) std::memcpy(q, views[rh], m);
+      cross_.m->done(s);
+    }
+    if (local_.m && (!home || rl == 0)) {
+      const uint64_t s = ++local_.step;
+      if (int rc = local_.m->exchange(s, leader ? q : nullptr, m, 0, views, err))
+        return finish(local_, rc, err);
+      if (!leader && m) std::memcpy(q, views[0], m);
+      local_.m->done(s);
+    }
+    off += m;
+  } while (off < bytes);
+  return DS4TP_OK;
+}
+
+// Every rank of a host at its leader, the leaders with each other, then
+// the leaders release their hosts.
+int Group::tiered_barrier(Error &err) {
+  const void *views[kMaxRanks];
+  for (Lane *l : {&local_, &cross_, &local_}) {
+    if (!l->m) continue;
+    const uint64_t s = ++l->step;
+    if (int rc = l->m->exchange(s, &kNone, 0, -1, views, err)) return finish(*l, rc, err);
+    l->m->done(s);
+  }
+  return DS4TP_OK;
+}
+
+}  // namespace ds4tp::group
