@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "group_util.hpp"
+#include "support/netns.hpp"
 #include "support/procs.hpp"
 #include "support/ranks.hpp"
 
@@ -31,57 +32,11 @@ namespace {
 constexpr int kGateMs = 1000, kGraceMs = 1500;
 const char kKey[] = "netns-suite-key-0123456789abcdef";
 
-// Runs a command with a time limit; returns its exit status (or -1).
-int run(const std::vector<std::string> &argv, int timeout_ms = 5000) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    std::vector<char *> a;
-    for (auto &s : argv) a.push_back(const_cast<char *>(s.c_str()));
-    a.push_back(nullptr);
-    execvp(a[0], a.data());
-    _exit(127);
-  }
-  int status = 0;
-  for (int waited = 0;; waited += 5) {
-    if (waitpid(pid, &status, WNOHANG) == pid) break;
-    if (waited >= timeout_ms) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    usleep(5000);
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::vector<std::string> in_ns(pid_t pid, std::vector<std::string> cmd) {
-  std::vector<std::string> a = {"nsenter", "-t", std::to_string(pid), "-n"};
-  a.insert(a.end(), cmd.begin(), cmd.end());
-  return a;
-}
-
-// Joins the namespaces of processes a (10.77.0.1, device da) and b
-// (10.77.0.2, device db) with a veth pair, both ends and lo up.
+// Joins processes a (10.77.0.1, device da) and b (10.77.0.2, device db).
 bool veth_between(pid_t a, const std::string &da, pid_t b, const std::string &db) {
-  return run({"ip", "link", "add", da, "netns", std::to_string(a), "type", "veth", "peer",
-              "name", db, "netns", std::to_string(b)}) == 0 &&
-         run(in_ns(a, {"ip", "addr", "add", "10.77.0.1/24", "dev", da})) == 0 &&
-         run(in_ns(b, {"ip", "addr", "add", "10.77.0.2/24", "dev", db})) == 0 &&
-         run(in_ns(a, {"ip", "link", "set", da, "up"})) == 0 &&
-         run(in_ns(b, {"ip", "link", "set", db, "up"})) == 0 &&
-         run(in_ns(a, {"ip", "link", "set", "lo", "up"})) == 0 &&
-         run(in_ns(b, {"ip", "link", "set", "lo", "up"})) == 0;
+  return ds4tp::test::veth_between(a, da, "10.77.0.1", b, db, "10.77.0.2");
 }
-
-// Waits for the go byte on `go_fd` (the parent made the veth by then).
-bool await_go(int go_fd) {
-  char b;
-  pollfd p{go_fd, POLLIN, 0};
-  return poll(&p, 1, 10000) > 0 && read(go_fd, &b, 1) == 1 && b == 'g';
-}
+int run(const std::vector<std::string> &argv) { return run_cmd(argv); }
 
 // A rank in its own network namespace: reports READY(0) once unshared,
 // waits for the go byte, then pairs over the veth and runs gates until a

@@ -132,14 +132,22 @@ void Group::take_links(const Roster &ro, Links &links, std::vector<int> watch) {
   tiered_ = true;
   const auto &mine = layout_.mine();
   const Waiting wait = waiting(int(mine.size()), opt_.spin_ns, opt_.yield_ns);
+  // A leader waits across hosts on a leader that may itself wait on its
+  // host's ranks, and a host's ranks wait on their leader while it waits
+  // across: each outer wait is longer by the heartbeat's silence, so a
+  // stopped or cut-off rank is named by the heartbeat's verdict (or its
+  // own host's process watch), not by the deadline of a rank waiting on
+  // it through its leader. A dead rank is seen at once either way.
+  const uint64_t slack = opt_.peer_silence_ns + kVerdictWaitNs;
+  const uint64_t cross_timeout = timeout + slack, host_timeout = cross_timeout + slack;
   if (links.area) {
-    local_.m = shm_medium(links.area, layout_.local, true, timeout, wait, {}, mine);
+    local_.m = shm_medium(links.area, layout_.local, true, host_timeout, wait, {}, mine);
     local_.n = int(mine.size());
     local_.me = layout_.local;
   }
   if (layout_.leader()) {
-    cross_.m = tcp_medium(std::move(links.fds), layout_.host, opt_.chunk_bytes, timeout, wait,
-                          buffer_, layout_.leaders());
+    cross_.m = tcp_medium(std::move(links.fds), layout_.host, opt_.chunk_bytes, cross_timeout,
+                          wait, buffer_, layout_.leaders());
     cross_.n = layout_.hosts();
     cross_.me = layout_.host;
   }
