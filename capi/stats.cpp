@@ -57,6 +57,8 @@ int stats_to_c(const stats::Snapshot &s, int rank, int transport, ds4tp_stats *s
   hist_to_c(s.hist[stats::hControl], c.control_round_trip);
   hist_to_c(s.hist[stats::hAllReduce], c.all_reduce);
   hist_to_c(s.hist[stats::hRowWait], c.row_peer_wait);
+  hist_to_c(s.hist[stats::hHostStep], c.group_host_step);
+  hist_to_c(s.hist[stats::hAcrossStep], c.group_across_step);
   // An older caller's smaller struct gets its prefix; its size stays.
   std::memcpy(st, &c, size < sizeof c ? size : sizeof c);
   st->size = size < sizeof c ? size : uint32_t(sizeof c);

@@ -144,6 +144,23 @@ GroupBody tiered_body(const HostOrder &order, const std::string &want) {
     if (int rc = group_checks(g, counts, why, digest, BufferUse::Own, order)) return rc;
     uint64_t d2 = 0;
     if (int rc = group_checks(g, {16384, 3000}, why, d2, BufferUse::Group, order)) return rc;
+    // The step histograms: a tiered rank's collectives timed in the host's
+    // steps (a host of several ranks) and, on a leader, across hosts.
+    ds4tp_stats st;
+    st.size = sizeof st;
+    if (ds4tp_group_stats_read(g, &st) != DS4TP_OK) {
+      why = std::string("stats: ") + ds4tp_group_errmsg(g);
+      return int(DS4TP_EIO);
+    }
+    int host = 0, local = 0, tiered = 0;
+    ds4tp_group_topology(g, me, &host, &local, &tiered);
+    const bool shares = tiered && order[size_t(host)].size() > 1;
+    const bool leads = tiered && local == 0;
+    if ((st.group_host_step.count > 0) != shares || (st.group_across_step.count > 0) != leads) {
+      why = "step histograms: host " + std::to_string(st.group_host_step.count) + ", across " +
+            std::to_string(st.group_across_step.count) + " calls on rank " + std::to_string(me);
+      return int(DS4TP_EIO);
+    }
     const int n = ds4tp_group_size(g);
     for (int root = 0; root < n; root++) {
       std::vector<uint8_t> b(70001, 0);

@@ -47,6 +47,9 @@ typedef struct ds4tp_stats {
   ds4tp_stats_hist control_round_trip;  /* leader: command to first reply */
   ds4tp_stats_hist all_reduce;          /* groups */
   ds4tp_stats_hist row_peer_wait;       /* row gates: the waiting part */
+  /* Tiered groups (ds4tp_group_topology): per collective, the time in  */
+  /* its shm steps within the host and, on leaders, in the steps across. */
+  ds4tp_stats_hist group_host_step, group_across_step;
 } ds4tp_stats;
 
 /* Fills *st (st->size set by the caller). DS4TP_EINVAL for NULL or a     */

@@ -7,11 +7,33 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/clock.hpp"
 #include "group/group.hpp"
 
 namespace ds4tp::group {
 namespace {
+
 const uint8_t kNone = 0;
+
+// A collective's time in its host steps and its steps across, for the
+// stats' step histograms (when the group times its calls).
+class LaneClock {
+ public:
+  explicit LaneClock(bool on) : on_(on) {}
+  uint64_t start() const { return on_ ? now_ns() : 0; }
+  void host(uint64_t t0) { if (on_) host_ += now_ns() - t0; }
+  void across(uint64_t t0) { if (on_) across_ += now_ns() - t0; }
+  void report(stats::Stats &s, bool has_host, bool has_across) const {
+    if (!on_) return;
+    if (has_host) s.steps_done(stats::hHostStep, host_);
+    if (has_across) s.steps_done(stats::hAcrossStep, across_);
+  }
+
+ private:
+  bool on_;
+  uint64_t host_ = 0, across_ = 0;
+};
+
 }  // namespace
 
 // Host-major: the leader sums its host's vectors in local order, the
@@ -23,27 +45,36 @@ int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
   const uint64_t per = opt_.chunk_bytes / esz;
   const bool leader = layout_.leader();
   const void *views[kMaxRanks];
+  LaneClock clock(stats_.timed());
   uint64_t off = 0;
   do {
     const uint64_t m = std::min(count - off, per);
     uint8_t *q = p + off * esz;
+    uint64_t t0 = clock.start();
     if (local_.m) {
       const uint64_t s = ++local_.step;
       if (int rc = local_.m->exchange(s, q, m * esz, -1, views, err)) return finish(local_, rc, err);
       if (leader) reduce_sum(t, views, local_.n, q, size_t(m));
       local_.m->done(s);
+      clock.host(t0);
+      t0 = clock.start();
     }
-    if (cross_.m)
+    if (cross_.m) {
       if (int rc = reduce(cross_, q, m, t, err)) return rc;
+      clock.across(t0);
+      t0 = clock.start();
+    }
     if (local_.m) {
       const uint64_t s = ++local_.step;
       if (int rc = local_.m->exchange(s, leader ? q : nullptr, m * esz, 0, views, err))
         return finish(local_, rc, err);
       if (!leader && m) std::memcpy(q, views[0], size_t(m * esz));
       local_.m->done(s);
+      clock.host(t0);
     }
     off += m;
   } while (off < count);
+  clock.report(stats_, local_.m != nullptr, cross_.m != nullptr);
   return DS4TP_OK;
 }
 
@@ -57,9 +88,11 @@ int Group::tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, E
   const uint64_t widest = layout_.most_on_a_host();
   const bool leader = layout_.leader();
   const void *views[kMaxRanks];
+  LaneClock clock(stats_.timed());
   uint64_t off = 0;
   do {
     const uint64_t m = std::min(bytes - off, per);
+    uint64_t t0 = clock.start();
     if (local_.m) {
       const uint64_t s = ++local_.step;
       if (int rc = local_.m->exchange(s, src + off, m, -1, views, err))
@@ -70,6 +103,8 @@ int Group::tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, E
     } else if (m) {
       std::memcpy(scratch_, src + off, m);
     }
+    clock.host(t0);
+    t0 = clock.start();
     if (cross_.m) {
       const uint64_t s = ++cross_.step;
       if (int rc = cross_.m->exchange(s, scratch_, widest * m, -1, views, err))
@@ -81,7 +116,9 @@ int Group::tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, E
           std::memcpy(dst + uint64_t(ranks[i]) * bytes + off, pack + i * m, m);
       }
       cross_.m->done(s);
+      clock.across(t0);
     }
+    t0 = clock.start();
     if (local_.m) {
       if (leader && m)
         for (uint64_t r = 0; r < n; r++) std::memcpy(scratch_ + r * m, dst + r * bytes + off, m);
@@ -93,8 +130,10 @@ int Group::tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, E
         for (uint64_t r = 0; r < n; r++) std::memcpy(dst + r * bytes + off, row + r * m, m);
       local_.m->done(s);
     }
+    clock.host(t0);
     off += m;
   } while (off < bytes);
+  clock.report(stats_, local_.m != nullptr, cross_.m != nullptr);
   return DS4TP_OK;
 }
 
@@ -108,10 +147,12 @@ int Group::tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err) {
   const int rl = int(std::find(rr.begin(), rr.end(), root) - rr.begin());
   const bool home = layout_.host == rh, leader = layout_.leader(), me = root == opt_.rank;
   const void *views[kMaxRanks];
+  LaneClock clock(stats_.timed());
   uint64_t off = 0;
   do {
     const uint64_t m = std::min<uint64_t>(bytes - off, opt_.chunk_bytes);
     uint8_t *q = p + off;
+    uint64_t t0 = clock.start();
     if (local_.m && home && rl != 0) {
       const uint64_t s = ++local_.step;
       if (int rc = local_.m->exchange(s, me ? q : nullptr, m, rl, views, err))
@@ -119,13 +160,17 @@ int Group::tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err) {
       if (!me && m) std::memcpy(q, views[rl], m);
       local_.m->done(s);
     }
+    clock.host(t0);
+    t0 = clock.start();
     if (cross_.m) {
       const uint64_t s = ++cross_.step;
       if (int rc = cross_.m->exchange(s, home ? q : nullptr, m, rh, views, err))
         return finish(cross_, rc, err);
       if (!home && m) std::memcpy(q, views[rh], m);
       cross_.m->done(s);
+      clock.across(t0);
     }
+    t0 = clock.start();
     if (local_.m && (!home || rl == 0)) {
       const uint64_t s = ++local_.step;
       if (int rc = local_.m->exchange(s, leader ? q : nullptr, m, 0, views, err))
@@ -133,8 +178,10 @@ int Group::tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err) {
       if (!leader && m) std::memcpy(q, views[0], m);
       local_.m->done(s);
     }
+    clock.host(t0);
     off += m;
   } while (off < bytes);
+  clock.report(stats_, local_.m != nullptr, cross_.m != nullptr);
   return DS4TP_OK;
 }
 
@@ -142,12 +189,15 @@ int Group::tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err) {
 // the leaders release their hosts.
 int Group::tiered_barrier(Error &err) {
   const void *views[kMaxRanks];
+  LaneClock clock(stats_.timed());
   for (Lane *l : {&local_, &cross_, &local_}) {
     if (!l->m) continue;
-    const uint64_t s = ++l->step;
+    const uint64_t t0 = clock.start(), s = ++l->step;
     if (int rc = l->m->exchange(s, &kNone, 0, -1, views, err)) return finish(*l, rc, err);
     l->m->done(s);
+    l == &cross_ ? clock.across(t0) : clock.host(t0);
   }
+  clock.report(stats_, local_.m != nullptr, cross_.m != nullptr);
   return DS4TP_OK;
 }
 

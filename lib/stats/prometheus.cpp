@@ -120,6 +120,11 @@ void prometheus(const Snapshot &s, const std::string &labels, bool group, std::s
   } else {
     o.family("ds4tp_all_reduce_duration_seconds", "histogram", "Group all-reduce latency.");
     o.hist("ds4tp_all_reduce_duration_seconds", "", s.hist[hAllReduce]);
+    o.family("ds4tp_group_step_duration_seconds", "histogram",
+             "Tiered groups: a collective's time in its shm steps within the host (step=host) "
+             "and in the leaders' steps across hosts (step=across).");
+    o.hist("ds4tp_group_step_duration_seconds", "step=\"host\"", s.hist[hHostStep]);
+    o.hist("ds4tp_group_step_duration_seconds", "step=\"across\"", s.hist[hAcrossStep]);
   }
 }
 

@@ -15,7 +15,8 @@ const char *kind_name(int kind) {
 }
 
 const char *hist_name(int hist) {
-  static const char *const k[] = {"row", "batch", "big", "control", "all_reduce", "row_wait"};
+  static const char *const k[] = {"row",        "batch",    "big",       "control",
+                                  "all_reduce", "row_wait", "host_step", "across_step"};
   return hist >= 0 && hist < kHists ? k[hist] : "?";
 }
 

@@ -33,8 +33,10 @@ inline int bucket_of(uint64_t ns) {
 
 enum Kind : int { kRow = 0, kBatch = 1, kBig = 2, kGateKinds = 3 };
 // Histograms: the three gate kinds, control round trips, group
-// all-reduces, and the peer-wait part of row gates.
-enum Hist : int { hRow = 0, hBatch, hBig, hControl, hAllReduce, hRowWait, kHists };
+// all-reduces, the peer-wait part of row gates, and a tiered group's
+// collectives' time in their steps within a host and across hosts.
+enum Hist : int { hRow = 0, hBatch, hBig, hControl, hAllReduce, hRowWait, hHostStep, hAcrossStep,
+                  kHists };
 // Group collectives by kind.
 enum Coll : int { cAllReduce = 0, cAllGather, cBroadcast, cBarrier, kColls };
 
@@ -100,6 +102,9 @@ class Stats {
   void control_done(const char *what, uint64_t t0, uint64_t t1);
   // A group collective; the group's one thread.
   void collective_done(int coll, uint64_t sent, uint64_t received, uint64_t t0, int rc);
+  // A tiered collective's `ns` in the steps of hist hHostStep or
+  // hAcrossStep; the group's one thread.
+  void steps_done(int hist, uint64_t ns) { hist_[hist].record(ns); }
   // A latching failure's status (either thread).
   void failed_call(int rc);
 

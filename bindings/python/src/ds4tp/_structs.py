@@ -469,7 +469,7 @@ _STATS_COUNTERS = [
     "all_gathers", "broadcasts", "barriers",
 ]
 _STATS_HISTS = ["row_gate", "batch_gate", "big_gate", "control_round_trip", "all_reduce",
-                "row_peer_wait"]
+                "row_peer_wait", "group_host_step", "group_across_step"]
 
 
 class Stats(Structure):

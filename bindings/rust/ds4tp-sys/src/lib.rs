@@ -633,6 +633,10 @@ pub struct ds4tp_stats {
     pub all_reduce: ds4tp_stats_hist,
     /// Row gates: the waiting part.
     pub row_peer_wait: ds4tp_stats_hist,
+    /// Tiered groups: per collective, the time in its shm steps within the host.
+    pub group_host_step: ds4tp_stats_hist,
+    /// Tiered groups, on leaders: per collective, the time in the steps across hosts.
+    pub group_across_step: ds4tp_stats_hist,
 }
 
 extern "C" {
