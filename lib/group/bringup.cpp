@@ -53,12 +53,22 @@ static int build_mesh(const Options &o, const Roster &ro, const std::vector<int>
 
 // A rank of a tiered host opens the segment its leader makes as soon as
 // it has the roster; until then the name is missing (or the segment not
-// yet laid out), so the open is tried again until the deadline.
-static int open_host_area(const std::string &name, int n, size_t chunk, uint64_t deadline,
-                          std::shared_ptr<ShmArea> &area, Error &err) {
+// yet laid out), so the open is tried again, until the deadline or until
+// rank 0 hangs up (bring-up failed elsewhere). Any other failure (another
+// uid's segment, another layout) is final.
+static int open_host_area(const std::string &name, int n, size_t chunk, int hub_fd,
+                          uint64_t deadline, std::shared_ptr<ShmArea> &area, Error &err) {
   for (;;) {
     Error e;
-    if (shm_area_open(name, n, chunk, area, e) == DS4TP_OK) return DS4TP_OK;
+    bool not_yet = false;
+    if (shm_area_open(name, n, chunk, area, e, &not_yet) == DS4TP_OK) return DS4TP_OK;
+    if (!not_yet)
+      return err.set(e.code, "the host's shm segment from its leader: {}", e.message);
+    if (hub_fd >= 0 && net::peer_gone(hub_fd))
+      return err.set(DS4TP_EPEERCLOSED,
+                     "rank 0 closed the rendezvous connection while this rank waited for its "
+                     "host's shm segment {} (bring-up failed elsewhere)",
+                     name);
     if (now_ns() >= deadline)
       return err.set(DS4TP_ETIMEDOUT,
                      "the host's shm segment {} from its leader did not come in time (does this "
@@ -81,8 +91,8 @@ struct Group::Links {
 };
 
 // This rank's data links, up before it tells rank 0 it is ready.
-int Group::open_links(const Roster &ro, int data_lfd, uint64_t deadline, Links &out,
-                      Error &err) {
+int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadline,
+                      Links &out, Error &err) {
   if (ro.tiers == Tiers::Flat) {
     if (ro.transport == DS4TP_TRANSPORT_TCP) {
       std::vector<int> all(size_t(opt_.size));
@@ -96,7 +106,8 @@ int Group::open_links(const Roster &ro, int data_lfd, uint64_t deadline, Links &
   if (mine.size() > 1) {
     std::string name = shm_host_area_name(ro.peers[size_t(mine[0])].pid, ro.token, layout_.host);
     if (!layout_.leader()) {
-      if (int rc = open_host_area(name, int(mine.size()), opt_.chunk_bytes, deadline, out.area, err))
+      if (int rc = open_host_area(name, int(mine.size()), opt_.chunk_bytes, hub_fd, deadline,
+                                  out.area, err))
         return rc;
     } else {
       if (int rc = shm_area_create(int(mine.size()), opt_.chunk_bytes, name, out.area, err))
@@ -262,7 +273,7 @@ int Group::connect(Error &err) {
       return err.code;
     }
     layout_ = layout_of(ro.peers, 0);
-    int rc = open_links(ro, data_l.get(), deadline, links, err);
+    int rc = open_links(ro, data_l.get(), -1, deadline, links, err);
     for (int r = 1; rc == DS4TP_OK && r < opt_.size; r++) {
       uint8_t ready = 0;
       rc = net::read_exact(ctl[size_t(r)].get(), &ready, 1, deadline, "group ready", err);
@@ -317,7 +328,7 @@ int Group::connect(Error &err) {
   if (ro.size != uint32_t(opt_.size))
     return err.set(DS4TP_EPROTO, "roster size {} here {}", ro.size, opt_.size);
   layout_ = layout_of(ro.peers, opt_.rank);
-  if (int rc = open_links(ro, data_l.get(), deadline, links, err)) return rc;
+  if (int rc = open_links(ro, data_l.get(), c.get(), deadline, links, err)) return rc;
   uint8_t b = 1;
   if (int rc = net::write_all(c.get(), &b, 1, deadline, "group ready", err)) return rc;
   if (int rc = net::read_exact(c.get(), &b, 1, deadline, "group go", err))

@@ -299,16 +299,16 @@ int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
 }
 
 // A flat group's all-gather or broadcast: steps of at most chunk_bytes;
-// step by step `send(off)` is this rank's bytes (or null) and `take`
+// step by step `mine(off)` is this rank's bytes (or null) and `take`
 // copies out of the views.
-template <typename Send, typename Take>
-int Group::flat_steps(uint64_t bytes, int root, Send send, Take take, Error &err) {
+template <typename Mine, typename Take>
+int Group::flat_steps(uint64_t bytes, int root, Mine mine, Take take, Error &err) {
   const void *views[kMaxRanks];
   uint64_t off = 0;
   do {
     const uint64_t m = std::min<uint64_t>(bytes - off, opt_.chunk_bytes);
     const uint64_t step = ++local_.step;
-    if (int rc = local_.m->exchange(step, send(off), m, root, views, err))
+    if (int rc = local_.m->exchange(step, mine(off), m, root, views, err))
       return finish(local_, rc, err);
     if (m) take(off, m, views);
     local_.m->done(step);

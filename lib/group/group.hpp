@@ -178,12 +178,14 @@ class Group {
   int tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, Error &err);
   int tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err);
   int tiered_barrier(Error &err);
-  template <typename Send, typename Take>
-  int flat_steps(uint64_t bytes, int root, Send send, Take take, Error &err);
+  template <typename Mine, typename Take>
+  int flat_steps(uint64_t bytes, int root, Mine mine, Take take, Error &err);
   int finish(Lane &l, int rc, Error &err);
   void abort_lanes(int culprit, int code);
   int start_heartbeat(Error &err);
-  int open_links(const Roster &ro, int data_lfd, uint64_t deadline, Links &out, Error &err);
+  // hub_fd: the rendezvous connection to rank 0 (-1 on rank 0).
+  int open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadline, Links &out,
+                 Error &err);
   void take_links(const Roster &ro, Links &links, std::vector<int> watch);
 
   Options opt_;
@@ -259,8 +261,10 @@ int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmA
 // leader (`leader_pid`): every rank of the host derives it from the
 // roster's token.
 std::string shm_host_area_name(uint32_t leader_pid, const LinkToken &token, int host);
+// `not_yet` (optional) tells a failure a caller may retry: the segment
+// is missing, not sized or not laid out yet (its maker is still at it).
 int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<ShmArea> &out,
-                  Error &err);
+                  Error &err, bool *not_yet = nullptr);
 void shm_area_unlink(ShmArea &area);
 // Writes rank `rank`'s process (0: unknown, nothing written) into its
 // line, which every wait on that rank watches: the rank itself when it

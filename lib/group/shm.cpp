@@ -93,14 +93,20 @@ struct ShmArea {
   uint8_t *home(int r) { return slot(n, 0) + size_t(r) * slot_stride(chunk); }
   // The magic goes last: a rank that opens the area while its maker
   // lays it out (a tiered host's ranks try until it is there) sees no
-  // magic until the rest is written.
-  void init() {
+  // magic until the rest is written. The maker (index 0) writes its own
+  // pid before that, so a rank that opens the area can see the maker die
+  // even if it dies before its medium is made.
+  void init(uint32_t maker_pid = 0) {
     auto *h = new (base) Header{};
     h->ranks = uint32_t(n);
     h->chunk = chunk;
     h->home_bytes = home_threshold(n);
     h->two_shot_bytes = two_shot_threshold(DS4TP_TRANSPORT_SHM);
     for (int r = 0; r < n; r++) new (line(r)) RankLine{};
+    if (maker_pid != 0) {
+      line(0)->start_time.store(os::process_start_time(pid_t(maker_pid)), std::memory_order_relaxed);
+      line(0)->pid.store(maker_pid, std::memory_order_relaxed);
+    }
     __atomic_store_n(&h->magic, kAreaMagic, __ATOMIC_RELEASE);
   }
 };
@@ -128,18 +134,22 @@ int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmA
   if (int rc = a->segment.create(name, a->bytes, err)) return rc;
   if (int rc = a->segment.map_created(err)) return rc;
   a->base = a->segment.base();
-  a->init();
+  a->init(uint32_t(getpid()));
   out = std::move(a);
   return DS4TP_OK;
 }
 
 int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<ShmArea> &out,
-                  Error &err) {
+                  Error &err, bool *not_yet) {
   auto a = std::make_shared<ShmArea>(n, chunk);
-  if (int rc = a->segment.open_shared(name, a->bytes, err)) return rc;
+  if (int rc = a->segment.open_shared(name, a->bytes, err)) {
+    if (not_yet) *not_yet = a->segment.absent();
+    return rc;
+  }
   a->base = a->segment.base();
   Header *h = a->header();
   const uint32_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
+  if (not_yet) *not_yet = magic == 0;
   if (magic != kAreaMagic)
     return err.set(DS4TP_EVERSION, "group segment {} has layout {:08x}, this build reads {:08x}",
                    name, magic, kAreaMagic);

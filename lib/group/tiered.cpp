@@ -106,6 +106,10 @@ int Group::tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, E
     clock.host(t0);
     t0 = clock.start();
     if (cross_.m) {
+      // Every host sends the widest host's pack; a narrower one pads it
+      // with zeros rather than an earlier call's bytes.
+      const uint64_t filled = uint64_t(layout_.mine().size()) * m;
+      if (filled < widest * m) std::memset(scratch_ + filled, 0, widest * m - filled);
       const uint64_t s = ++cross_.step;
       if (int rc = cross_.m->exchange(s, scratch_, widest * m, -1, views, err))
         return finish(cross_, rc, err);

@@ -108,6 +108,7 @@ int Segment::open_shared(const std::string &name, uint64_t bytes, Error &err) {
 
 int Segment::open_named(const std::string &name, uint64_t bytes, bool remove_name, Error &err) {
   int fd = os::shm_open_cloexec(name.c_str(), O_RDWR, 0);
+  absent_ = fd < 0 && errno == ENOENT;
   if (fd < 0)
     return err.set(DS4TP_EIO,
                    "cannot open the peer's shared-memory segment {}: {} (do both ranks see "
@@ -125,6 +126,7 @@ int Segment::open_named(const std::string &name, uint64_t bytes, bool remove_nam
     return err.set(DS4TP_EIO,
                    "shared-memory segment {} belongs to uid {}, not to this process's uid {}",
                    name, st.st_uid, geteuid());
+  absent_ = st.st_size == 0;
   if (uint64_t(st.st_size) != os::shm_object_bytes(bytes))
     return err.set(DS4TP_EPROTO, "shared-memory segment {} is {} bytes, expected {}", name,
                    uint64_t(st.st_size), bytes);

@@ -34,6 +34,9 @@ class Segment {
   // The same, keeping the name for others to open (a group's ranks): its
   // creator removes it once every rank has it mapped.
   int open_shared(const std::string &name, uint64_t bytes, Error &err);
+  // After a failed open: the name did not exist yet, or its maker had not
+  // sized it yet (a caller racing the maker may try again).
+  bool absent() const { return absent_; }
   // Removes the name (idempotent; a name already gone is fine).
   void unlink();
 
@@ -50,6 +53,7 @@ class Segment {
   int fd_ = -1;
   uint8_t *base_ = nullptr;
   uint64_t bytes_ = 0;
+  bool absent_ = false;  // the last open's failure, not moved
 };
 
 // `prefix`, `pid`, '-', then as many hex digits of `random` as fit in
