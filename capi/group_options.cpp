@@ -57,8 +57,8 @@ int group_options_from_c(const ds4tp_group_options *copt, const ds4tp_identity *
     int port = c.rendezvous_port >= 0 ? c.rendezvous_port : env_int("MASTER_PORT", "", "");
     o.port = port >= 0 ? port : 29600;
     if (o.port > 65535) return err.set(DS4TP_EINVAL, "rendezvous port {}", o.port);
-    if (c.transport < DS4TP_TRANSPORT_AUTO || c.transport > DS4TP_TRANSPORT_SHM)
-      return err.set(DS4TP_EINVAL, "group transport {} (auto, tcp or shm)", c.transport);
+    if (c.transport < DS4TP_TRANSPORT_AUTO || c.transport > DS4TP_TRANSPORT_RDMA)
+      return err.set(DS4TP_EINVAL, "group transport {} (auto, tcp, shm or rdma)", c.transport);
     o.transport = c.transport;
   }
   if (c.connect_timeout_ms <= 0 || c.op_timeout_ms <= 0)

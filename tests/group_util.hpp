@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "ds4tp/ds4tp.h"
 
 namespace ds4tp::test {
@@ -56,5 +58,21 @@ using GroupBody = std::function<int(ds4tp_group *, int, uint64_t &, std::string 
 using GroupEdit = std::function<void(int rank, ds4tp_group_options &, ds4tp_identity &)>;
 GroupRun run_group_procs(int n, int transport, const GroupBody &body, const GroupEdit &edit = {},
                          int timeout_ms = 60000);
+
+// Every collective around each threshold (chunk 64 KiB) against
+// `order`'s reference (one host: rank order), broadcast from every root,
+// the topology, the step histograms, and the plan, which must contain
+// `want_plan`.
+GroupBody collectives_body(const HostOrder &order, const std::string &want_plan);
+// Ranks on the hosts `host_of` names ("host-0", ...; DS4TP_TEST_HOST_ID),
+// with LOCAL_RANK `local[r]` where given.
+GroupEdit on_hosts(const std::vector<int> &host_of, const std::vector<int> &local = {});
+
+// Every rank passed, with the same bits.
+inline void check_run(const GroupRun &run) {
+  INFO(run.why);
+  REQUIRE(run.rc == 0);
+  for (size_t r = 1; r < run.digests.size(); r++) CHECK(run.digests[r] == run.digests[0]);
+}
 
 }  // namespace ds4tp::test

@@ -17,6 +17,8 @@
 #include "net/endpoint.hpp"
 #include "os/os.hpp"
 #include "pair/pair.hpp"
+#include "transport/rdma/mesh.hpp"
+#include "transport/rdma/probe.hpp"
 
 namespace ds4tp::group {
 
@@ -84,7 +86,10 @@ static int open_host_area(const std::string &name, int n, size_t chunk, int hub_
 struct Group::Links {
   std::shared_ptr<ShmArea> area;  // flat shm: rank 0's; tiered: this host's
   bool made = false;
-  std::vector<net::Fd> fds;  // flat tcp: by rank; tiered: by host (leaders only)
+  std::vector<net::Fd> fds;  // flat tcp / rdma: by rank; tiered: by host (leaders only)
+  rdma::ProbeResult probe;   // this rank's RDMA port, when it may run rdma
+  std::unique_ptr<rdma::Mesh> rdma;  // over fds, where the roster says rdma
+  std::string rdma_why;      // why this rank's rdma links could not come up
   ~Links() {
     if (made && area) shm_area_unlink(*area);
   }
@@ -94,10 +99,11 @@ struct Group::Links {
 int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadline,
                       Links &out, Error &err) {
   if (ro.tiers == Tiers::Flat) {
-    if (ro.transport == DS4TP_TRANSPORT_TCP) {
+    if (ro.transport != DS4TP_TRANSPORT_SHM) {
       std::vector<int> all(size_t(opt_.size));
       for (int r = 0; r < opt_.size; r++) all[size_t(r)] = r;
-      return build_mesh(opt_, ro, all, data_lfd, deadline, out.fds, err);
+      if (int rc = build_mesh(opt_, ro, all, data_lfd, deadline, out.fds, err)) return rc;
+      return ro.transport == DS4TP_TRANSPORT_RDMA ? open_rdma({}, deadline, out, err) : DS4TP_OK;
     }
     if (opt_.rank == 0) return DS4TP_OK;  // made before the roster
     return shm_area_open(ro.shm_name, opt_.size, opt_.chunk_bytes, out.area, err);
@@ -123,18 +129,63 @@ int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadl
     return rc;
   for (int h = 0; h < layout_.hosts(); h++)
     out.fds.push_back(std::move(by_rank[size_t(layout_.leader_of(h))]));
-  return DS4TP_OK;
+  return ro.transport == DS4TP_TRANSPORT_RDMA ? open_rdma(layout_.leaders(), deadline, out, err)
+                                              : DS4TP_OK;
 }
 
-// The lanes from the links; `watch[r]`: a rendezvous socket that hangs up
-// when rank r exits (flat shm).
-void Group::take_links(const Roster &ro, Links &links, std::vector<int> watch) {
-  const uint64_t timeout = opt_.op_timeout_ns;
+// Queue pairs over the tcp links just made (flat: `names` empty; the
+// leaders' links: their ranks). A rank without a usable port still takes
+// part (its peers learn why); out.rdma_why then says why this rank's
+// links cannot run rdma, and the group runs tcp (connect's go byte).
+int Group::open_rdma(std::vector<int> names, uint64_t deadline, Links &out, Error &err) {
+  std::unique_ptr<rdma::Device> dev;
+  std::string none = out.probe.usable ? "" : out.probe.reason;
+  if (none.empty()) {
+    Error e;
+    if (rdma::open_device({}, out.probe, dev, e) != DS4TP_OK) none = e.message;
+  }
+  const bool flat = names.empty();
+  const Waiting wait =
+      waiting(flat ? opt_.size : int(layout_.mine().size()), opt_.spin_ns, opt_.yield_ns);
+  rdma::MeshConfig mc;
+  mc.chunk = opt_.chunk_bytes;
+  mc.timeout_ns = flat ? timeouts().flat : timeouts().cross;
+  mc.policy = wait.policy;
+  mc.adaptive = wait.adaptive;
+  mc.names = std::move(names);
+  mc.setup_deadline_ns = deadline;
+  std::vector<int> raw;
+  for (const auto &f : out.fds) raw.push_back(f.get());
+  return rdma::Mesh::open(std::move(dev), none, raw, flat ? opt_.rank : layout_.host, mc,
+                          out.rdma, out.rdma_why, err);
+}
+
+// A leader waits across hosts on a leader that may itself wait on its
+// host's ranks, and a host's ranks wait on their leader while it waits
+// across: each outer wait is longer by the heartbeat's silence, so a
+// stopped or cut-off rank is named by the heartbeat's verdict (or its
+// own host's process watch), not by the deadline of a rank waiting on
+// it through its leader. A dead rank is seen at once either way.
+Group::Timeouts Group::timeouts() const {
+  const uint64_t slack = opt_.peer_silence_ns + kVerdictWaitNs;
+  const uint64_t cross = opt_.op_timeout_ns + slack;
+  return {opt_.op_timeout_ns, cross, cross + slack};
+}
+
+// The lanes from the links (`rdma`: the group agreed to run its queue
+// pairs); `watch[r]`: a rendezvous socket that hangs up when rank r exits
+// (flat shm).
+void Group::take_links(const Roster &ro, Links &links, bool rdma, std::vector<int> watch) {
+  const Timeouts t = timeouts();
   if (ro.tiers == Tiers::Flat) {
     const Waiting wait = waiting(opt_.size, opt_.spin_ns, opt_.yield_ns);
-    local_.m = links.area ? shm_medium(links.area, opt_.rank, true, timeout, wait, std::move(watch))
-                          : tcp_medium(std::move(links.fds), opt_.rank, opt_.chunk_bytes, timeout,
-                                       wait, buffer_);
+    if (links.area)
+      local_.m = shm_medium(links.area, opt_.rank, true, t.flat, wait, std::move(watch));
+    else if (rdma)
+      local_.m = rdma_medium(std::move(links.rdma), std::move(links.fds), opt_.rank, buffer_);
+    else
+      local_.m = tcp_medium(std::move(links.fds), opt_.rank, opt_.chunk_bytes, t.flat, wait,
+                            buffer_);
     local_.n = opt_.size;
     local_.me = opt_.rank;
     return;
@@ -143,22 +194,17 @@ void Group::take_links(const Roster &ro, Links &links, std::vector<int> watch) {
   tiered_ = true;
   const auto &mine = layout_.mine();
   const Waiting wait = waiting(int(mine.size()), opt_.spin_ns, opt_.yield_ns);
-  // A leader waits across hosts on a leader that may itself wait on its
-  // host's ranks, and a host's ranks wait on their leader while it waits
-  // across: each outer wait is longer by the heartbeat's silence, so a
-  // stopped or cut-off rank is named by the heartbeat's verdict (or its
-  // own host's process watch), not by the deadline of a rank waiting on
-  // it through its leader. A dead rank is seen at once either way.
-  const uint64_t slack = opt_.peer_silence_ns + kVerdictWaitNs;
-  const uint64_t cross_timeout = timeout + slack, host_timeout = cross_timeout + slack;
+  cross_transport_ = rdma ? DS4TP_TRANSPORT_RDMA : DS4TP_TRANSPORT_TCP;
   if (links.area) {
-    local_.m = shm_medium(links.area, layout_.local, true, host_timeout, wait, {}, mine);
+    local_.m = shm_medium(links.area, layout_.local, true, t.host, wait, {}, mine);
     local_.n = int(mine.size());
     local_.me = layout_.local;
   }
   if (layout_.leader()) {
-    cross_.m = tcp_medium(std::move(links.fds), layout_.host, opt_.chunk_bytes, cross_timeout,
-                          wait, buffer_, layout_.leaders());
+    cross_.m = rdma ? rdma_medium(std::move(links.rdma), std::move(links.fds), layout_.host,
+                                  buffer_)
+                    : tcp_medium(std::move(links.fds), layout_.host, opt_.chunk_bytes, t.cross,
+                                 wait, buffer_, layout_.leaders());
     cross_.n = layout_.hosts();
     cross_.me = layout_.host;
   }
@@ -191,25 +237,56 @@ static void send_roster(const std::vector<net::Fd> &ctl, const Roster &ro) {
 }
 
 // Rank 0's choice of media: shm when every rank shares its host, tiers
-// (shm within each host, tcp between them) where ranks span hosts and
-// some share one, else a flat tcp mesh; a rank asking for tcp (or
-// DS4TP_GROUP_FLAT=1 at rank 0) keeps the mesh flat.
-static int choose_media(const Options &o, const std::vector<Join> &joins,
+// (shm within each host, a mesh between them) where ranks span hosts and
+// some share one, else a flat mesh; a rank asking for tcp (or
+// DS4TP_GROUP_FLAT=1 at rank 0) keeps the mesh flat. The mesh runs rdma
+// when a rank asks for it (even on one host), or, across hosts, when
+// every rank offers a usable port; else tcp. `offers`: rank 0's port.
+static int choose_media(const Options &o, bool offers, const std::vector<Join> &joins,
                         const std::vector<uint32_t> &host_of, Roster &ro, Error &err) {
   bool want_tcp = o.transport == DS4TP_TRANSPORT_TCP, want_shm = o.transport == DS4TP_TRANSPORT_SHM;
+  bool want_rdma = o.transport == DS4TP_TRANSPORT_RDMA, all_offer = offers;
   for (int r = 1; r < o.size; r++) {
-    want_tcp = want_tcp || joins[size_t(r)].transport == DS4TP_TRANSPORT_TCP;
-    want_shm = want_shm || joins[size_t(r)].transport == DS4TP_TRANSPORT_SHM;
+    const Join &j = joins[size_t(r)];
+    want_tcp = want_tcp || j.transport == DS4TP_TRANSPORT_TCP;
+    want_shm = want_shm || j.transport == DS4TP_TRANSPORT_SHM;
+    want_rdma = want_rdma || j.transport == DS4TP_TRANSPORT_RDMA;
+    all_offer = all_offer && j.offers_rdma;
   }
   const bool same_host = std::all_of(host_of.begin(), host_of.end(), [](uint32_t h) { return h == 0; });
-  if (want_shm && want_tcp) return err.set(DS4TP_EINVAL, "ranks ask for both shm and tcp");
+  if (int(want_shm) + int(want_tcp) + int(want_rdma) > 1)
+    return err.set(DS4TP_EINVAL, "ranks ask for different transports (shm {}, tcp {}, rdma {})",
+                   want_shm, want_tcp, want_rdma);
   if (want_shm && !same_host)
     return err.set(DS4TP_EUNSUPPORTED, "shm asked for but the ranks are on different hosts");
   const char *flat = std::getenv("DS4TP_GROUP_FLAT");
   const bool keep_flat = want_tcp || (flat != nullptr && *flat != 0 && *flat != '0');
-  ro.transport = same_host && !want_tcp ? DS4TP_TRANSPORT_SHM : DS4TP_TRANSPORT_TCP;
+  const bool rdma = want_rdma || (!same_host && !want_tcp && all_offer);
+  ro.transport = rdma ? DS4TP_TRANSPORT_RDMA
+                 : same_host && !want_tcp ? DS4TP_TRANSPORT_SHM
+                                          : DS4TP_TRANSPORT_TCP;
   ro.tiers = !same_host && !keep_flat && tiers_help(host_of) ? Tiers::Hosts : Tiers::Flat;
   return DS4TP_OK;
+}
+
+// Whether this rank may offer rdma (auto or rdma asked for): its port.
+static rdma::ProbeResult probe_rdma(const Options &o) {
+  if (o.transport != DS4TP_TRANSPORT_AUTO && o.transport != DS4TP_TRANSPORT_RDMA) return {};
+  return rdma::probe(rdma::ProbeRequest{});
+}
+
+// Every rank's rdma links came up, or the group runs tcp over them: the
+// ranks that could not log why (their peers learnt it on the links).
+static uint8_t go_byte(const Options &o, const Roster &ro, const std::string &why,
+                       const std::vector<int> &without) {
+  if (ro.transport != DS4TP_TRANSPORT_RDMA) return kGo;
+  if (why.empty() && without.empty()) return kGo;
+  std::string who;
+  for (int r : without) who += (who.empty() ? "" : ", ") + std::to_string(r);
+  o.log.warn("group: rdma links could not come up ({}{}{}); the group runs over tcp", why,
+             why.empty() || who.empty() ? "" : "; ",
+             who.empty() ? "" : "ranks without them: " + who);
+  return kGoOverTcp;
 }
 
 int Group::connect(Error &err) {
@@ -228,6 +305,7 @@ int Group::connect(Error &err) {
   const std::vector<uint8_t> hello_bytes = wire::encode_hello(hello);
   Roster ro;
   Links links;
+  links.probe = probe_rdma(opt_);
 
   if (opt_.rank == 0) {
     if (!listen_fd_.valid())
@@ -254,7 +332,7 @@ int Group::connect(Error &err) {
       host_of.push_back(uint32_t(index));
       ro.peers[size_t(r)] = {in.hosts[size_t(r)], j.data_port, uint32_t(index), j.pid, j.local_rank};
     }
-    choose_media(opt_, joins, host_of, ro, first);
+    choose_media(opt_, links.probe.usable, joins, host_of, ro, first);
     wire::Nonce token{};
     if (first.ok() && auth::fresh_nonce(token, first) == DS4TP_OK)
       std::copy_n(token.begin(), ro.token.size(), ro.token.begin());
@@ -274,19 +352,23 @@ int Group::connect(Error &err) {
     }
     layout_ = layout_of(ro.peers, 0);
     int rc = open_links(ro, data_l.get(), -1, deadline, links, err);
+    std::vector<int> without;  // ranks whose rdma links could not come up
     for (int r = 1; rc == DS4TP_OK && r < opt_.size; r++) {
       uint8_t ready = 0;
       rc = net::read_exact(ctl[size_t(r)].get(), &ready, 1, deadline, "group ready", err);
       if (rc != DS4TP_OK) err.set(rc, "rank {} did not become ready: {}", r, err.message);
+      if (rc == DS4TP_OK && ready != kReady && ready != kReadyWithoutRdma)
+        rc = err.set(DS4TP_EPROTO, "rank {} sent ready byte {}", r, ready);
+      if (ready == kReadyWithoutRdma) without.push_back(r);
     }
     if (rc != DS4TP_OK) return rc;
-    uint8_t go = 1;
+    uint8_t go = go_byte(opt_, ro, links.rdma_why, without);
     for (int r = 1; r < opt_.size; r++)
       if (int wrc = net::write_all(ctl[size_t(r)].get(), &go, 1, deadline, "group go", err))
         return wrc;
     std::vector<int> watch(size_t(opt_.size), -1);
     for (int r = 1; r < opt_.size; r++) watch[size_t(r)] = ctl[size_t(r)].get();
-    take_links(ro, links, std::move(watch));
+    take_links(ro, links, go == kGo && ro.transport == DS4TP_TRANSPORT_RDMA, std::move(watch));
     ctl_ = std::move(ctl);
     listen_fd_.reset();
     return start_heartbeat(err);
@@ -304,6 +386,7 @@ int Group::connect(Error &err) {
   j.rank = uint32_t(opt_.rank);
   j.size = uint32_t(opt_.size);
   j.transport = uint32_t(opt_.transport);
+  j.offers_rdma = links.probe.usable;
   j.data_port = uint32_t(data_port);
   j.chunk = opt_.chunk_bytes;
   j.host_id = host_id;
@@ -329,13 +412,17 @@ int Group::connect(Error &err) {
     return err.set(DS4TP_EPROTO, "roster size {} here {}", ro.size, opt_.size);
   layout_ = layout_of(ro.peers, opt_.rank);
   if (int rc = open_links(ro, data_l.get(), c.get(), deadline, links, err)) return rc;
-  uint8_t b = 1;
+  uint8_t b = links.rdma_why.empty() ? kReady : kReadyWithoutRdma;
   if (int rc = net::write_all(c.get(), &b, 1, deadline, "group ready", err)) return rc;
   if (int rc = net::read_exact(c.get(), &b, 1, deadline, "group go", err))
     return err.set(rc, "waiting for rank 0 to start the group: {}", err.message);
+  if (b != kGo && b != kGoOverTcp) return err.set(DS4TP_EPROTO, "rank 0 sent go byte {}", b);
+  if (b == kGoOverTcp && ro.transport == DS4TP_TRANSPORT_RDMA)
+    opt_.log.warn("group: rdma links could not come up ({}); the group runs over tcp",
+                  links.rdma_why.empty() ? "at another rank, which logs why" : links.rdma_why);
   std::vector<int> watch(size_t(opt_.size), -1);
   watch[0] = c.get();
-  take_links(ro, links, std::move(watch));
+  take_links(ro, links, b == kGo && ro.transport == DS4TP_TRANSPORT_RDMA, std::move(watch));
   ctl_.clear();
   ctl_.push_back(std::move(c));
   return start_heartbeat(err);

@@ -62,7 +62,7 @@ std::string Group::plan() const {
   f.transport = transport();
   // A tiered group's thresholds are those of the leaders' medium.
   const Medium &m = tiered_ ? (cross_.m ? *cross_.m : *local_.m) : *local_.m;
-  f.two_shot_bytes = tiered_ ? two_shot_threshold(DS4TP_TRANSPORT_TCP) : m.two_shot_bytes();
+  f.two_shot_bytes = tiered_ ? two_shot_threshold(cross_transport_) : m.two_shot_bytes();
   f.home_bytes = tiered_ ? UINT64_MAX : m.home_bytes();
   f.chunk_bytes = opt_.chunk_bytes;
   if (tiered_) f.leaders = layout_.leaders();
@@ -156,7 +156,7 @@ int Group::finish(Lane &l, int rc, Error &err) {
 // (talk/group_beat.hpp); the ranks of a flat shm group read each other's
 // process state instead (shm.cpp).
 int Group::start_heartbeat(Error &err) {
-  if (transport() != DS4TP_TRANSPORT_TCP) return DS4TP_OK;
+  if (transport() == DS4TP_TRANSPORT_SHM) return DS4TP_OK;  // tcp and rdma beat
   talk::HeartbeatConfig hc;
   hc.rank = opt_.rank;
   hc.silence_ns = opt_.peer_silence_ns;

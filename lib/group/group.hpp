@@ -29,6 +29,10 @@
 #include "stats/stats.hpp"
 #include "wire/hello.hpp"
 
+namespace ds4tp::rdma {
+class Mesh;
+}
+
 namespace ds4tp::group {
 
 constexpr int kMaxRanks = 16;
@@ -117,9 +121,9 @@ class Group {
 
   int rank() const { return opt_.rank; }
   int size() const { return opt_.size; }
-  // A tiered group's is the one between its hosts (tcp).
+  // A tiered group's is the one between its hosts (tcp or rdma).
   int transport() const {
-    return tiered_ ? DS4TP_TRANSPORT_TCP : local_.m ? local_.m->transport() : DS4TP_TRANSPORT_AUTO;
+    return tiered_ ? cross_transport_ : local_.m ? local_.m->transport() : DS4TP_TRANSPORT_AUTO;
   }
   int port() const { return opt_.port; }
   // The host medium's home when it has one (shm, once connected), else a
@@ -186,11 +190,18 @@ class Group {
   // hub_fd: the rendezvous connection to rank 0 (-1 on rank 0).
   int open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadline, Links &out,
                  Error &err);
-  void take_links(const Roster &ro, Links &links, std::vector<int> watch);
+  int open_rdma(std::vector<int> names, uint64_t deadline, Links &out, Error &err);
+  // Each lane's wait without progress (flat, or a tiered group's lanes).
+  struct Timeouts {
+    uint64_t flat, cross, host;
+  };
+  Timeouts timeouts() const;
+  void take_links(const Roster &ro, Links &links, bool rdma, std::vector<int> watch);
 
   Options opt_;
   Lane local_, cross_;
   bool tiered_ = false;
+  int cross_transport_ = DS4TP_TRANSPORT_TCP;  // tiered: between the leaders
   Layout layout_;  // from the roster (one host, rank order, for a local group)
   // ds4tp_group_buffer: kBufferRoom bytes the medium may use, then the
   // caller's chunk_bytes (buffer_ points past the room).
@@ -249,7 +260,7 @@ struct Waiting {
 };
 Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns = -1);
 
-// Media (shm.cpp, tcp.cpp). `watch` checks peer processes are alive;
+// Media (shm.cpp, mesh_medium.cpp). `watch` checks peer processes are alive;
 // `ctl[r]` (fd or -1) is a rendezvous socket that hangs up when rank r
 // exits; the fds stay owned by the Group and outlive the medium.
 struct ShmArea;
@@ -281,5 +292,9 @@ std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
                                    uint64_t op_timeout_ns, const Waiting &wait,
                                    const uint8_t *roomy, std::vector<int> names = {});
+// The same steps over rdma queue pairs (mesh_medium.cpp): `mesh` set up
+// over `fds`, the tcp links it keeps watching.
+std::unique_ptr<Medium> rdma_medium(std::unique_ptr<rdma::Mesh> mesh, std::vector<net::Fd> fds,
+                                    int rank, const uint8_t *roomy);
 
 }  // namespace ds4tp::group

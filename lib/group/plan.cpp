@@ -52,10 +52,13 @@ std::string describe_plan(const PlanFacts &f) {
     for (size_t i = 0; i < f.leaders.size(); i++)
       who += (i == 0 ? "" : i + 1 == f.leaders.size() ? " and " : ", ") +
              std::to_string(f.leaders[i]);
-    out += "shm within a host, tcp across hosts between leaders " + who;
+    out += fmt::format("shm within a host, {} across hosts between leaders {}",
+                       f.transport == DS4TP_TRANSPORT_RDMA ? "rdma" : "tcp", who);
+  } else if (f.transport == DS4TP_TRANSPORT_SHM) {
+    out += "shm within the host";
   } else {
-    out += f.transport == DS4TP_TRANSPORT_SHM ? "shm within the host"
-                                               : "tcp between every two ranks (flat)";
+    out += fmt::format("{} between every two ranks (flat)",
+                       f.transport == DS4TP_TRANSPORT_RDMA ? "rdma" : "tcp");
   }
   // Where the algorithm can change: each threshold, and past the chunk.
   std::vector<uint64_t> edges = {1, f.two_shot_bytes};

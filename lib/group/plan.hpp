@@ -24,11 +24,11 @@ inline Algorithm all_reduce_algorithm(uint64_t bytes, uint64_t home_bytes,
 
 struct PlanFacts {
   std::vector<uint32_t> host_of;  // each rank's host index (roster order)
-  int transport = 0;              // DS4TP_TRANSPORT_SHM or _TCP
+  int transport = 0;              // DS4TP_TRANSPORT_SHM, _TCP or _RDMA (tiered: across hosts)
   uint64_t two_shot_bytes = 0;    // all-reduce calls from this size run two-shot
   uint64_t home_bytes = UINT64_MAX;  // from this size to chunk_bytes: the shared buffer
   uint64_t chunk_bytes = 0;
-  // Tiered (shm within each host, tcp between them): each host's leader,
+  // Tiered (shm within each host, tcp or rdma between them): each host's leader,
   // by host; empty: flat.
   std::vector<int> leaders;
 };

@@ -73,7 +73,7 @@ void encode_join(const Join &j, uint8_t out[kJoinFixedBytes]) {
   put_head(out, kJoinMagic);
   put32(out + 8, j.rank);
   put32(out + 12, j.size);
-  put32(out + 16, j.transport);
+  put32(out + 16, j.transport | (j.offers_rdma ? kJoinOffersRdma : 0));
   put32(out + 20, j.data_port);
   put64(out + 24, j.chunk);
   std::memcpy(out + 32, j.host_id.data(), 16);
@@ -88,7 +88,9 @@ int decode_join(const uint8_t *buf, size_t len, Join &j, Error &err) {
   if (int rc = check_head(buf, len, kJoinFixedBytes, kJoinMagic, "join", err)) return rc;
   j.rank = get32(buf + 8);
   j.size = get32(buf + 12);
-  j.transport = get32(buf + 16);
+  const uint32_t transport = get32(buf + 16);
+  j.transport = transport & 0xffu;
+  j.offers_rdma = (transport & kJoinOffersRdma) != 0;
   j.data_port = get32(buf + 20);
   j.chunk = get64(buf + 24);
   std::memcpy(j.host_id.data(), buf + 32, 16);
@@ -104,6 +106,8 @@ int decode_join(const uint8_t *buf, size_t len, Join &j, Error &err) {
     return err.set(DS4TP_EPROTO, "group join: hello of {} bytes (max {})", j.hello_bytes,
                    kMaxJoinHello);
   if (j.has_mac > 1) return err.set(DS4TP_EPROTO, "group join: has_mac {}", j.has_mac);
+  if ((transport & ~(kJoinOffersRdma | 0xffu)) != 0 || j.transport > DS4TP_TRANSPORT_RDMA)
+    return err.set(DS4TP_EPROTO, "group join: transport word {:#x}", transport);
   if (j.data_port > 65535) return err.set(DS4TP_EPROTO, "group join: port {}", j.data_port);
   return DS4TP_OK;
 }
@@ -143,10 +147,11 @@ int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err) {
   if (r.status != DS4TP_OK) return DS4TP_OK;
   if (r.size < 2 || r.size > kRosterPeers)
     return err.set(DS4TP_EPROTO, "group roster: size {}", r.size);
-  if (r.transport != DS4TP_TRANSPORT_TCP && r.transport != DS4TP_TRANSPORT_SHM)
+  if (r.transport != DS4TP_TRANSPORT_TCP && r.transport != DS4TP_TRANSPORT_SHM &&
+      r.transport != DS4TP_TRANSPORT_RDMA)
     return err.set(DS4TP_EPROTO, "group roster: transport {}", r.transport);
   if (tiers > uint32_t(Tiers::Hosts) ||
-      (r.tiers == Tiers::Hosts && r.transport != DS4TP_TRANSPORT_TCP))
+      (r.tiers == Tiers::Hosts && r.transport == DS4TP_TRANSPORT_SHM))
     return err.set(DS4TP_EPROTO, "group roster: tiers {} over transport {}", tiers, r.transport);
   r.peers.resize(r.size);
   for (size_t i = 0; i < r.size; i++) {

@@ -6,10 +6,14 @@
 //   rank 0 -> rank: Roster fixed 64 bytes + 16 peers * 56 (host, port,
 //                   host index, pid, local rank) + 256 message
 //                   + 16-byte link token
-//   rank -> rank 0: one byte "ready" (data links up); rank 0 -> rank: "go"
+//   rank -> rank 0: one byte "ready" (data links up: 1; its rdma links
+//                   could not come up: 2); rank 0 -> rank: "go" (1; 2:
+//                   run tcp over the same links instead of rdma)
 // Data links (tcp): the dialler sends {u32 "D4GL", u32 rank, link token},
 // so a stranger at a data listener cannot take a rank's place; every
 // exchange step then starts with {u32 "D4GS", u32 step, u64 bytes}.
+// Over rdma each link first trades a status byte and RDMA_INFO
+// (transport/rdma/mesh.hpp); the step header then leads each message.
 #pragma once
 
 #include <array>
@@ -23,7 +27,7 @@
 
 namespace ds4tp::group {
 
-constexpr uint16_t kGroupVersion = 4;
+constexpr uint16_t kGroupVersion = 5;
 constexpr size_t kNonceMsgBytes = 40;
 constexpr size_t kJoinFixedBytes = 96;
 constexpr size_t kRosterPeers = 16;
@@ -32,14 +36,20 @@ constexpr size_t kRosterPeerBytes = 56;
 constexpr size_t kRosterBytes = 64 + kRosterPeers * kRosterPeerBytes + 256 + kLinkTokenBytes;
 constexpr size_t kLinkBytes = 8 + kLinkTokenBytes;
 constexpr size_t kStepHeaderBytes = 16;
+constexpr uint8_t kReady = 1, kReadyWithoutRdma = 2;
+constexpr uint8_t kGo = 1, kGoOverTcp = 2;
 constexpr size_t kMaxJoinHello = wire::kHelloMaxBytes + wire::kPreambleBytes;
 
 constexpr uint32_t kNoLocalRank = 0xffffffffu;
+// The join's transport word: the DS4TP_TRANSPORT_* asked for in the low
+// byte, and this bit when the rank has a usable RDMA port.
+constexpr uint32_t kJoinOffersRdma = 1u << 8;
 
 struct Join {
   uint32_t rank = 0;
   uint32_t size = 0;
-  uint32_t transport = 0;
+  uint32_t transport = 0;  // asked for (DS4TP_TRANSPORT_*)
+  bool offers_rdma = false;  // a usable RDMA port (auto may then run rdma)
   uint32_t data_port = 0;
   uint64_t chunk = 0;
   std::array<uint8_t, 16> host_id{};
@@ -74,7 +84,7 @@ enum class Tiers : uint32_t { Flat = 0, Hosts = 1 };
 
 struct Roster {
   int32_t status = 0;     // DS4TP_OK, or the failure every rank returns
-  uint32_t transport = 0;  // DS4TP_TRANSPORT_TCP or _SHM (flat); _TCP across hosts (tiered)
+  uint32_t transport = 0;  // TCP, SHM or RDMA (flat); TCP or RDMA across hosts (tiered)
   uint32_t size = 0;
   Tiers tiers = Tiers::Flat;
   std::string shm_name;  // <= 39 bytes; flat shm only

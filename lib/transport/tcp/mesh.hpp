@@ -29,18 +29,11 @@
 #include "net/socket.hpp"
 #include "os/spin_budget.hpp"
 #include "os/wait.hpp"
+#include "transport/mesh_step.hpp"
 
 namespace ds4tp::tcp {
 
-// A step's header: `bytes` of it go first on every link; `check` judges
-// the header a peer sent (EDESYNC naming both when it is on another step).
-struct StepHeader {
-  const uint8_t *bytes;
-  size_t size;
-  uint64_t step;
-  uint64_t body;  // body bytes of every message of the step
-  int (*check)(const uint8_t *got, uint64_t step, uint64_t body, int peer, Error &err);
-};
+using transport::StepHeader;
 
 class Mesh {
  public:

@@ -1,0 +1,124 @@
+// The rdma links of one group rank: a queue pair to every other rank, set
+// up over the group's tcp links, and the same step as tcp::Mesh (this
+// rank's message to each peer, each peer's message to this rank) moved as
+// two-sided sends with immediates.
+//
+// Set-up (open): every link trades a status byte ('R': this end can run
+// rdma, RDMA_INFO follows; 'N': it cannot) and, where the peer can,
+// RDMA_INFO (transport/rdma/setup_link.hpp framing). Where both ends can,
+// the queue pair is connected and this rank's whole receive ring for that
+// peer is posted. open() reports whether every link of this rank came up;
+// the group decides for all ranks (a rank that could not, and everyone
+// then runs tcp over the same links, which hold no unread bytes), and the
+// first sends go only after that decision, so no send can find a receive
+// missing (Apple's UC loses those).
+//
+// Data path: a step's message (header + body) is split into sends of the
+// link's message size (at most 16 KiB on Apple's UC profile), each tagged
+// (kind, step, index) in its immediate. Each peer's messages land in a
+// ring of 2 x ceil((header + chunk) / message) receives: a rank is at most
+// one step ahead of any peer (each step hears every rank), so two steps'
+// messages always find a posted receive; each is copied into that peer's
+// landing (views point there) and its receive posted again at once. A
+// completion of the next step, polled early, waits for that step. A tag
+// or length out of place (a message lost on UC) is EDESYNC naming the
+// rank; a completion error EIO with the provider's words.
+//
+// The tcp links stay open: their hang-up ends a wait with EPEERCLOSED
+// naming the rank, and abort() shuts them down so the peers see this rank
+// leave. Every wait has the step deadline, counted from the last progress.
+// One thread steps at a time; abort() may come from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "net/socket.hpp"
+#include "os/spin_budget.hpp"
+#include "os/wait.hpp"
+#include "transport/mesh_step.hpp"
+#include "transport/rdma/queue_pair.hpp"
+
+namespace ds4tp::rdma {
+
+struct MeshConfig {
+  size_t chunk = 0;          // the largest body of a step
+  uint64_t timeout_ns = 0;   // a step's wait without progress
+  os::WaitPolicy policy;     // budget ignored: adaptive is the mesh's own
+  bool adaptive = false;
+  std::vector<int> names;    // as tcp::Mesh: member r's rank in messages; empty: r
+  uint32_t max_msg = 64 * 1024;  // our cap on one message (min with device and peer)
+  uint64_t setup_deadline_ns = 0;  // absolute, for the set-up trades
+};
+
+// Immediate of a group message: kind 6 in bits 31..28, the step's low 12
+// bits, the message's index in the step (16 bits).
+constexpr uint32_t kTagGroupKind = 6;
+uint32_t group_tag(uint64_t step, uint32_t index);
+
+class Mesh {
+ public:
+  static constexpr int kMaxPeers = 16;
+  static constexpr size_t kRoom = 64;  // before each landing: header room, alignment kept
+  ~Mesh();
+
+  // `fds[r]`: the tcp link to member r (borrowed; invalid at `rank`).
+  // `dev`: this rank's opened device, or null when it has none (`none_why`
+  // says why; the peers still learn it). OK with `out` set when every
+  // link is up; OK with `out` null and `why` set when some link cannot
+  // run rdma; an error when a link itself failed (closed, garbled).
+  static int open(std::unique_ptr<Device> dev, const std::string &none_why,
+                  const std::vector<int> &fds, int rank, const MeshConfig &cfg,
+                  std::unique_ptr<Mesh> &out, std::string &why, Error &err);
+
+  // Once the group runs rdma: the tcp links, kept for the mesh's life.
+  void adopt(std::vector<net::Fd> fds);
+
+  // As tcp::Mesh::step: sends src[r] to every peer r (the header alone
+  // when src is null), receives every peer's message (bodies only from
+  // `root` when root >= 0); views[r] then points at rank r's body.
+  int step(const transport::StepHeader &hdr, int root, const uint8_t *const *src,
+           const void **views, Error &err);
+  // Fails this step and every later one, and shuts the tcp links down.
+  void abort();
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  // The peer the last failed step was about (its name); -1 when none.
+  int culprit() const { return culprit_ < 0 ? -1 : name(culprit_); }
+  // "fake RC, 16384 byte messages": for logs.
+  std::string describe() const;
+
+ private:
+  struct Link;
+  Mesh(std::unique_ptr<Device> dev, int rank, int n, const MeshConfig &cfg);
+  int name(int r) const { return cfg_.names.empty() ? r : cfg_.names[size_t(r)]; }
+  int setup(const std::vector<int> &fds, std::string &why, Error &err);
+  int prepare_local(std::string &why, Error &err);
+  int post_ring(Link &l, uint64_t from, uint64_t count, Error &err);
+  int pump(const transport::StepHeader &h, int r, bool &moved, Error &err);
+  int take(const transport::StepHeader &h, int r, const Completion &c, Error &err);
+  int fail(int rc, int culprit = -1) {
+    if (culprit >= 0) culprit_ = culprit;
+    return rc;
+  }
+
+  std::unique_ptr<Device> dev_;
+  int rank_, n_;
+  MeshConfig cfg_;
+  std::vector<Link> links_;
+  std::unique_ptr<uint8_t, void (*)(void *)> region_;  // registered: send staging, rings
+  size_t region_bytes_ = 0, staging_bytes_ = 0;
+  bool registered_ = false;
+  std::vector<uint8_t> landing_;  // per member: kRoom + chunk
+  std::vector<net::Fd> fds_;
+  std::atomic<bool> aborted_{false};
+  int culprit_ = -1;
+  os::WaitPolicy policy_;
+  os::SpinBudget budget_;
+};
+
+}  // namespace ds4tp::rdma
