@@ -85,6 +85,8 @@ struct Plan {
   // Ranks claim two hosts (even and odd ranks: DS4TP_TEST_HOST_ID), so a
   // group of 3 or 4 runs tiered (shm within a host, tcp across).
   bool two_hosts = false;
+  // The test verbs provider's profile ("rc", "uc-apple") for an rdma group.
+  const char *rdma_profile = nullptr;
   Work work = Work::OneShot;
   int data_port = 0, advertise = 0;  // rank 0's data listener behind a proxy
 };
@@ -162,6 +164,12 @@ int rank_main(int fd, const Plan &p) {
   id.n_layer = 36;
   id.n_embd = 2560;
   if (p.two_hosts) setenv("DS4TP_TEST_HOST_ID", p.rank % 2 ? "host-b" : "host-a", 1);
+#ifdef DS4TP_TEST_VERBS_PROVIDER
+  if (p.rdma_profile != nullptr) {
+    setenv("DS4TP_VERBS_LIB", DS4TP_TEST_VERBS_PROVIDER, 1);
+    setenv("DS4TP_VERBS_PROVIDER_PROFILE", p.rdma_profile, 1);
+  }
+#endif
   if (p.data_port) {
     setenv("DS4TP_GROUP_DATA_PORT", std::to_string(p.data_port).c_str(), 1);
     setenv("DS4TP_GROUP_DATA_ADVERTISE_PORT", std::to_string(p.advertise).c_str(), 1);
@@ -444,6 +452,36 @@ TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random 
   }
   require_clean(m);
 }
+
+#ifdef DS4TP_TEST_VERBS_PROVIDER
+// The same kills and stops over rdma groups (flat, and from 3 ranks on two
+// hosts tiered with rdma between the leaders), both provider profiles.
+TEST_CASE("group fault matrix over rdma: SIGKILL and SIGSTOP of a random rank",
+          "[group][fault][rdma]") {
+  const Work works[] = {Work::OneShot, Work::TwoShot, Work::Chunked, Work::Others,
+                        Work::Between};
+  const char *profiles[] = {"rc", "uc-apple"};
+  Matrix m;
+  for (int i = 0; i < 6 * trials(); i++) {
+    Plan p;
+    p.size = 2 + i % 3;
+    p.transport = DS4TP_TRANSPORT_RDMA;
+    p.rdma_profile = profiles[(i / 3) % 2];
+    p.two_hosts = (i / 6) % 2 == 1;
+    p.work = works[(i / 12) % 5];
+    const bool stop = uniform(0, 1) == 1;
+    const bool in_bringup = uniform(0, 7) == 0;
+    const int victim = int(uniform(0, uint64_t(p.size - 1)));
+    const Tally t = trial(p, stop, in_bringup, victim, m);
+    m.add({"all", std::string("rdma ") + p.rdma_profile + (p.two_hosts ? ", two hosts" : ""),
+           "n=" + std::to_string(p.size), stop ? "SIGSTOP" : "SIGKILL",
+           in_bringup ? "bring-up" : work_name(p.work),
+           victim == 0 ? "victim rank 0" : "victim another rank"},
+          t);
+  }
+  require_clean(m);
+}
+#endif
 
 TEST_CASE("group fault matrix: a relay on a tcp data link stalls, resets or blackholes",
           "[group][fault]") {

@@ -43,11 +43,15 @@ typedef struct ds4tp_group_options {
   const char *rendezvous_host;
   int32_t rendezvous_port;
   /* AUTO: shm when all ranks share a host; tiered when they span hosts
-   * and some share one (shm within a host, tcp between the hosts'
+   * and some share one (shm within a host, a mesh between the hosts'
    * leaders; the host from the host id, a host's order and leader from
    * LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID when set);
-   * else a flat tcp mesh. TCP: always the flat mesh (as does
-   * DS4TP_GROUP_FLAT=1 at rank 0). SHM: one host only. */
+   * else a flat mesh. Across hosts the mesh is rdma when every rank has
+   * a usable RDMA port, else tcp. TCP: always the flat tcp mesh (as does
+   * DS4TP_GROUP_FLAT=1 at rank 0, keeping the mesh's transport). SHM:
+   * one host only. RDMA: queue pairs between every two ranks (or the
+   * leaders); where a rank's cannot come up the group runs tcp over the
+   * same links and logs why (docs/GROUPS.md, "Over rdma"). */
   int32_t transport;
   int32_t connect_timeout_ms; /* whole bring-up (default 60000) */
   int32_t op_timeout_ms;      /* one collective waiting on a peer that makes no
@@ -134,8 +138,8 @@ DS4TP_EXPERIMENTAL_API int ds4tp_group_buffer(ds4tp_group *g, void **ptr, uint64
 
 DS4TP_EXPERIMENTAL_API int ds4tp_group_rank(const ds4tp_group *g);
 DS4TP_EXPERIMENTAL_API int ds4tp_group_size(const ds4tp_group *g);
-/* Active transport (TCP or SHM; a tiered group's is TCP, the one between
- * hosts) after connect, AUTO before. */
+/* Active transport (TCP, SHM or RDMA; a tiered group's is the one
+ * between hosts) after connect, AUTO before. */
 DS4TP_EXPERIMENTAL_API int ds4tp_group_transport(const ds4tp_group *g);
 /* Rank 0's rendezvous port after ds4tp_group_new on rank 0 (port 0 asks
  * for a free one), else the configured port. */

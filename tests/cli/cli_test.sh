@@ -66,6 +66,13 @@ assert d["auto_same_host"]==("shm" if shm else "rdma"), d' "$T/probe.json" || fa
     grep -q "ds4tp pair OK: leader, transport rdma" "$T/rdma.leader.out" || fail "leader output"
     check_metrics rdma "$T/rdma.leader.out"
     /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and d["transport"]=="rdma" and d["gates"]==300' "$T/rdma.worker.out" || fail "worker JSON"
+    # A group over rdma (3 processes), and 2 claimed hosts x 2 under auto:
+    # rdma between the leaders.
+    "$DS4TP" group --local 3 --transport rdma >"$T/group.out" 2>&1 || fail "group over rdma: $(cat "$T/group.out")"
+    grep -q "rdma between every two ranks (flat)" "$T/group.out" || fail "group plan: $(cat "$T/group.out")"
+    grep -q "ds4tp group OK: 3 ranks, transport rdma" "$T/group.out" || fail "group output: $(cat "$T/group.out")"
+    "$DS4TP" group --local 4 --hosts 2 >"$T/tiers.out" 2>&1 || fail "tiered group: $(cat "$T/tiers.out")"
+    grep -q "shm within a host, rdma across hosts between leaders 0 and 2" "$T/tiers.out" || fail "tiered plan: $(cat "$T/tiers.out")"
     ;;
   pair-*)
     tr="${CASE#pair-}"

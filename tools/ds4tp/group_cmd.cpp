@@ -1,6 +1,6 @@
 // `ds4tp group`: runs a group all-reduce check and latency table.
 //
-//   ds4tp group --local N [--transport auto|shm|tcp] [--dtype f32|f16|bf16] [--count ELEMS]
+//   ds4tp group --local N [--transport auto|shm|tcp|rdma] [--dtype f32|f16|bf16] [--count ELEMS]
 //               [--hosts H]   (the N ranks claim H hosts, a block of ranks each:
 //                              the tiered plan tried on one machine)
 //   ds4tp group --rank R --size N --rendezvous HOST:PORT [...]
@@ -236,8 +236,8 @@ int cmd_group(int argc, char **argv) {
       a.port = std::atoi(hp.c_str() + c + 1);
     } else if (o == "--transport") {
       std::string t = need();
-      a.transport = t == "tcp" ? DS4TP_TRANSPORT_TCP : t == "shm" ? DS4TP_TRANSPORT_SHM : t == "auto" ? DS4TP_TRANSPORT_AUTO : -1;
-      if (a.transport < 0) { std::fprintf(stderr, "ds4tp group: --transport auto|shm|tcp\n"); return 2; }
+      a.transport = t == "tcp" ? DS4TP_TRANSPORT_TCP : t == "shm" ? DS4TP_TRANSPORT_SHM : t == "rdma" ? DS4TP_TRANSPORT_RDMA : t == "auto" ? DS4TP_TRANSPORT_AUTO : -1;
+      if (a.transport < 0) { std::fprintf(stderr, "ds4tp group: --transport auto|shm|tcp|rdma\n"); return 2; }
     } else if (o == "--dtype") {
       std::string t = need();
       a.dtype = t == "f32" ? DS4TP_DTYPE_F32 : t == "f16" ? DS4TP_DTYPE_F16 : t == "bf16" ? DS4TP_DTYPE_BF16 : -1;

@@ -35,7 +35,8 @@ pub struct ds4tp_group_options {
     pub rendezvous_host: *const c_char,
     /// Rank 0's rendezvous port; -1 = MASTER_PORT, else 29600.
     pub rendezvous_port: i32,
-    /// AUTO (shm when all ranks share a host), TCP or SHM.
+    /// AUTO (shm when all ranks share a host; across hosts rdma where every rank has a
+    /// usable port, else tcp), TCP, SHM or RDMA (docs/GROUPS.md).
     pub transport: i32,
     /// Whole bring-up (ms, default 60000).
     pub connect_timeout_ms: i32,
@@ -92,7 +93,7 @@ extern "C" {
     pub fn ds4tp_group_rank(g: *const ds4tp_group) -> c_int;
     /// Ranks in the group.
     pub fn ds4tp_group_size(g: *const ds4tp_group) -> c_int;
-    /// Active transport (TCP or SHM) after connect, AUTO before.
+    /// Active transport (TCP, SHM or RDMA) after connect, AUTO before.
     pub fn ds4tp_group_transport(g: *const ds4tp_group) -> c_int;
     /// Rank 0's rendezvous port (after ds4tp_group_new on rank 0).
     pub fn ds4tp_group_rendezvous_port(g: *const ds4tp_group) -> c_int;
