@@ -5,9 +5,10 @@
 // direction). Checked: every collective over the flat rdma mesh and over
 // tiered hosts with rdma between the leaders, against the references,
 // the same bits on every rank; auto picking rdma across hosts; a rank
-// without a usable port (the group runs tcp and says why); a rank killed
-// mid-call, a lost message and a completion error, each ending every rank
-// with a named error.
+// without a usable port, or whose queue pair cannot be made or connected
+// (the group runs tcp and says why); a rank killed mid-call, a lost
+// message, a completion error and a queue pair that never receives, each
+// ending every rank with a named error.
 #include <signal.h>
 #include <unistd.h>
 
@@ -195,8 +196,8 @@ TEST_CASE("group rdma: faults end every rank with a named error", "[group][rdma]
       }
       read_log(2);
     }
-    SECTION(std::string("a message lost, a completion in error (") + profile + ")") {
-      for (const char *fault : {"drop=40", "wc=12@40"}) {
+    SECTION(std::string("a message lost, a completion in error, a dead queue pair (") + profile + ")") {
+      for (const char *fault : {"drop=40", "wc=12@40", "dead=1"}) {
         INFO("fault " << fault);
         const GroupRun run = run_group_procs(
             3, DS4TP_TRANSPORT_RDMA,

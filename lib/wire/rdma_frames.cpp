@@ -1,5 +1,9 @@
 #include "wire/rdma_frames.hpp"
 
+#include <cstring>
+
+#include <algorithm>
+
 #include "wire/codec.hpp"
 
 namespace ds4tp::wire {
@@ -138,6 +142,30 @@ int decode_rdma_posted(const uint8_t *buf, size_t len, RdmaPosted &out, Error &e
 }
 int decode_rdma_warm(const uint8_t *buf, size_t len, RdmaWarm &out, Error &err) {
   return decode_by("RDMA_WARM", buf, len, out, kWarmLayout, err, warm_rules);
+}
+
+size_t encode_link_status(bool can, const std::string &reason, uint8_t out[kLinkStatusMax]) {
+  out[0] = can ? kLinkCan : kLinkCannot;
+  if (can) return 1;
+  const size_t n = std::min<size_t>(reason.size(), 255);
+  out[1] = uint8_t(n);
+  std::memcpy(out + 2, reason.data(), n);
+  return 2 + n;
+}
+
+int decode_link_status(const uint8_t *buf, size_t len, bool &can, std::string &reason,
+                       size_t &need, Error &err) {
+  need = 1;
+  if (len < 1) return DS4TP_OK;
+  if (buf[0] != kLinkCan && buf[0] != kLinkCannot)
+    return err.set(DS4TP_EPROTO, "rdma link status byte {:#04x} (neither 'R' nor 'N')", buf[0]);
+  can = buf[0] == kLinkCan;
+  if (can) return DS4TP_OK;
+  need = 2;
+  if (len < 2) return DS4TP_OK;
+  need = 2 + size_t(buf[1]);
+  if (len >= need) reason.assign(reinterpret_cast<const char *>(buf + 2), buf[1]);
+  return DS4TP_OK;
 }
 
 }  // namespace ds4tp::wire

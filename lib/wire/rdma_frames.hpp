@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common/error.hpp"
 
@@ -86,5 +87,18 @@ int decode_rdma_warm(const uint8_t *buf, size_t len, RdmaWarm &out, Error &err);
 
 // "RC" / "UC" / "?".
 const char *qp_type_name(uint8_t t);
+
+// A group's rdma link status (transport/rdma/mesh.hpp), before RDMA_INFO:
+// 'R' (this end can; RDMA_INFO follows), or 'N', a u8 length and that
+// many bytes of reason (this end cannot).
+constexpr uint8_t kLinkCan = 'R', kLinkCannot = 'N';
+constexpr size_t kLinkStatusMax = 2 + 255;
+// Returns the bytes written (the reason cut at 255 bytes).
+size_t encode_link_status(bool can, const std::string &reason, uint8_t out[kLinkStatusMax]);
+// Sets `need` to the status's whole length as far as `len` bytes tell
+// (1, 2, then 2 + the reason); `can` and `reason` once len >= need.
+// EPROTO for a first byte that is neither.
+int decode_link_status(const uint8_t *buf, size_t len, bool &can, std::string &reason,
+                       size_t &need, Error &err);
 
 }  // namespace ds4tp::wire

@@ -86,6 +86,13 @@ std::vector<Bytes> rdma_seeds() {
   b.assign(1 + kRdmaWarmPayload, 3);
   encode_rdma_warm(RdmaWarm{0, kWarmReceived | kWarmSent, 16384}, b.data() + 1);
   out.push_back(b);
+  for (bool can : {true, false}) {  // a group link's status
+    uint8_t st[kLinkStatusMax];
+    const size_t n = encode_link_status(can, "port 1 of fv0 is DOWN", st);
+    b.assign(1, 4);
+    b.insert(b.end(), st, st + n);
+    out.push_back(b);
+  }
   return out;
 }
 

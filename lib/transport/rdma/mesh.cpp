@@ -19,7 +19,6 @@ constexpr int kPostBatch = 32;
 constexpr int kPollBatch = 32;
 constexpr uint64_t kNapNs = 50'000;
 constexpr uint64_t kGoneGraceNs = 2'000'000;  // completions still polled after a hang-up
-constexpr uint8_t kCan = 'R', kCannot = 'N';
 constexpr uint32_t kMaxIndex = 0xffff;  // messages of one step (the tag's index)
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
@@ -141,13 +140,8 @@ int Mesh::setup(const std::vector<int> &fds, std::string &why, Error &err) {
     Link &l = links_[size_t(r)];
     net::set_nonblocking(fds[size_t(r)]);
     l.setup = make_socket_setup_link(fds[size_t(r)]);
-    uint8_t status[2 + 255] = {can ? kCan : kCannot, 0};
-    size_t len = 1;
-    if (!can) {
-      status[1] = uint8_t(std::min<size_t>(why.size(), 255));
-      std::memcpy(status + 2, why.data(), status[1]);
-      len = 2 + status[1];
-    }
+    uint8_t status[wire::kLinkStatusMax];
+    const size_t len = wire::encode_link_status(can, why, status);
     if (int rc = net::write_all(fds[size_t(r)], status, len, deadline, "rdma link status", err))
       return err.set(rc, "rdma set-up with rank {}: {}", name(r), err.message);
     if (!can) continue;
@@ -163,21 +157,22 @@ int Mesh::setup(const std::vector<int> &fds, std::string &why, Error &err) {
   for (int r = 0; r < n_; r++) {
     if (r == rank_) continue;
     Link &l = links_[size_t(r)];
-    uint8_t s = 0;
-    if (int rc = net::read_exact(fds[size_t(r)], &s, 1, deadline, "rdma link status", err))
-      return err.set(rc, "rdma set-up with rank {}: {}", name(r), err.message);
-    if (s == kCannot) {
-      uint8_t len = 0;
-      char text[256] = {};
-      if (int rc = net::read_exact(fds[size_t(r)], &len, 1, deadline, "rdma link status", err))
-        return rc;
-      if (int rc = net::read_exact(fds[size_t(r)], text, len, deadline, "rdma link status", err))
-        return rc;
-      if (why.empty()) why = fmt::format("rank {} cannot: {}", name(r), std::string(text, len));
+    uint8_t status[wire::kLinkStatusMax];
+    size_t have = 0, need = 1;
+    bool peer_can = false;
+    std::string peer_why;
+    while (have < need) {
+      if (int rc = net::read_exact(fds[size_t(r)], status + have, need - have, deadline,
+                                   "rdma link status", err))
+        return err.set(rc, "rdma set-up with rank {}: {}", name(r), err.message);
+      have = need;
+      if (int rc = wire::decode_link_status(status, have, peer_can, peer_why, need, err))
+        return err.set(rc, "rdma set-up with rank {}: {}", name(r), err.message);
+    }
+    if (!peer_can) {
+      if (why.empty()) why = fmt::format("rank {} cannot: {}", name(r), peer_why);
       continue;
     }
-    if (s != kCan)
-      return err.set(DS4TP_EPROTO, "rdma set-up with rank {}: link status byte {:#04x}", name(r), s);
     uint8_t buf[wire::kRdmaInfoPayload];
     if (int rc = l.setup->recv(wire::kFrameRdmaInfo, buf, sizeof buf, deadline, err))
       return err.set(rc, "rdma set-up with rank {}: {}", name(r), err.message);

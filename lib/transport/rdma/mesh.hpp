@@ -3,8 +3,8 @@
 // rank's message to each peer, each peer's message to this rank) moved as
 // two-sided sends with immediates.
 //
-// Set-up (open): every link trades a status byte ('R': this end can run
-// rdma, RDMA_INFO follows; 'N': it cannot) and, where the peer can,
+// Set-up (open): every link trades a status (wire/rdma_frames.hpp: 'R',
+// this end can run rdma; 'N' and why it cannot) and, where the peer can,
 // RDMA_INFO (transport/rdma/setup_link.hpp framing). Where both ends can,
 // the queue pair is connected and this rank's whole receive ring for that
 // peer is posted. open() reports whether every link of this rank came up;
