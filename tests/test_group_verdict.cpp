@@ -1,6 +1,7 @@
 // One verdict per call: once a rank has given up on the group, no other
 // rank completes a further call, even one it sends nothing in (a
 // broadcast's non-roots) or one whose bytes are already there.
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -72,5 +73,36 @@ TEST_CASE("group verdict: after one rank fails, a broadcast fails on every other
       INFO("rank " << r << ": " << run.msgs[size_t(r)]);
       CHECK(run.rcs[size_t(r)] < 0);
     }
+  }
+}
+
+TEST_CASE("group verdict: a tiered broadcast's root host waits for the step across hosts",
+          "[group][tiers]") {
+  // Hosts {0, 2} and {1, 3}: root 2 is not its host's leader, so its host
+  // has the bytes after its own step. Rank 1, host B's leader, fails the
+  // group a little later than the others start the broadcast: root 2 must
+  // not complete a call whose step across hosts never happened.
+  GroupRun run = run_group_procs(
+      4, DS4TP_TRANSPORT_AUTO,
+      [](ds4tp_group *g, int rank, uint64_t &, std::string &why) {
+        if (int rc = reduce_once(g)) {
+          why = std::string("the first all-reduce: ") + ds4tp_group_errmsg(g);
+          return rc;
+        }
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          ds4tp_group_mark_failed(g);
+          why = "marked failed";
+          return int(DS4TP_EFAILED);
+        }
+        std::vector<uint8_t> b(64, uint8_t(rank));
+        const int rc = ds4tp_group_broadcast(g, b.data(), b.size(), 2);
+        why = rc ? ds4tp_group_errmsg(g) : "the broadcast completed after rank 1 failed";
+        return rc ? rc : 1;  // success here is the failure under test
+      },
+      on_hosts({0, 1, 0, 1}));
+  for (int r = 0; r < 4; r++) {
+    INFO("rank " << r << ": " << run.msgs[size_t(r)]);
+    CHECK(run.rcs[size_t(r)] < 0);
   }
 }

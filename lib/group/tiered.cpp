@@ -144,7 +144,10 @@ int Group::tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, E
 // The root's host first hands the bytes to all its ranks (leader
 // included) when the root is not its leader; the leaders pass them on
 // from the root's host; every other host's leader hands them out (the
-// root's too when the root leads it).
+// root's too when the root leads it). Where the root's host already has
+// the bytes, its ranks still wait for their leader's stamp after the
+// leaders' step, so no rank finishes a broadcast whose cross-host step
+// failed (one verdict per call).
 int Group::tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err) {
   const int rh = int(layout_.host_of[size_t(root)]);
   const auto &rr = layout_.ranks_of[size_t(rh)];
@@ -180,6 +183,10 @@ int Group::tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err) {
       if (int rc = local_.m->exchange(s, leader ? q : nullptr, m, 0, views, err))
         return finish(local_, rc, err);
       if (!leader && m) std::memcpy(q, views[0], m);
+      local_.m->done(s);
+    } else if (local_.m) {  // the bytes are here: the leader's stamp alone
+      const uint64_t s = ++local_.step;
+      if (int rc = local_.m->exchange(s, &kNone, 0, -1, views, err)) return finish(local_, rc, err);
       local_.m->done(s);
     }
     clock.host(t0);
