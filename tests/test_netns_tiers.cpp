@@ -4,11 +4,16 @@
 // the host-major reference with the same bits on every rank; then a cut
 // of the veth, and the SIGKILL or SIGSTOP of a leader and of a non-leader
 // mid-call: every surviving rank returns a named error within the
-// liveness bound. Skips ("ds4tp-skip:") where namespaces, `ip` or
-// `nsenter` are missing.
+// liveness bound; the same with rdma between the leaders (the test verbs
+// provider, whose messages go through shared memory, not the veth); and
+// a rank that claims a host whose /dev/shm it cannot see (its own mount
+// namespace stands for another machine's) gets a host of its own. Skips
+// ("ds4tp-skip:") where namespaces, `ip` or `nsenter` are missing.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -51,6 +56,22 @@ struct Hosts {
   }
 };
 
+// The leaders' medium: tcp, or rdma through the test verbs provider (the
+// ranks inherit the environment). False when rdma is asked for but this
+// build has no provider.
+struct Across {
+  explicit Across(bool rdma) {
+#ifdef DS4TP_TEST_VERBS_PROVIDER
+    if (rdma) setenv("DS4TP_VERBS_LIB", DS4TP_TEST_VERBS_PROVIDER, 1);
+    ok = true;
+#else
+    ok = !rdma;
+#endif
+  }
+  ~Across() { unsetenv("DS4TP_VERBS_LIB"); }
+  bool ok = false;
+};
+
 void options_for(int rank, const Hosts &hosts, ds4tp_group_options &o) {
   o.rank = rank;
   o.group_size = 4;
@@ -66,18 +87,22 @@ void options_for(int rank, const Hosts &hosts, ds4tp_group_options &o) {
 }  // namespace
 
 TEST_CASE("netns tiers: every collective over 2 hosts x 2 ranks", "[group][tiers][netns]") {
+  const bool rdma = GENERATE(false, true);
+  Across across(rdma);
   Hosts hosts;
-  if (!hosts.why.empty()) {
-    std::printf("ds4tp-skip: %s\n", hosts.why.c_str());
+  if (!hosts.why.empty() || !across.ok) {
+    std::printf("ds4tp-skip: %s\n", across.ok ? hosts.why.c_str() : "no test verbs provider");
     return;
   }
   const HostOrder order = {{0, 1}, {2, 3}};
+  const std::string want = rdma ? "rdma across hosts between leaders 0 and 2"
+                                : "tcp across hosts between leaders 0 and 2";
   GroupRun run = run_group_procs(
       4, DS4TP_TRANSPORT_AUTO,
-      [&order](ds4tp_group *g, int, uint64_t &digest, std::string &why) {
+      [&order, &want](ds4tp_group *g, int, uint64_t &digest, std::string &why) {
         char plan[512];
         if (ds4tp_group_plan(g, plan, sizeof plan, nullptr) != 0 ||
-            std::strstr(plan, "tcp across hosts between leaders 0 and 2") == nullptr) {
+            std::strstr(plan, want.c_str()) == nullptr) {
           why = std::string("not the tiered plan: ") + plan;
           return -1;
         }
@@ -147,9 +172,11 @@ TEST_CASE("netns tiers: a cut, a dead or a stopped rank ends every other rank in
           "[group][tiers][netns][fault]") {
   const Fault fault = GENERATE(Fault::Cut, Fault::KillLeader, Fault::KillMember,
                                Fault::StopLeader, Fault::StopMember);
+  const bool rdma = GENERATE(false, true);
+  Across across(rdma);
   Hosts hosts;
-  if (!hosts.why.empty()) {
-    std::printf("ds4tp-skip: %s\n", hosts.why.c_str());
+  if (!hosts.why.empty() || !across.ok) {
+    std::printf("ds4tp-skip: %s\n", across.ok ? hosts.why.c_str() : "no test verbs provider");
     return;
   }
   std::vector<Child> kids;
@@ -185,9 +212,77 @@ TEST_CASE("netns tiers: a cut, a dead or a stopped rank ends every other rank in
     CHECK(ms <= bound + kGraceMs);
     if (victim >= 0) CHECK(std::string(res.msg).find("rank " + std::to_string(victim)) != std::string::npos);
   }
-  std::printf("fault-summary: netns tiered 2 x 2, %s%s\n", fault_name(fault), summary.c_str());
+  std::printf("fault-summary: netns tiered 2 x 2 (%s across), %s%s\n", rdma ? "rdma" : "tcp",
+              fault_name(fault), summary.c_str());
   for (auto &k : kids) {
     k.signal(SIGKILL);
     k.reap(2000);
   }
+}
+
+namespace {
+
+// A fresh /dev/shm of this process's own, as on another machine: true
+// when it could be made (needs CAP_SYS_ADMIN).
+bool private_shm() {
+  return unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+         mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64m") == 0;
+}
+
+}  // namespace
+
+TEST_CASE("netns tiers: a rank claiming a host whose memory it cannot share gets a host of its own",
+          "[group][tiers][netns]") {
+  Hosts hosts;
+  if (!hosts.why.empty()) {
+    std::printf("ds4tp-skip: %s\n", hosts.why.c_str());
+    return;
+  }
+  {
+    Child probe = Child::spawn(
+        [](int fd) {
+          send_report(fd, kReportResult, 0, private_shm() ? 0 : 1);
+          return 0;
+        },
+        "mount probe");
+    Report r;
+    const bool can = probe.next_of(kReportResult, r, 5000) && r.rc == 0;
+    probe.reap(2000);
+    if (!can) {
+      std::printf("ds4tp-skip: cannot give a rank a /dev/shm of its own (unshare(CLONE_NEWNS) "
+                  "or the tmpfs mount refused)\n");
+      return;
+    }
+  }
+  // Rank 2 runs in host B's namespace with a /dev/shm of its own but
+  // claims host A (DS4TP_TEST_HOST_ID), where ranks 0 and 1 run. A host id
+  // includes the identity of the /dev/shm a rank sees, so the claim cannot
+  // put it on host A: it becomes a host of its own, and every result keeps
+  // the bits of that layout's host-major order.
+  const HostOrder order = {{0, 1}, {2}, {3}};
+  GroupRun run = run_group_procs(
+      4, DS4TP_TRANSPORT_AUTO,
+      [&order](ds4tp_group *g, int, uint64_t &digest, std::string &why) {
+        char plan[512] = "";
+        ds4tp_group_plan(g, plan, sizeof plan, nullptr);
+        if (std::strstr(plan, "plan: 3 hosts (2 + 1 + 1 ranks)") == nullptr) {
+          why = std::string("not the layout of a rank on a host of its own: ") + plan;
+          return -1;
+        }
+        return group_checks(g, {1, 4096, 40001}, why, digest, BufferUse::Own, order);
+      },
+      [&hosts](int r, ds4tp_group_options &o, ds4tp_identity &) {
+        if (!hosts.enter(r)) std::printf("rank %d could not enter its namespace\n", r);
+        if (r == 2) {
+          setenv("DS4TP_TEST_HOST_ID", "netns-host-a", 1);
+          if (!private_shm()) std::printf("rank 2 has no /dev/shm of its own\n");
+        }
+        const int port = o.rendezvous_port;
+        options_for(r, hosts, o);
+        o.rendezvous_port = port;
+      },
+      60000);
+  INFO(run.why);
+  REQUIRE(run.rc == 0);
+  for (size_t r = 1; r < run.digests.size(); r++) CHECK(run.digests[r] == run.digests[0]);
 }
