@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "group/reduce.hpp"
 #include "support/procs.hpp"
+#include "tools/ds4tp/sum_order.hpp"
 
 namespace ds4tp::test {
 namespace {
@@ -20,7 +22,7 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 33);
 }
 
-float value(int rank, uint64_t i, uint64_t salt) {
+float value_of(int rank, uint64_t i, uint64_t salt) {
   uint64_t h = mix((uint64_t(rank) << 40) ^ i ^ (salt << 20));
   return (float(int64_t(h % 2000001) - 1000000) / 1000000.0f) * float(1 + (h >> 60));
 }
@@ -32,7 +34,7 @@ size_t group_esize(int dtype) { return dtype == DS4TP_DTYPE_F32 ? 4 : 2; }
 void group_fill(int dtype, int rank, uint64_t count, uint64_t salt, void *out) {
   auto *p = static_cast<uint8_t *>(out);
   for (uint64_t i = 0; i < count; i++) {
-    float v = value(rank, i, salt);
+    float v = value_of(rank, i, salt);
     if (dtype == DS4TP_DTYPE_F32) {
       std::memcpy(p + i * 4, &v, 4);
     } else {
@@ -50,28 +52,42 @@ float as_dtype(int dtype, float v) {  // rounded to the element type and back
 }
 }  // namespace
 
+namespace {
+// Stores `v` rounded to the element type.
+void store_sum(int dtype, uint8_t *p, uint64_t i, float v) {
+  if (dtype == DS4TP_DTYPE_F32) {
+    std::memcpy(p + i * 4, &v, 4);
+  } else {
+    uint16_t b = dtype == DS4TP_DTYPE_F16 ? group::float_to_half(v) : group::float_to_bf16(v);
+    std::memcpy(p + i * 2, &b, 2);
+  }
+}
+void reference(int dtype, const sum_order::Shape &shape, uint64_t count, uint64_t salt,
+               void *out) {
+  auto *p = static_cast<uint8_t *>(out);
+  auto round = [dtype](float v) { return as_dtype(dtype, v); };
+  for (uint64_t i = 0; i < count; i++) {
+    auto value = [&](int r) { return as_dtype(dtype, value_of(r, i, salt)); };
+    store_sum(dtype, p, i, sum_order::element(shape, count, group_esize(dtype), i, value, round));
+  }
+}
+}  // namespace
+
 void group_reference_hosts(int dtype, const HostOrder &hosts, uint64_t count, uint64_t salt,
                            void *out) {
-  auto *p = static_cast<uint8_t *>(out);
-  for (uint64_t i = 0; i < count; i++) {
-    float total = 0;
-    for (size_t h = 0; h < hosts.size(); h++) {
-      float acc = 0;
-      for (size_t k = 0; k < hosts[h].size(); k++) {
-        const float v = as_dtype(dtype, value(hosts[h][k], i, salt));
-        acc = k == 0 ? v : acc + v;
-      }
-      // A host of several ranks hands on its sum in the element type.
-      if (hosts[h].size() > 1) acc = as_dtype(dtype, acc);
-      total = h == 0 ? acc : total + acc;
-    }
-    if (dtype == DS4TP_DTYPE_F32) {
-      std::memcpy(p + i * 4, &total, 4);
-    } else {
-      uint16_t b = dtype == DS4TP_DTYPE_F16 ? group::float_to_half(total) : group::float_to_bf16(total);
-      std::memcpy(p + i * 2, &b, 2);
-    }
-  }
+  sum_order::Shape shape;
+  shape.hosts = hosts;
+  reference(dtype, shape, count, salt, out);
+}
+
+void group_reference_ring(int dtype, const HostOrder &hosts, uint64_t count, uint64_t chunk_bytes,
+                          uint64_t salt, void *out) {
+  sum_order::Shape shape;
+  shape.hosts = hosts;
+  for (const auto &h : hosts) shape.tiered = shape.tiered || h.size() > 1;
+  shape.ring_from = 1;
+  shape.chunk_bytes = chunk_bytes;
+  reference(dtype, shape, count, salt, out);
 }
 
 void group_reference(int dtype, int n, uint64_t count, uint64_t salt, void *out) {
@@ -268,14 +284,19 @@ GroupRun run_group_procs(int n, int transport, const GroupBody &body, const Grou
 // Every collective, around each threshold (chunk 64 KiB; two-shot
 // across hosts from 64 KiB), against `order`'s reference; broadcast from
 // every root; and the plan, which must contain `want`.
+int check_plan(ds4tp_group *g, const std::string &want, std::string &why) {
+  char plan[512] = "";
+  if (ds4tp_group_plan(g, plan, sizeof plan, nullptr) != DS4TP_OK ||
+      std::string(plan).find(want) == std::string::npos) {
+    why = std::string("plan \"") + plan + "\" does not say \"" + want + "\"";
+    return int(DS4TP_EIO);
+  }
+  return 0;
+}
+
 GroupBody collectives_body(const HostOrder &order, const std::string &want) {
   return [order, want](ds4tp_group *g, int me, uint64_t &digest, std::string &why) {
-    char plan[512];
-    if (ds4tp_group_plan(g, plan, sizeof plan, nullptr) != DS4TP_OK ||
-        std::string(plan).find(want) == std::string::npos) {
-      why = std::string("plan \"") + plan + "\" does not say \"" + want + "\"";
-      return int(DS4TP_EIO);
-    }
+    if (int rc = check_plan(g, want, why)) return rc;
     // ds4tp_group_topology tells every rank's host and place, and whether
     // the group runs tiered (more than one host in `order`).
     for (size_t h = 0; h < order.size(); h++)

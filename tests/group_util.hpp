@@ -24,6 +24,13 @@ using HostOrder = std::vector<std::vector<int>>;
 // f32 and rounded once (group/tiered.cpp).
 void group_reference_hosts(int dtype, const HostOrder &hosts, uint64_t count, uint64_t salt,
                            void *out);
+// The ring's all-reduce (group/ring.cpp) among the hosts of `hosts` (one
+// rank each: a flat mesh; several: a tiered group's leaders), its calls
+// cut in steps of `chunk_bytes` (a tiered group's: in each of its chunks):
+// each step's segment s summed along the ring from member s, rounded to
+// the element type at each hop.
+void group_reference_ring(int dtype, const HostOrder &hosts, uint64_t count, uint64_t chunk_bytes,
+                          uint64_t salt, void *out);
 size_t group_esize(int dtype);
 
 // The checks a rank runs after connecting: all_reduce for every dtype and
@@ -64,6 +71,8 @@ GroupRun run_group_procs(int n, int transport, const GroupBody &body, const Grou
 // the topology, the step histograms, and the plan, which must contain
 // `want_plan`.
 GroupBody collectives_body(const HostOrder &order, const std::string &want_plan);
+// 0 when the group's plan line contains `want`, else EIO with `why`.
+int check_plan(ds4tp_group *g, const std::string &want, std::string &why);
 // Ranks on the hosts `host_of` names ("host-0", ...; DS4TP_TEST_HOST_ID),
 // with LOCAL_RANK `local[r]` where given.
 GroupEdit on_hosts(const std::vector<int> &host_of, const std::vector<int> &local = {});

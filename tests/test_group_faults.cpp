@@ -1,8 +1,9 @@
 // Group fault matrix: N = 2, 3, 4 rank processes over shm, tcp, and
 // ranks on two claimed hosts (tiered: shm within a host, tcp across); a
 // random rank is SIGKILLed or SIGSTOPped at a random moment of bring-up,
-// of each algorithm's steps (one-shot, two-shot, home, chunked, the other
-// collectives) or between calls. Every surviving rank must end with a
+// of each algorithm's steps (one-shot, two-shot, home, chunked, half the
+// chunked trials around the ring on the meshes, the other collectives) or
+// between calls. Every surviving rank must end with a
 // named error within its deadline; every result it returned before must
 // have the right bits; and no rank may go on past the next call after a
 // failure elsewhere (the survivors' failing calls differ by one at most).
@@ -88,8 +89,14 @@ struct Plan {
   // The test verbs provider's profile ("rc", "uc-apple") for an rdma group.
   const char *rdma_profile = nullptr;
   Work work = Work::OneShot;
+  // Chunked calls around the ring (DS4TP_GROUP_RING_BYTES) on the meshes.
+  bool ring = false;
   int data_port = 0, advertise = 0;  // rank 0's data listener behind a proxy
 };
+
+const char *moment_name(const Plan &p, bool in_bringup) {
+  return in_bringup ? "bring-up" : p.ring ? "ring all-reduce" : work_name(p.work);
+}
 
 // Call i of a workload: 0 or a status; kWrongBits when the bits differ.
 int one_call(ds4tp_group *g, const Plan &p, uint64_t i, std::vector<uint8_t> &a,
@@ -135,10 +142,14 @@ int one_call(ds4tp_group *g, const Plan &p, uint64_t i, std::vector<uint8_t> &a,
   }
   group_fill(DS4TP_DTYPE_F32, p.rank, count, i, buf);
   if (int rc = ds4tp_group_all_reduce(g, buf, count, DS4TP_DTYPE_F32, DS4TP_OP_SUM)) return rc;
-  if (p.two_hosts) {
+  if (p.two_hosts) {  // two hosts: a ring of two leaders sums as host-major
     HostOrder order(2);
     for (int r = 0; r < p.size; r++) order[size_t(r % 2)].push_back(r);
     group_reference_hosts(DS4TP_DTYPE_F32, order, count, i, b.data());
+  } else if (p.ring && p.transport != DS4TP_TRANSPORT_SHM) {
+    HostOrder alone(static_cast<size_t>(p.size));
+    for (int r = 0; r < p.size; r++) alone[size_t(r)] = {r};
+    group_reference_ring(DS4TP_DTYPE_F32, alone, count, 64 * 1024, i, b.data());
   } else {
     group_reference(DS4TP_DTYPE_F32, p.size, count, i, b.data());
   }
@@ -164,6 +175,7 @@ int rank_main(int fd, const Plan &p) {
   id.n_layer = 36;
   id.n_embd = 2560;
   if (p.two_hosts) setenv("DS4TP_TEST_HOST_ID", p.rank % 2 ? "host-b" : "host-a", 1);
+  if (p.ring) setenv("DS4TP_GROUP_RING_BYTES", "65536", 1);
 #ifdef DS4TP_TEST_VERBS_PROVIDER
   if (p.rdma_profile != nullptr) {
     setenv("DS4TP_VERBS_LIB", DS4TP_TEST_VERBS_PROVIDER, 1);
@@ -439,14 +451,14 @@ TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random 
                                                                   : DS4TP_TRANSPORT_AUTO;
     p.two_hosts = medium == 2;
     p.work = works[(i / 6) % 6];
+    p.ring = p.work == Work::Chunked && uniform(0, 1) == 1;
     const bool stop = (i / 36) % 2 == 1 || uniform(0, 3) == 0;
     const bool in_bringup = uniform(0, 7) == 0;
     const int victim = int(uniform(0, uint64_t(p.size - 1)));
     const Tally t = trial(p, stop, in_bringup, victim, m);
-    const std::string moment = in_bringup ? "bring-up" : work_name(p.work);
     m.add({"all", p.two_hosts ? std::string("two hosts (tiered from n=3)")
                               : std::string("transport ") + ds4tp_transport_name(p.transport),
-           "n=" + std::to_string(p.size), stop ? "SIGSTOP" : "SIGKILL", moment,
+           "n=" + std::to_string(p.size), stop ? "SIGSTOP" : "SIGKILL", moment_name(p, in_bringup),
            victim == 0 ? "victim rank 0" : "victim another rank"},
           t);
   }
@@ -468,15 +480,15 @@ TEST_CASE("group fault matrix over rdma: SIGKILL and SIGSTOP of a random rank",
     p.transport = DS4TP_TRANSPORT_RDMA;
     p.rdma_profile = profiles[(i / 3) % 2];
     p.two_hosts = (i / 6) % 2 == 1;
-    p.work = works[(i / 12) % 5];
+    p.work = works[(i / 6) % 5];
+    p.ring = p.work == Work::Chunked && uniform(0, 1) == 1;
     const bool stop = uniform(0, 1) == 1;
     const bool in_bringup = uniform(0, 7) == 0;
     const int victim = int(uniform(0, uint64_t(p.size - 1)));
     const Tally t = trial(p, stop, in_bringup, victim, m);
     m.add({"all", std::string("rdma ") + p.rdma_profile + (p.two_hosts ? ", two hosts" : ""),
            "n=" + std::to_string(p.size), stop ? "SIGSTOP" : "SIGKILL",
-           in_bringup ? "bring-up" : work_name(p.work),
-           victim == 0 ? "victim rank 0" : "victim another rank"},
+           moment_name(p, in_bringup), victim == 0 ? "victim rank 0" : "victim another rank"},
           t);
   }
   require_clean(m);

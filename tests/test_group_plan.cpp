@@ -12,6 +12,7 @@
 #include "group/plan.hpp"
 #include "group/wire.hpp"
 #include "group_util.hpp"
+#include "tools/ds4tp/sum_order.hpp"
 
 using namespace ds4tp;
 using namespace ds4tp::test;
@@ -42,8 +43,28 @@ TEST_CASE("group plan: the words say the layout, the medium and each size's algo
   CHECK(group::describe_plan(f) ==
         "plan: 2 hosts (2 + 3 ranks); tcp between every two ranks (flat); all-reduce two-shot; "
         "steps of at most 1 MiB");
+  f.two_shot_bytes = 64 * 1024;
+  f.ring_bytes = 1 << 20;  // the ring from the chunk size on
+  CHECK(group::describe_plan(f) ==
+        "plan: 2 hosts (2 + 3 ranks); tcp between every two ranks (flat); all-reduce one-shot "
+        "below 64 KiB, two-shot from 64 KiB, ring from 1 MiB; steps of at most 1 MiB");
+  f.ring_bytes = 1;
+  CHECK(group::describe_plan(f) ==
+        "plan: 2 hosts (2 + 3 ranks); tcp between every two ranks (flat); all-reduce ring; "
+        "steps of at most 1 MiB");
   CHECK(group::size_words(1000) == "1000 bytes");
   CHECK(group::size_words(3 << 20) == "3 MiB");
+}
+
+TEST_CASE("group plan: ds4tp group reads the ring and the step size from the plan", "[group]") {
+  const std::string plan =
+      "plan: 3 hosts x 1 rank; tcp between every two ranks (flat); all-reduce one-shot below "
+      "64 KiB, two-shot from 64 KiB, ring from 1 MiB; steps of at most 256 KiB";
+  CHECK(sum_order::plan_size(plan, "ring", UINT64_MAX) == 1u << 20);
+  CHECK(sum_order::plan_size(plan, "steps of at most", 0) == 256u * 1024);
+  CHECK(sum_order::plan_size("plan: ...; all-reduce ring; steps of at most 1 MiB", "ring", 0) == 1);
+  CHECK(sum_order::plan_size("plan: ...; two-shot above 1 MiB; during", "ring", 7) == 7);
+  CHECK(sum_order::plan_size("plan: ...; ring above 1 MiB", "ring", 0) == (1u << 20) + 1);
 }
 
 TEST_CASE("group plan: the roster numbers hosts in rank order and refuses other numbers", "[group]") {

@@ -20,13 +20,21 @@
 # No netem here (the kernel has no sch_netem), so the model has a rate
 # and no added delay.
 #
+# The ring section: on 3 hosts x 1 and 4 hosts x 1, the f32 all-reduce
+# p50 from 64 KiB to 16 MiB with the leaders' large-call schedule forced
+# to two-shot (DS4TP_GROUP_RING_BYTES=0) and to the ring (=1), the same
+# run interleaved: where the ring's column wins is its crossover
+# (kRingBytes, lib/group/group.hpp).
+#
 # Usage (root): bench/group/netlab.sh [build-dir] [rate] [reps]
 #   rate: tbf rate (default 5gbit); writes bench/results/group-netlab-DATE-HOST.md
+#   NETLAB_PARTS="main ring" (the default) picks the sections.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:-build}"
 rate="${2:-5gbit}"
 reps="${3:-3}"
+parts="${NETLAB_PARTS:-main ring}"
 tool="$(cd "$build" && pwd)/tools/ds4tp"
 [ "$(id -u)" = 0 ] || { echo "netlab.sh: needs root (namespaces, veth, tc)"; exit 2; }
 for c in ip tc unshare python3; do command -v $c >/dev/null || { echo "netlab.sh: needs $c"; exit 2; }; done
@@ -35,6 +43,10 @@ tmp="$(mktemp -d)"
 results="$(cd "$here/../results" && pwd)/group-netlab-$(date +%F)-${DS4TP_BENCH_HOST:-$(uname -n)}.md"
 
 teardown() {
+  # The bridge-side ends first: a namespace's veth goes away only later.
+  for l in $(ip -o link | awk -F': ' '$2 ~ /^d4s[0-9]/ {sub(/@.*/, "", $2); print $2}'); do
+    ip link del "$l" 2>/dev/null || true
+  done
   for n in $(ip netns list | awk '/^d4h[0-9]/ {print $1}'); do ip netns del "$n"; done
   ip link del d4br 2>/dev/null || true
 }
@@ -95,12 +107,14 @@ chmod +x "$tmp/enter-host"
 mpicc -O2 -o "$tmp/mpi" "$here/mpi_allreduce.c"
 
 p50() { sed -n 's/.*p50 *\([0-9.]*\) *us.*/\1/p' | head -1; }
-# ds4tp over H hosts x R ranks; rank r on host r / R. $4: extra options.
+# ds4tp over H hosts x R ranks; rank r on host r / R. $4: extra options;
+# $6: extra environment (NAME=VALUE ...).
 ds4tp_run() {
-  local hosts=$1 per=$2 count=$3 extra=$4 iters=$5 n=$(($1 * $2)) port=$((29700 + RANDOM % 200))
+  local hosts=$1 per=$2 count=$3 extra=$4 iters=$5 envs=${6:-} n=$(($1 * $2))
+  local port=$((29700 + RANDOM % 200))
   for ((r = n - 1; r >= 0; r--)); do
     local h=$((r / per))
-    ip netns exec d4h$h env DS4TP_TEST_HOST_ID=h$h "$tool" group --rank $r --size $n \
+    ip netns exec d4h$h env DS4TP_TEST_HOST_ID=h$h $envs "$tool" group --rank $r --size $n \
       --rendezvous 10.78.0.1:$port --count "$count" --iters "$iters" $extra >"$tmp/r$r" 2>&1 &
   done
   wait
@@ -119,6 +133,10 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { prin
 
 declare -A got plan
 layouts=("2 2" "4 1")
+ring_layouts=("3 1" "4 1")
+ring_sizes=("16384 400" "65536 200" "262144 60" "1048576 20" "4194304 8")  # 64 KiB .. 16 MiB
+[[ " $parts " == *" main "* ]] || layouts=()
+[[ " $parts " == *" ring "* ]] || ring_layouts=()
 sizes=("4096 2000" "1048576 40")  # 16 KiB, 4 MiB of f32
 for lay in "${layouts[@]}"; do
   set -- $lay
@@ -134,6 +152,18 @@ for lay in "${layouts[@]}"; do
   done
   set -- $lay
   plan[$lay]=$(ds4tp_run $1 $2 1 "" 1 >/dev/null; sed -n 's/^ *\(plan: .*\)/\1/p' "$tmp/r0")
+done
+for lay in "${ring_layouts[@]}"; do
+  set -- $lay
+  lab "$1"
+  got[raw $lay]=$(raw_gbit)
+  for ((k = 0; k < reps; k++)); do
+    for sz in "${ring_sizes[@]}"; do
+      set -- $lay $sz
+      got[two $lay $3]+="$(ds4tp_run $1 $2 $3 "" $4 DS4TP_GROUP_RING_BYTES=0) "
+      got[ring $lay $3]+="$(ds4tp_run $1 $2 $3 "" $4 DS4TP_GROUP_RING_BYTES=1) "
+    done
+  done
 done
 teardown
 
@@ -165,6 +195,23 @@ med() { echo "${got[$*]}" | median; }
     a=$(med auto $lay 4096) f=$(med flat $lay 4096) m=$(med mpi $lay 4096)
     awk -v a="$a" -v f="$f" -v m="$m" 'BEGIN {
       printf "16 KiB: ds4tp auto / Open MPI = %.2fx; ds4tp auto / flat mesh = %.2fx\n\n", a / m, a / f }'
+  done
+  for lay in "${ring_layouts[@]}"; do
+    set -- $lay
+    n=$(($1 * $2))
+    echo "## Ring or two-shot across $1 hosts x $2 rank (raw tcp host to host: ${got[raw $lay]} Gbit/s)"
+    echo
+    echo "| f32 all-reduce | two-shot p50 (us) | ring p50 (us) | ring / two-shot | ring bus bw (Gbit/s) |"
+    echo "|---|---|---|---|---|"
+    for sz in "${ring_sizes[@]}"; do
+      set -- $sz
+      a=$(med two $lay $1) b=$(med ring $lay $1)
+      awk -v c="$1" -v a="$a" -v b="$b" -v n=$n 'BEGIN {
+        bytes = c * 4
+        name = bytes >= 1048576 ? sprintf("%d MiB", bytes / 1048576) : sprintf("%d KiB", bytes / 1024)
+        printf "| %s | %s | %s | %.2f | %.2f |\n", name, a, b, b / a, bytes * 8 / (b * 1e3) * 2 * (n - 1) / n }'
+    done
+    echo
   done
 } | tee "$results"
 echo "results: $results"

@@ -117,7 +117,13 @@ DS4TP_EXPERIMENTAL_API void ds4tp_group_free(ds4tp_group *g);
  * A tiered group (see transport) sums host-major instead: each host's
  * ranks in local order (rounded to the element type), then the hosts in
  * the order of their first rank; still the same bits on every rank for
- * a given roster. Flat order: transport TCP or DS4TP_GROUP_FLAT=1. */
+ * a given roster. Flat order: transport TCP or DS4TP_GROUP_FLAT=1.
+ * Calls from the ring's size (tcp and rdma meshes of 3 or more ranks, and
+ * the leaders of 3 or more hosts: from 1 MiB, DS4TP_GROUP_RING_BYTES; the
+ * plan names it)
+ * sum each segment along the ring of ranks (or hosts) from its own
+ * member, rounding at each hop: the same bits on every rank, not the
+ * rank-order ones (docs/GROUPS.md "Algorithms"). */
 DS4TP_EXPERIMENTAL_API int ds4tp_group_all_reduce(ds4tp_group *g, void *buf, uint64_t count,
                                      int dtype, int op);
 /* out[r*bytes .. ] = rank r's `in` (bytes each); out holds size*bytes. */

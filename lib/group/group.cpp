@@ -64,6 +64,8 @@ std::string Group::plan() const {
   const Medium &m = tiered_ ? (cross_.m ? *cross_.m : *local_.m) : *local_.m;
   f.two_shot_bytes = tiered_ ? two_shot_threshold(cross_transport_) : m.two_shot_bytes();
   f.home_bytes = tiered_ ? UINT64_MAX : m.home_bytes();
+  f.ring_bytes = tiered_ ? ring_threshold() : m.ring_bytes();
+  if ((tiered_ ? layout_.hosts() : opt_.size) < kRingMembers) f.ring_bytes = UINT64_MAX;
   f.chunk_bytes = opt_.chunk_bytes;
   if (tiered_) f.leaders = layout_.leaders();
   return describe_plan(f);
@@ -188,6 +190,12 @@ uint64_t two_shot_threshold(int transport) {  // read per medium, so a test can 
   return transport == DS4TP_TRANSPORT_SHM ? kTwoShotShmBytes : kTwoShotTcpBytes;
 }
 
+uint64_t ring_threshold() {  // read per medium, so a test can set it
+  const int64_t env = env_number("DS4TP_GROUP_RING_BYTES").value_or(-1);
+  if (env == 0) return UINT64_MAX;
+  return env > 0 ? uint64_t(env) : kRingBytes;
+}
+
 uint64_t home_threshold(int ranks) {  // read per segment, so a test can set it
   const int64_t env = env_number("DS4TP_GROUP_HOME_BYTES").value_or(-1);
   if (env >= 0) return uint64_t(env);
@@ -272,18 +280,20 @@ int Group::one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
 }
 
 // The all-reduce of lane `l`'s members, by the algorithm its medium's
-// thresholds pick for the size (group/plan.hpp).
-int Group::reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
-  const uint64_t bytes = count * dtype_bytes(t);
+// thresholds pick for the size (group/plan.hpp): the call's (`call_bytes`,
+// where `count` is one chunk of it), so a call's chunks share one.
+int Group::reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err, uint64_t call_bytes) {
+  const uint64_t bytes = call_bytes != 0 ? call_bytes : count * dtype_bytes(t);
   const Algorithm a = all_reduce_algorithm(bytes, l.m->home_bytes(), l.m->two_shot_bytes(),
-                                           opt_.chunk_bytes);
+                                           opt_.chunk_bytes, l.m->ring_bytes());
   if (a == Algorithm::Home) {
     l.step += 2;
     const int rc = l.m->reduce_home(l.step - 1, p, size_t(count), t, err);
     return rc != DS4TP_OK ? finish(l, rc, err) : DS4TP_OK;
   }
-  return a == Algorithm::TwoShot && count >= uint64_t(l.n) ? two_shot(l, p, count, t, err)
-                                                           : one_shot(l, p, count, t, err);
+  if (count < uint64_t(l.n)) return one_shot(l, p, count, t, err);
+  if (a == Algorithm::Ring && l.n >= kRingMembers) return ring(l, p, count, t, err);
+  return a == Algorithm::TwoShot ? two_shot(l, p, count, t, err) : one_shot(l, p, count, t, err);
 }
 
 int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {

@@ -72,6 +72,17 @@ class Medium {
   // publishes the whole vector; tcp sends each peer only its segment.
   virtual int exchange_segments(uint64_t step, const void *mine, size_t seg,
                                 const void **views, Error &err) = 0;
+  // A ring's step: sends `mine` (bytes) to member `to` alone and waits for
+  // member `from`'s bytes in views[from]; every other member is still
+  // heard (its header alone). Meshes only (tcp, rdma).
+  virtual int shift(uint64_t step, const void *mine, size_t bytes, int to, int from,
+                    const void **views, Error &err) {
+    (void)step, (void)mine, (void)bytes, (void)to, (void)from, (void)views;
+    return err.set(DS4TP_ESTATE, "this medium has no ring step");
+  }
+  // all_reduce calls of at least this many bytes run around the ring
+  // (ring_threshold): the same on every rank; never on shm.
+  virtual uint64_t ring_bytes() const { return UINT64_MAX; }
   // This rank has finished reading step `step`'s views.
   virtual void done(uint64_t step) = 0;
   // all_reduce calls of at least this many bytes run two-shot
@@ -174,9 +185,10 @@ class Group {
 
   bool connected() const { return local_.m || cross_.m; }
   int begin(Error &err) const;
-  int reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);
+  int reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err, uint64_t call_bytes = 0);
   int one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);
   int two_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);
+  int ring(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);  // ring.cpp
   // The three-step forms of a tiered group (tiered.cpp).
   int tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err);
   int tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, Error &err);
@@ -228,6 +240,15 @@ class Group {
 uint64_t two_shot_threshold(int transport);
 constexpr uint64_t kTwoShotShmBytes = 64 * 1024;
 constexpr uint64_t kTwoShotTcpBytes = 64 * 1024;
+// The ring's crossover on a mesh (tcp, rdma): all_reduce calls from this
+// many bytes run reduce-scatter and all-gather around the ring of the
+// mesh's members (ring.cpp). kRingBytes is the measured default
+// (bench/README.md "Groups across hosts"); DS4TP_GROUP_RING_BYTES
+// overrides it and must then be the same on every rank (0: never).
+uint64_t ring_threshold();
+constexpr uint64_t kRingBytes = 1024 * 1024;
+// Two members' ring is two-shot's steps with the same bits: from three on.
+constexpr int kRingMembers = 3;
 // shm all_reduce calls from this many bytes up to chunk_bytes go through
 // the homes (Medium::reduce_home), measured (README "Groups"): from 4 KiB
 // while every rank can have a core, from 256 KiB when ranks outnumber

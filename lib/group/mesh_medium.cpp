@@ -37,22 +37,32 @@ class MeshMedium final : public Medium {
     return rc;
   }
 
+  int shift(uint64_t step, const void *mine, size_t bytes, int to, int from, const void **views,
+            Error &err) override {
+    const uint8_t *src[kMaxRanks] = {};
+    src[to] = static_cast<const uint8_t *>(mine);
+    uint8_t alone[kStepHeaderBytes];
+    encode_step_header(step, 0, alone);
+    return run(step, bytes, from, src, views, err, alone);
+  }
+
   void done(uint64_t) override {}
   void abort(int, int) override { mesh_->abort(); }  // the heartbeat carries the verdict
   int culprit() const override { return mesh_->culprit(); }
   int transport() const override { return kTransport; }
   uint64_t two_shot_bytes() const override { return two_shot_bytes_; }
+  uint64_t ring_bytes() const override { return ring_bytes_; }
 
  private:
   int run(uint64_t step, size_t bytes, int root, const uint8_t *const *src, const void **views,
-          Error &err) {
+          Error &err, const uint8_t *alone = nullptr) {
     uint8_t own[kStepHeaderBytes];
     // From the group buffer's start the header goes in the room before it.
     uint8_t *hdr = src != nullptr && src[0] == roomy_ && src[n_ - 1] == roomy_
                        ? const_cast<uint8_t *>(roomy_) - kStepHeaderBytes
                        : own;
     encode_step_header(step, src != nullptr ? bytes : 0, hdr);
-    const transport::StepHeader h{hdr, kStepHeaderBytes, step, bytes, check_step_header};
+    const transport::StepHeader h{hdr, kStepHeaderBytes, step, bytes, check_step_header, alone};
     return mesh_->step(h, root, src, views, err);
   }
 
@@ -61,6 +71,7 @@ class MeshMedium final : public Medium {
   const uint8_t *roomy_;  // the group buffer (see tcp_medium)
   std::unique_ptr<Mesh> mesh_;
   uint64_t two_shot_bytes_ = two_shot_threshold(kTransport);
+  uint64_t ring_bytes_ = ring_threshold();
 };
 
 }  // namespace

@@ -38,6 +38,7 @@ const char *algorithm_words(Algorithm a) {
   switch (a) {
     case Algorithm::Home: return "in the shared buffer";
     case Algorithm::TwoShot: return "two-shot";
+    case Algorithm::Ring: return "ring";
     case Algorithm::OneShot: break;
   }
   return "one-shot";
@@ -63,12 +64,14 @@ std::string describe_plan(const PlanFacts &f) {
   // Where the algorithm can change: each threshold, and past the chunk.
   std::vector<uint64_t> edges = {1, f.two_shot_bytes};
   if (f.home_bytes != UINT64_MAX) edges.push_back(f.home_bytes);
+  if (f.ring_bytes != UINT64_MAX) edges.push_back(f.ring_bytes);
   if (f.chunk_bytes < UINT64_MAX) edges.push_back(f.chunk_bytes + 1);
   std::sort(edges.begin(), edges.end());
   edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
   std::vector<std::pair<uint64_t, Algorithm>> runs;  // from, algorithm
   for (uint64_t e : edges) {
-    const Algorithm a = all_reduce_algorithm(e, f.home_bytes, f.two_shot_bytes, f.chunk_bytes);
+    const Algorithm a =
+        all_reduce_algorithm(e, f.home_bytes, f.two_shot_bytes, f.chunk_bytes, f.ring_bytes);
     if (e >= 1 && (runs.empty() || runs.back().second != a)) runs.emplace_back(e, a);
   }
   out += f.leaders.empty() ? "; all-reduce" : "; all-reduce host-major, across hosts";

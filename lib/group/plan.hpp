@@ -10,15 +10,17 @@
 
 namespace ds4tp::group {
 
-enum class Algorithm { OneShot, TwoShot, Home };
+enum class Algorithm { OneShot, TwoShot, Home, Ring };
 
 // The all-reduce algorithm for a call of `bytes`, the same on every rank:
-// through the homes from home_bytes up to chunk_bytes, else two-shot
-// from two_shot_bytes (Group::all_reduce also needs at least one element
-// per rank for it), else one-shot.
+// through the homes from home_bytes up to chunk_bytes, else around the
+// ring from ring_bytes, else two-shot from two_shot_bytes (Group::reduce
+// also needs at least one element per rank for those two), else one-shot.
 inline Algorithm all_reduce_algorithm(uint64_t bytes, uint64_t home_bytes,
-                                      uint64_t two_shot_bytes, uint64_t chunk_bytes) {
+                                      uint64_t two_shot_bytes, uint64_t chunk_bytes,
+                                      uint64_t ring_bytes = UINT64_MAX) {
   if (bytes >= home_bytes && bytes <= chunk_bytes) return Algorithm::Home;
+  if (bytes >= ring_bytes) return Algorithm::Ring;
   return bytes >= two_shot_bytes ? Algorithm::TwoShot : Algorithm::OneShot;
 }
 
@@ -27,6 +29,7 @@ struct PlanFacts {
   int transport = 0;              // DS4TP_TRANSPORT_SHM, _TCP or _RDMA (tiered: across hosts)
   uint64_t two_shot_bytes = 0;    // all-reduce calls from this size run two-shot
   uint64_t home_bytes = UINT64_MAX;  // from this size to chunk_bytes: the shared buffer
+  uint64_t ring_bytes = UINT64_MAX;  // from this size: around the ring (tcp, rdma)
   uint64_t chunk_bytes = 0;
   // Tiered (shm within each host, tcp or rdma between them): each host's leader,
   // by host; empty: flat.

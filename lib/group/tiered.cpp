@@ -60,7 +60,7 @@ int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
       t0 = clock.start();
     }
     if (cross_.m) {
-      if (int rc = reduce(cross_, q, m, t, err)) return rc;
+      if (int rc = reduce(cross_, q, m, t, err, count * esz)) return rc;
       clock.across(t0);
       t0 = clock.start();
     }

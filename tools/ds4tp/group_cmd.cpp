@@ -8,8 +8,9 @@
 //                                RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_*)
 //
 // Every iteration's result is compared bit for bit with a reference sum
-// computed here in the group's order (f32 accumulation): rank order, or
-// host-major in a tiered group (ds4tp_group_topology). Public C API only.
+// computed here in the group's order (sum_order.hpp): rank order, or
+// host-major in a tiered group (ds4tp_group_topology), and around the ring
+// from the size the plan names. Public C API only.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "ds4tp/ds4tp.h"
+#include "sum_order.hpp"
 
 namespace {
 
@@ -116,22 +118,36 @@ int run_rank(const GArgs &a, int rank_override, int port_fd) {
   };
   if ((rc = ds4tp_group_connect(g)) != 0) return failed("connect", rc);
   // The summation order: each host's ranks in local order, hosts in order
-  // (one host of every rank: rank order).
-  std::vector<std::vector<int>> hosts(1);
+  // (flat: every rank alone, in rank order); the ring and the step size
+  // from the plan.
+  ds4tp::sum_order::Shape shape;
   int tiered = 0;
   for (int r = 0; r < n; r++) {
     int h = 0, l = 0;
     if ((rc = ds4tp_group_topology(g, r, &h, &l, &tiered)) != 0) return failed("topology", rc);
-    if (!tiered) h = 0, l = r;
+    if (!tiered) h = r, l = 0;
+    auto &hosts = shape.hosts;
     if (size_t(h) >= hosts.size()) hosts.resize(size_t(h) + 1);
     if (size_t(l) >= hosts[size_t(h)].size()) hosts[size_t(h)].resize(size_t(l) + 1);
     hosts[size_t(h)][size_t(l)] = r;
   }
+  char plan[512] = "";
+  if ((rc = ds4tp_group_plan(g, plan, sizeof plan, nullptr)) != 0) return failed("plan", rc);
+  shape.tiered = tiered != 0;
+  shape.ring_from = ds4tp::sum_order::plan_size(plan, "ring", UINT64_MAX);
+  shape.chunk_bytes = ds4tp::sum_order::plan_size(plan, "steps of at most", 1u << 20);
+
   std::vector<uint64_t> sizes;
   if (a.count)
     sizes = {a.count};
   else
     for (uint64_t b : {4096ull, 16384ull, 65536ull, 262144ull, 1048576ull}) sizes.push_back(b / esize(a.dtype));
+  bool ring = false;
+  for (uint64_t c : sizes) ring = ring || c * esize(a.dtype) >= shape.ring_from;
+  const std::string order_words =
+      std::string(tiered ? "host-major" : "rank-order") +
+      (ring ? " (around the ring from " + std::to_string(shape.ring_from) + " bytes)" : "");
+  const char *order = order_words.c_str();
   const int kSalts = 4;
   std::vector<std::string> lines;
   for (uint64_t c : sizes) {
@@ -142,16 +158,10 @@ int run_rank(const GArgs &a, int rank_override, int port_fd) {
       want[size_t(s)].resize(bytes);
       for (uint64_t i = 0; i < c; i++) {
         store(a.dtype, in[size_t(s)].data(), i, val(me, i, s));
-        float acc = 0;
-        for (size_t h = 0; h < hosts.size(); h++) {
-          float part = 0;
-          for (size_t k = 0; k < hosts[h].size(); k++) {
-            const float v = rounded(a.dtype, val(hosts[h][k], i, s));
-            part = k == 0 ? v : part + v;
-          }
-          if (hosts[h].size() > 1) part = rounded(a.dtype, part);  // a host hands on its sum
-          acc = h == 0 ? part : acc + part;
-        }
+        auto value = [&](int r) { return rounded(a.dtype, val(r, i, s)); };
+        auto round = [&](float v) { return rounded(a.dtype, v); };
+        const float acc =
+            ds4tp::sum_order::element(shape, c, esize(a.dtype), i, value, round);
         store(a.dtype, want[size_t(s)].data(), i, acc);
       }
     }
@@ -180,8 +190,7 @@ int run_rank(const GArgs &a, int rank_override, int port_fd) {
         uint64_t i = 0;
         while (i < bytes && buf[i] == want[size_t(s)][i]) i++;
         std::fprintf(stderr, "ds4tp group FAILED on rank %d: %" PRIu64 " elements: byte %" PRIu64
-                     " differs from the %s reference\n", me, c, i,
-                     tiered ? "host-major" : "rank-order");
+                     " differs from the %s reference\n", me, c, i, order);
         ds4tp_group_free(g);
         return 1;
       }
@@ -196,8 +205,7 @@ int run_rank(const GArgs &a, int rank_override, int port_fd) {
   if ((rc = ds4tp_group_barrier(g)) != 0) return failed("final barrier", rc);
   if (me == 0) {
     std::printf("ds4tp group OK: %d ranks, transport %s, dtype %s, every rank's result bit-identical to the %s reference\n",
-                n, ds4tp_transport_name(ds4tp_group_transport(g)), dname(a.dtype),
-                tiered ? "host-major" : "rank-order");
+                n, ds4tp_transport_name(ds4tp_group_transport(g)), dname(a.dtype), order);
     char plan[512];
     if (ds4tp_group_plan(g, plan, sizeof plan, nullptr) == DS4TP_OK) std::printf("  %s\n", plan);
     for (auto &l : lines) std::printf("%s\n", l.c_str());

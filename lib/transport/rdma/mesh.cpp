@@ -223,7 +223,6 @@ int Mesh::post_ring(Link &l, uint64_t from, uint64_t count, Error &err) {
 int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *src,
                const void **views, Error &err) {
   if (aborted()) return err.set(DS4TP_EFAILED, "group failed: marked failed");
-  const uint64_t body_out = src != nullptr ? h.body : 0;
   bool shared = true;
   for (int r = 0; src != nullptr && r < n_; r++) shared = shared && src[r] == src[0];
   // Each peer's message goes from the registered staging: once for all
@@ -235,11 +234,12 @@ int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *s
     views[r] = nullptr;
     if (r == rank_) continue;
     Link &l = links_[size_t(r)];
+    const uint64_t body_out = src != nullptr && src[r] != nullptr ? h.body : 0;
     if (placed == nullptr || !shared) {
       if (off + h.size + body_out > staging_bytes_)
         return err.set(DS4TP_EINVAL, "step {}: {} bytes for {} ranks exceed the staging", h.step,
                        body_out, n_);
-      std::memcpy(stage + off, h.bytes, h.size);
+      std::memcpy(stage + off, h.for_body(body_out), h.size);
       if (body_out > 0) std::memcpy(stage + off + h.size, src[r], body_out);
       placed = stage + off;
       off += round_up(h.size + body_out, 64);

@@ -42,7 +42,7 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
     views[r] = nullptr;
     if (r == rank_) continue;
     peers[r].send = peers[r].recv = true;
-    peers[r].body_out = src != nullptr ? h.body : 0;
+    peers[r].body_out = src != nullptr && src[r] != nullptr ? h.body : 0;
     peers[r].body_in = root < 0 || r == root ? h.body : 0;
     pending += 2;
   }
@@ -145,7 +145,8 @@ int Mesh::pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, boo
                     Error &err) {
   const size_t total = h.size + p.body_out;
   while (p.send) {
-    const ssize_t k = net::send_stream(fds_[r].get(), h.bytes, h.size, src, p.sent, total);
+    const ssize_t k =
+        net::send_stream(fds_[r].get(), h.for_body(p.body_out), h.size, src, p.sent, total);
     if (k < 0) {
       if (retry_later(errno)) return DS4TP_OK;
       return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", name(r), std::strerror(errno),

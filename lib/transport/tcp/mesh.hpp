@@ -47,7 +47,8 @@ class Mesh {
   Mesh(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout_ns,
        const os::WaitPolicy &policy, bool adaptive, std::vector<int> names = {});
 
-  // Sends src[r] to every peer r (the header alone when src is null) and
+  // Sends src[r] to every peer r (the header alone when src is null, or
+  // hdr.alone alone where src[r] is null: a shift to some peers) and
   // receives every peer's message: bodies from every peer, or only from
   // `root` when root >= 0 (the others send their header alone, so each
   // rank hears every rank at every step). views[r] then points at rank
