@@ -28,19 +28,21 @@
 #
 # Usage (root): bench/group/netlab.sh [build-dir] [rate] [reps]
 #   rate: tbf rate (default 5gbit); writes bench/results/group-netlab-DATE-HOST.md
-#   NETLAB_PARTS="main ring" (the default) picks the sections.
+#   NETLAB_PARTS="main ring" (the default) picks the sections; a part alone
+#   writes group-netlab-DATE-HOST-PART.md.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:-build}"
 rate="${2:-5gbit}"
 reps="${3:-3}"
 parts="${NETLAB_PARTS:-main ring}"
+suffix=$([ "$parts" = "main ring" ] || echo "-${parts// /-}")
 tool="$(cd "$build" && pwd)/tools/ds4tp"
 [ "$(id -u)" = 0 ] || { echo "netlab.sh: needs root (namespaces, veth, tc)"; exit 2; }
 for c in ip tc unshare python3; do command -v $c >/dev/null || { echo "netlab.sh: needs $c"; exit 2; }; done
 "$here/../../scripts/install-deps.sh" libopenmpi-dev >/dev/null
 tmp="$(mktemp -d)"
-results="$(cd "$here/../results" && pwd)/group-netlab-$(date +%F)-${DS4TP_BENCH_HOST:-$(uname -n)}.md"
+results="$(cd "$here/../results" && pwd)/group-netlab-$(date +%F)-${DS4TP_BENCH_HOST:-$(uname -n)}$suffix.md"
 
 teardown() {
   # The bridge-side ends first: a namespace's veth goes away only later.
