@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The group fault matrix's long run (docs/RELIABILITY.md, "Group faults"):
 # PARALLEL copies of test_group_faults at DS4TP_FAULT_TRIALS=TRIALS each
-# (18 x TRIALS trials per copy: 12 x TRIALS kill / stop, 6 x TRIALS relay),
+# (24 x TRIALS trials per copy: 12 x TRIALS kill / stop, 6 x TRIALS kill /
+# stop over rdma where the test verbs provider builds, 6 x TRIALS relay),
 # then one table that adds their group-fault-summary lines up per axis.
 #   bench/group_faults.sh TRIALS [PARALLEL] [--results-dir DIR]
 #   bench/group_faults.sh --report RUN_DIR [--results-dir DIR]   the table again
@@ -69,8 +70,8 @@ for path in logs:
             elif k == "worst":
                 r["worst"] = max(r["worst"], float(v))
 secs = open(os.path.join(out, "seconds")).read().strip() if os.path.exists(os.path.join(out, "seconds")) else "?"
-print(f"{len(logs)} parallel runs, {secs} s; each axis adds the two matrices' trials "
-      "(kill / stop and relay) of every run.\n")
+print(f"{len(logs)} parallel runs, {secs} s; each axis adds the three matrices' trials "
+      "(kill / stop, kill / stop over rdma, relay) of every run.\n")
 print("| Axis | Trials | Named in time | Late | Hang | Crash | Unnamed or wrong bits | Split | "
       "Other cause | Worst | Codes |")
 print("|---|" + "---|" * 10)

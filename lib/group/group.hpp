@@ -194,6 +194,7 @@ class Group {
   int tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, Error &err);
   int tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err);
   int tiered_barrier(Error &err);
+  int rooted_step(Lane &l, uint8_t *q, uint64_t m, int root, bool give, Error &err);
   template <typename Mine, typename Take>
   int flat_steps(uint64_t bytes, int root, Mine mine, Take take, Error &err);
   int finish(Lane &l, int rc, Error &err);

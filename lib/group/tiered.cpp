@@ -65,11 +65,7 @@ int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
       t0 = clock.start();
     }
     if (local_.m) {
-      const uint64_t s = ++local_.step;
-      if (int rc = local_.m->exchange(s, leader ? q : nullptr, m * esz, 0, views, err))
-        return finish(local_, rc, err);
-      if (!leader && m) std::memcpy(q, views[0], size_t(m * esz));
-      local_.m->done(s);
+      if (int rc = rooted_step(local_, q, m * esz, 0, leader, err)) return rc;
       clock.host(t0);
     }
     off += m;
@@ -141,6 +137,17 @@ int Group::tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, E
   return DS4TP_OK;
 }
 
+// One step of lane `l` from member `root` (this rank when `give`): its
+// `m` bytes at q land at q on every other member.
+int Group::rooted_step(Lane &l, uint8_t *q, uint64_t m, int root, bool give, Error &err) {
+  const void *views[kMaxRanks];
+  const uint64_t s = ++l.step;
+  if (int rc = l.m->exchange(s, give ? q : nullptr, m, root, views, err)) return finish(l, rc, err);
+  if (!give && m) std::memcpy(q, views[root], m);
+  l.m->done(s);
+  return DS4TP_OK;
+}
+
 // The root's host first hands the bytes to all its ranks (leader
 // included) when the root is not its leader; the leaders pass them on
 // from the root's host; every other host's leader hands them out (the
@@ -160,30 +167,17 @@ int Group::tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err) {
     const uint64_t m = std::min<uint64_t>(bytes - off, opt_.chunk_bytes);
     uint8_t *q = p + off;
     uint64_t t0 = clock.start();
-    if (local_.m && home && rl != 0) {
-      const uint64_t s = ++local_.step;
-      if (int rc = local_.m->exchange(s, me ? q : nullptr, m, rl, views, err))
-        return finish(local_, rc, err);
-      if (!me && m) std::memcpy(q, views[rl], m);
-      local_.m->done(s);
-    }
+    if (local_.m && home && rl != 0)
+      if (int rc = rooted_step(local_, q, m, rl, me, err)) return rc;
     clock.host(t0);
     t0 = clock.start();
     if (cross_.m) {
-      const uint64_t s = ++cross_.step;
-      if (int rc = cross_.m->exchange(s, home ? q : nullptr, m, rh, views, err))
-        return finish(cross_, rc, err);
-      if (!home && m) std::memcpy(q, views[rh], m);
-      cross_.m->done(s);
+      if (int rc = rooted_step(cross_, q, m, rh, home, err)) return rc;
       clock.across(t0);
     }
     t0 = clock.start();
     if (local_.m && (!home || rl == 0)) {
-      const uint64_t s = ++local_.step;
-      if (int rc = local_.m->exchange(s, leader ? q : nullptr, m, 0, views, err))
-        return finish(local_, rc, err);
-      if (!leader && m) std::memcpy(q, views[0], m);
-      local_.m->done(s);
+      if (int rc = rooted_step(local_, q, m, 0, leader, err)) return rc;
     } else if (local_.m) {  // the bytes are here: the leader's stamp alone
       const uint64_t s = ++local_.step;
       if (int rc = local_.m->exchange(s, &kNone, 0, -1, views, err)) return finish(local_, rc, err);
