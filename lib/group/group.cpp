@@ -29,6 +29,7 @@ Group::Group(Options o) : opt_(std::move(o)) {
 }
 
 Group::~Group() {
+  worker_.reset();     // idle: every call waited for its last chunk
   heartbeat_.reset();  // no verdict after this point
   abort_lanes(opt_.rank, DS4TP_EPEERCLOSED);
   local_.m.reset();

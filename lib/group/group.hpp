@@ -21,6 +21,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "talk/group_beat.hpp"
+#include "group/cross_worker.hpp"
 #include "group/layout.hpp"
 #include "group/reduce.hpp"
 #include "group/wire.hpp"
@@ -191,6 +192,9 @@ class Group {
   int ring(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);  // ring.cpp
   // The three-step forms of a tiered group (tiered.cpp).
   int tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err);
+  int pipelined_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err);
+  int host_sum(uint8_t *q, uint64_t m, Dtype t, Error &err);
+  static int cross_chunk(void *self, uint8_t *q, uint64_t m, Error &err);  // on worker_
   int tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, Error &err);
   int tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err);
   int tiered_barrier(Error &err);
@@ -214,6 +218,11 @@ class Group {
   Options opt_;
   Lane local_, cross_;
   bool tiered_ = false;
+  // A tiered leader's second thread for pipelined_all_reduce, and the
+  // call it serves (set before each post).
+  std::unique_ptr<CrossWorker> worker_;
+  Dtype worker_dtype_ = Dtype::F32;
+  uint64_t worker_call_bytes_ = 0;
   int cross_transport_ = DS4TP_TRANSPORT_TCP;  // tiered: between the leaders
   Layout layout_;  // from the roster (one host, rank order, for a local group)
   // ds4tp_group_buffer: kBufferRoom bytes the medium may use, then the

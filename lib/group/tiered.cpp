@@ -23,6 +23,7 @@ class LaneClock {
   uint64_t start() const { return on_ ? now_ns() : 0; }
   void host(uint64_t t0) { if (on_) host_ += now_ns() - t0; }
   void across(uint64_t t0) { if (on_) across_ += now_ns() - t0; }
+  void add_across(uint64_t ns) { across_ += ns; }
   void report(stats::Stats &s, bool has_host, bool has_across) const {
     if (!on_) return;
     if (has_host) s.steps_done(stats::hHostStep, host_);
@@ -43,6 +44,7 @@ class LaneClock {
 int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
   const size_t esz = dtype_bytes(t);
   const uint64_t per = opt_.chunk_bytes / esz;
+  if (local_.m && count > per) return pipelined_all_reduce(p, count, t, err);
   const bool leader = layout_.leader();
   const void *views[kMaxRanks];
   LaneClock clock(stats_.timed());
@@ -71,6 +73,69 @@ int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
     off += m;
   } while (off < count);
   clock.report(stats_, local_.m != nullptr, cross_.m != nullptr);
+  return DS4TP_OK;
+}
+
+// The host's vectors of chunk q at the leader, summed in local order.
+int Group::host_sum(uint8_t *q, uint64_t m, Dtype t, Error &err) {
+  const void *views[kMaxRanks];
+  const uint64_t s = ++local_.step;
+  if (int rc = local_.m->exchange(s, q, m * dtype_bytes(t), -1, views, err))
+    return finish(local_, rc, err);
+  if (layout_.leader()) reduce_sum(t, views, local_.n, q, size_t(m));
+  local_.m->done(s);
+  return DS4TP_OK;
+}
+
+int Group::cross_chunk(void *self, uint8_t *q, uint64_t m, Error &err) {
+  auto *g = static_cast<Group *>(self);
+  return g->reduce(g->cross_, q, m, g->worker_dtype_, err, g->worker_call_bytes_);
+}
+
+// A call of several chunks on a host of several ranks: the leader's
+// second thread (CrossWorker) takes chunk k across hosts while this
+// thread sums chunk k + 1 on the host, then hands chunk k back. Every
+// rank of the host runs its shm steps in this order: sum 0, sum 1, hand
+// back 0, sum 2, hand back 1, ..., hand back the last; the bits are
+// tiered_all_reduce's. A failure on either thread aborts both lanes, and
+// the call returns only once the chunk across hosts has stopped (it is
+// in the caller's buffer).
+int Group::pipelined_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
+  const size_t esz = dtype_bytes(t);
+  const uint64_t per = opt_.chunk_bytes / esz;
+  const bool leader = layout_.leader() && cross_.m != nullptr;
+  if (leader && !worker_) worker_ = std::make_unique<CrossWorker>(&Group::cross_chunk, this);
+  worker_dtype_ = t;
+  worker_call_bytes_ = count * esz;
+  LaneClock clock(stats_.timed());
+  uint64_t across_ns = 0, prev = 0, prev_m = 0;
+  bool pending = false;
+  int rc = DS4TP_OK;
+  for (uint64_t off = 0;; off += per) {
+    const bool more = off < count;
+    const uint64_t m = more ? std::min(count - off, per) : 0;
+    uint64_t t0 = clock.start();
+    if (more && (rc = host_sum(p + off * esz, m, t, err)) != DS4TP_OK) break;
+    clock.host(t0);
+    if (pending) {
+      if (leader && (rc = worker_->wait(err, across_ns)) != DS4TP_OK) break;
+      t0 = clock.start();
+      if ((rc = rooted_step(local_, p + prev * esz, prev_m * esz, 0, leader, err)) != DS4TP_OK)
+        break;
+      clock.host(t0);
+      pending = false;
+    }
+    if (!more) break;
+    if (leader) worker_->post(p + off * esz, m);
+    pending = true, prev = off, prev_m = m;
+  }
+  if (leader && worker_->busy()) {  // failed here: the lanes are aborted, the chunk stops
+    Error ignored;
+    worker_->wait(ignored, across_ns);
+  }
+  if (rc != DS4TP_OK) return rc;
+  clock.add_across(across_ns);
+  clock.report(stats_, true, leader);
   return DS4TP_OK;
 }
 
