@@ -6,6 +6,7 @@
 // other, only within a host.
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "common/clock.hpp"
 #include "group/group.hpp"
@@ -104,7 +105,14 @@ int Group::pipelined_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err)
   const size_t esz = dtype_bytes(t);
   const uint64_t per = opt_.chunk_bytes / esz;
   const bool leader = layout_.leader() && cross_.m != nullptr;
-  if (leader && !worker_) worker_ = std::make_unique<CrossWorker>(&Group::cross_chunk, this);
+  if (leader && !worker_) {
+    try {
+      worker_ = std::make_unique<CrossWorker>(&Group::cross_chunk, this);
+    } catch (const std::exception &e) {  // no thread: the group fails, every rank told why
+      err.set(DS4TP_ENOMEM, "all_reduce: the leader's thread across hosts: {}", e.what());
+      return finish(local_, DS4TP_ENOMEM, err);
+    }
+  }
   worker_dtype_ = t;
   worker_call_bytes_ = count * esz;
   LaneClock clock(stats_.timed());
