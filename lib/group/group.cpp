@@ -65,8 +65,7 @@ std::string Group::plan() const {
   const Medium &m = tiered_ ? (cross_.m ? *cross_.m : *local_.m) : *local_.m;
   f.two_shot_bytes = tiered_ ? two_shot_threshold(cross_transport_) : m.two_shot_bytes();
   f.home_bytes = tiered_ ? UINT64_MAX : m.home_bytes();
-  f.ring_bytes = tiered_ ? ring_threshold() : m.ring_bytes();
-  if ((tiered_ ? layout_.hosts() : opt_.size) < kRingMembers) f.ring_bytes = UINT64_MAX;
+  f.ring_bytes = tiered_ ? ring_threshold(layout_.hosts()) : m.ring_bytes();
   f.chunk_bytes = opt_.chunk_bytes;
   if (tiered_) f.leaders = layout_.leaders();
   return describe_plan(f);
@@ -191,9 +190,9 @@ uint64_t two_shot_threshold(int transport) {  // read per medium, so a test can 
   return transport == DS4TP_TRANSPORT_SHM ? kTwoShotShmBytes : kTwoShotTcpBytes;
 }
 
-uint64_t ring_threshold() {  // read per medium, so a test can set it
+uint64_t ring_threshold(int members) {  // read per medium, so a test can set it
   const int64_t env = env_number("DS4TP_GROUP_RING_BYTES").value_or(-1);
-  if (env == 0) return UINT64_MAX;
+  if (members < kRingMembers || env == 0) return UINT64_MAX;
   return env > 0 ? uint64_t(env) : kRingBytes;
 }
 
@@ -293,7 +292,7 @@ int Group::reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err, uint
     return rc != DS4TP_OK ? finish(l, rc, err) : DS4TP_OK;
   }
   if (count < uint64_t(l.n)) return one_shot(l, p, count, t, err);
-  if (a == Algorithm::Ring && l.n >= kRingMembers) return ring(l, p, count, t, err);
+  if (a == Algorithm::Ring) return ring(l, p, count, t, err);
   return a == Algorithm::TwoShot ? two_shot(l, p, count, t, err) : one_shot(l, p, count, t, err);
 }
 

@@ -254,10 +254,11 @@ constexpr uint64_t kTwoShotTcpBytes = 64 * 1024;
 // many bytes run reduce-scatter and all-gather around the ring of the
 // mesh's members (ring.cpp). kRingBytes is the measured default
 // (bench/README.md "Groups across hosts"); DS4TP_GROUP_RING_BYTES
-// overrides it and must then be the same on every rank (0: never).
-uint64_t ring_threshold();
+// overrides it and must then be the same on every rank (0: never). A
+// mesh of fewer than kRingMembers never runs it: two members' ring is
+// two-shot's steps with the same bits.
+uint64_t ring_threshold(int members);
 constexpr uint64_t kRingBytes = 1024 * 1024;
-// Two members' ring is two-shot's steps with the same bits: from three on.
 constexpr int kRingMembers = 3;
 // shm all_reduce calls from this many bytes up to chunk_bytes go through
 // the homes (Medium::reduce_home), measured (README "Groups"): from 4 KiB

@@ -71,7 +71,7 @@ class MeshMedium final : public Medium {
   const uint8_t *roomy_;  // the group buffer (see tcp_medium)
   std::unique_ptr<Mesh> mesh_;
   uint64_t two_shot_bytes_ = two_shot_threshold(kTransport);
-  uint64_t ring_bytes_ = ring_threshold();
+  uint64_t ring_bytes_ = ring_threshold(n_);
 };
 
 }  // namespace

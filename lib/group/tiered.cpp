@@ -47,7 +47,6 @@ int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
   const uint64_t per = opt_.chunk_bytes / esz;
   if (local_.m && count > per) return pipelined_all_reduce(p, count, t, err);
   const bool leader = layout_.leader();
-  const void *views[kMaxRanks];
   LaneClock clock(stats_.timed());
   uint64_t off = 0;
   do {
@@ -55,10 +54,7 @@ int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
     uint8_t *q = p + off * esz;
     uint64_t t0 = clock.start();
     if (local_.m) {
-      const uint64_t s = ++local_.step;
-      if (int rc = local_.m->exchange(s, q, m * esz, -1, views, err)) return finish(local_, rc, err);
-      if (leader) reduce_sum(t, views, local_.n, q, size_t(m));
-      local_.m->done(s);
+      if (int rc = host_sum(q, m, t, err)) return rc;
       clock.host(t0);
       t0 = clock.start();
     }

@@ -80,8 +80,9 @@ class Mesh {
   void adopt(std::vector<net::Fd> fds);
 
   // As tcp::Mesh::step: sends src[r] to every peer r (the header alone
-  // when src is null; hdr.alone alone where src[r] is null), receives every peer's message (bodies only from
-  // `root` when root >= 0); views[r] then points at rank r's body.
+  // when src is null; hdr.alone alone where src[r] is null), receives
+  // every peer's message (bodies only from `root` when root >= 0);
+  // views[r] then points at rank r's body.
   int step(const transport::StepHeader &hdr, int root, const uint8_t *const *src,
            const void **views, Error &err);
   // Fails this step and every later one, and shuts the tcp links down.
