@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -27,21 +26,23 @@ float value_of(int rank, uint64_t i, uint64_t salt) {
   return (float(int64_t(h % 2000001) - 1000000) / 1000000.0f) * float(1 + (h >> 60));
 }
 
+// Element i of `p` set to `v` in the element type (rounded).
+void store(int dtype, uint8_t *p, uint64_t i, float v) {
+  if (dtype == DS4TP_DTYPE_F32) {
+    std::memcpy(p + i * 4, &v, 4);
+  } else {
+    uint16_t h = dtype == DS4TP_DTYPE_F16 ? group::float_to_half(v) : group::float_to_bf16(v);
+    std::memcpy(p + i * 2, &h, 2);
+  }
+}
+
 }  // namespace
 
 size_t group_esize(int dtype) { return dtype == DS4TP_DTYPE_F32 ? 4 : 2; }
 
 void group_fill(int dtype, int rank, uint64_t count, uint64_t salt, void *out) {
   auto *p = static_cast<uint8_t *>(out);
-  for (uint64_t i = 0; i < count; i++) {
-    float v = value_of(rank, i, salt);
-    if (dtype == DS4TP_DTYPE_F32) {
-      std::memcpy(p + i * 4, &v, 4);
-    } else {
-      uint16_t h = dtype == DS4TP_DTYPE_F16 ? group::float_to_half(v) : group::float_to_bf16(v);
-      std::memcpy(p + i * 2, &h, 2);
-    }
-  }
+  for (uint64_t i = 0; i < count; i++) store(dtype, p, i, value_of(rank, i, salt));
 }
 
 namespace {
@@ -50,25 +51,14 @@ float as_dtype(int dtype, float v) {  // rounded to the element type and back
   if (dtype == DS4TP_DTYPE_BF16) return group::bf16_to_float(group::float_to_bf16(v));
   return v;
 }
-}  // namespace
 
-namespace {
-// Stores `v` rounded to the element type.
-void store_sum(int dtype, uint8_t *p, uint64_t i, float v) {
-  if (dtype == DS4TP_DTYPE_F32) {
-    std::memcpy(p + i * 4, &v, 4);
-  } else {
-    uint16_t b = dtype == DS4TP_DTYPE_F16 ? group::float_to_half(v) : group::float_to_bf16(v);
-    std::memcpy(p + i * 2, &b, 2);
-  }
-}
 void reference(int dtype, const sum_order::Shape &shape, uint64_t count, uint64_t salt,
                void *out) {
   auto *p = static_cast<uint8_t *>(out);
   auto round = [dtype](float v) { return as_dtype(dtype, v); };
   for (uint64_t i = 0; i < count; i++) {
     auto value = [&](int r) { return as_dtype(dtype, value_of(r, i, salt)); };
-    store_sum(dtype, p, i, sum_order::element(shape, count, group_esize(dtype), i, value, round));
+    store(dtype, p, i, sum_order::element(shape, count, group_esize(dtype), i, value, round));
   }
 }
 }  // namespace

@@ -17,6 +17,7 @@ namespace ds4tp::sum_order {
 // Each host's ranks in local order, hosts in order; a flat group: every
 // rank alone, in rank order.
 using HostOrder = std::vector<std::vector<int>>;
+constexpr size_t kMaxMembers = 16;  // a group has 2..16 ranks (ds4tp_groups.h)
 
 struct Shape {
   HostOrder hosts;
@@ -35,8 +36,8 @@ struct Shape {
 template <class Value, class Round>
 float element(const Shape &s, uint64_t count, size_t esize, uint64_t i, Value value,
               Round round) {
-  const uint64_t n = s.hosts.size();
-  std::vector<float> member(n);
+  const uint64_t n = s.hosts.size() < kMaxMembers ? s.hosts.size() : kMaxMembers;
+  float member[kMaxMembers];
   for (uint64_t h = 0; h < n; h++) {
     const auto &ranks = s.hosts[h];
     float acc = 0;
