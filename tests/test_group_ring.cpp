@@ -101,6 +101,34 @@ TEST_CASE("group ring: the leaders of three hosts, tiered", "[group][ring]") {
                             chunked(on_hosts({0, 1, 2, 0}))));
 }
 
+// Ranks other than 0 whose environment says otherwise: never the ring,
+// two-shot from 1 byte. Rank 0's crossovers must hold for them all.
+GroupEdit dissenting(const GroupEdit &inner = {}) {
+  return chunked([inner](int r, ds4tp_group_options &o, ds4tp_identity &id) {
+    if (r != 0) {
+      setenv("DS4TP_GROUP_RING_BYTES", "0", 1);
+      setenv("DS4TP_GROUP_TWO_SHOT_BYTES", "1", 1);
+    }
+    if (inner) inner(r, o, id);
+  });
+}
+
+TEST_CASE("group ring: rank 0's crossovers hold on every rank, whatever their environment",
+          "[group][ring]") {
+  RingEnv env;
+  SECTION("a flat tcp mesh of 3") {
+    check_run(run_group_procs(3, DS4TP_TRANSPORT_TCP,
+                              ring_body(each_alone(3), "all-reduce one-shot below 16 KiB, ring from 16 KiB"),
+                              dissenting()));
+  }
+  SECTION("the leaders of three hosts") {
+    const HostOrder order = {{0, 3}, {1}, {2}};
+    check_run(run_group_procs(4, DS4TP_TRANSPORT_AUTO,
+                              ring_body(order, "across hosts one-shot below 16 KiB, ring from 16 KiB"),
+                              dissenting(on_hosts({0, 1, 2, 0}))));
+  }
+}
+
 #ifdef DS4TP_TEST_VERBS_PROVIDER
 TEST_CASE("group ring: a flat rdma mesh of 3 ranks (rc and uc-apple)", "[group][ring][rdma]") {
   RingEnv env;

@@ -177,15 +177,17 @@ Group::Timeouts Group::timeouts() const {
 // (flat shm).
 void Group::take_links(const Roster &ro, Links &links, bool rdma, std::vector<int> watch) {
   const Timeouts t = timeouts();
+  crossovers_ = {ro.two_shot_bytes, ro.ring_bytes};
   if (ro.tiers == Tiers::Flat) {
     const Waiting wait = waiting(opt_.size, opt_.spin_ns, opt_.yield_ns);
     if (links.area)
       local_.m = shm_medium(links.area, opt_.rank, true, t.flat, wait, std::move(watch));
     else if (rdma)
-      local_.m = rdma_medium(std::move(links.rdma), std::move(links.fds), opt_.rank, buffer_);
+      local_.m = rdma_medium(std::move(links.rdma), std::move(links.fds), opt_.rank, buffer_,
+                             crossovers_);
     else
       local_.m = tcp_medium(std::move(links.fds), opt_.rank, opt_.chunk_bytes, t.flat, wait,
-                            buffer_);
+                            buffer_, crossovers_);
     local_.n = opt_.size;
     local_.me = opt_.rank;
     return;
@@ -202,9 +204,9 @@ void Group::take_links(const Roster &ro, Links &links, bool rdma, std::vector<in
   }
   if (layout_.leader()) {
     cross_.m = rdma ? rdma_medium(std::move(links.rdma), std::move(links.fds), layout_.host,
-                                  buffer_)
+                                  buffer_, crossovers_)
                     : tcp_medium(std::move(links.fds), layout_.host, opt_.chunk_bytes, t.cross,
-                                 wait, buffer_, layout_.leaders());
+                                 wait, buffer_, crossovers_, layout_.leaders());
     cross_.n = layout_.hosts();
     cross_.me = layout_.host;
   }
@@ -333,6 +335,8 @@ int Group::connect(Error &err) {
       ro.peers[size_t(r)] = {in.hosts[size_t(r)], j.data_port, uint32_t(index), j.pid, j.local_rank};
     }
     choose_media(opt_, links.probe.usable, joins, host_of, ro, first);
+    ro.two_shot_bytes = two_shot_threshold(DS4TP_TRANSPORT_TCP);
+    ro.ring_bytes = ring_threshold();
     wire::Nonce token{};
     if (first.ok() && auth::fresh_nonce(token, first) == DS4TP_OK)
       std::copy_n(token.begin(), ro.token.size(), ro.token.begin());

@@ -63,9 +63,9 @@ std::string Group::plan() const {
   f.transport = transport();
   // A tiered group's thresholds are those of the leaders' medium.
   const Medium &m = tiered_ ? (cross_.m ? *cross_.m : *local_.m) : *local_.m;
-  f.two_shot_bytes = tiered_ ? two_shot_threshold(cross_transport_) : m.two_shot_bytes();
+  f.two_shot_bytes = tiered_ ? crossovers_.two_shot_bytes : m.two_shot_bytes();
   f.home_bytes = tiered_ ? UINT64_MAX : m.home_bytes();
-  f.ring_bytes = tiered_ ? ring_threshold(layout_.hosts()) : m.ring_bytes();
+  f.ring_bytes = tiered_ ? ring_for(crossovers_.ring_bytes, layout_.hosts()) : m.ring_bytes();
   f.chunk_bytes = opt_.chunk_bytes;
   if (tiered_) f.leaders = layout_.leaders();
   return describe_plan(f);
@@ -190,9 +190,9 @@ uint64_t two_shot_threshold(int transport) {  // read per medium, so a test can 
   return transport == DS4TP_TRANSPORT_SHM ? kTwoShotShmBytes : kTwoShotTcpBytes;
 }
 
-uint64_t ring_threshold(int members) {  // read per medium, so a test can set it
+uint64_t ring_threshold() {  // read per group, so a test can set it
   const int64_t env = env_number("DS4TP_GROUP_RING_BYTES").value_or(-1);
-  if (members < kRingMembers || env == 0) return UINT64_MAX;
+  if (env == 0) return UINT64_MAX;
   return env > 0 ? uint64_t(env) : kRingBytes;
 }
 

@@ -114,6 +114,14 @@ class Medium {
 
 struct Roster;  // group/wire.hpp
 
+// The crossovers of a group's meshes (flat, or between the leaders):
+// rank 0's, carried in the roster, so every rank runs the same algorithm
+// whatever its own environment says.
+struct MeshCrossovers {
+  uint64_t two_shot_bytes = 0;
+  uint64_t ring_bytes = UINT64_MAX;  // before the member rule (ring_for)
+};
+
 class Group {
  public:
   Group(Options o);
@@ -224,6 +232,7 @@ class Group {
   Dtype worker_dtype_ = Dtype::F32;
   uint64_t worker_call_bytes_ = 0;
   int cross_transport_ = DS4TP_TRANSPORT_TCP;  // tiered: between the leaders
+  MeshCrossovers crossovers_;  // from the roster
   Layout layout_;  // from the roster (one host, rank order, for a local group)
   // ds4tp_group_buffer: kBufferRoom bytes the medium may use, then the
   // caller's chunk_bytes (buffer_ points past the room).
@@ -244,9 +253,9 @@ class Group {
 };
 
 // The two-shot crossover of a transport (bytes per all_reduce call):
-// measured defaults (README "Groups"), or DS4TP_GROUP_TWO_SHOT_BYTES,
-// which must then be the same on every tcp rank (shm ranks all take the
-// value of the rank that made the segment, kept in its header).
+// measured defaults (README "Groups"), or DS4TP_GROUP_TWO_SHOT_BYTES, read
+// by one rank for all: rank 0 for the meshes (the roster carries it), the
+// rank that makes an shm segment for its ranks (kept in its header).
 uint64_t two_shot_threshold(int transport);
 constexpr uint64_t kTwoShotShmBytes = 64 * 1024;
 constexpr uint64_t kTwoShotTcpBytes = 64 * 1024;
@@ -254,12 +263,15 @@ constexpr uint64_t kTwoShotTcpBytes = 64 * 1024;
 // many bytes run reduce-scatter and all-gather around the ring of the
 // mesh's members (ring.cpp). kRingBytes is the measured default
 // (bench/README.md "Groups across hosts"); DS4TP_GROUP_RING_BYTES
-// overrides it and must then be the same on every rank (0: never). A
-// mesh of fewer than kRingMembers never runs it: two members' ring is
-// two-shot's steps with the same bits.
-uint64_t ring_threshold(int members);
+// overrides it (0: never), read by rank 0 for all (the roster).
+uint64_t ring_threshold();
 constexpr uint64_t kRingBytes = 1024 * 1024;
 constexpr int kRingMembers = 3;
+// A mesh of `members`' crossover from the agreed one: never below
+// kRingMembers, where the ring is two-shot's steps with the same bits.
+inline uint64_t ring_for(uint64_t ring_bytes, int members) {
+  return members < kRingMembers ? UINT64_MAX : ring_bytes;
+}
 // shm all_reduce calls from this many bytes up to chunk_bytes go through
 // the homes (Medium::reduce_home), measured (README "Groups"): from 4 KiB
 // while every rank can have a core, from 256 KiB when ranks outnumber
@@ -321,12 +333,14 @@ std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool
 // header in the kBufferRoom bytes before it (one plain send per peer).
 // `names[m]`: the group rank of member m, where the medium joins only
 // some ranks (a tiered group's host or leaders); empty: all, m = rank.
+// `x`: the crossovers the group agreed on (the roster's).
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
                                    uint64_t op_timeout_ns, const Waiting &wait,
-                                   const uint8_t *roomy, std::vector<int> names = {});
+                                   const uint8_t *roomy, const MeshCrossovers &x,
+                                   std::vector<int> names = {});
 // The same steps over rdma queue pairs (mesh_medium.cpp): `mesh` set up
 // over `fds`, the tcp links it keeps watching.
 std::unique_ptr<Medium> rdma_medium(std::unique_ptr<rdma::Mesh> mesh, std::vector<net::Fd> fds,
-                                    int rank, const uint8_t *roomy);
+                                    int rank, const uint8_t *roomy, const MeshCrossovers &x);
 
 }  // namespace ds4tp::group

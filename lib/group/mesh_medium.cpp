@@ -18,8 +18,10 @@ static_assert(tcp::Mesh::kRoom >= kStepHeaderBytes && rdma::Mesh::kRoom >= kStep
 template <class Mesh, int kTransport>
 class MeshMedium final : public Medium {
  public:
-  MeshMedium(std::unique_ptr<Mesh> mesh, int rank, int n, const uint8_t *roomy)
-      : rank_(rank), n_(n), roomy_(roomy), mesh_(std::move(mesh)) {}
+  MeshMedium(std::unique_ptr<Mesh> mesh, int rank, int n, const uint8_t *roomy,
+             const MeshCrossovers &x)
+      : rank_(rank), n_(n), roomy_(roomy), mesh_(std::move(mesh)),
+        two_shot_bytes_(x.two_shot_bytes), ring_bytes_(ring_for(x.ring_bytes, n)) {}
 
   int exchange(uint64_t step, const void *mine, size_t bytes, int root, const void **views,
                Error &err) override {
@@ -70,28 +72,29 @@ class MeshMedium final : public Medium {
   int n_;
   const uint8_t *roomy_;  // the group buffer (see tcp_medium)
   std::unique_ptr<Mesh> mesh_;
-  uint64_t two_shot_bytes_ = two_shot_threshold(kTransport);
-  uint64_t ring_bytes_ = ring_threshold(n_);
+  uint64_t two_shot_bytes_;
+  uint64_t ring_bytes_;
 };
 
 }  // namespace
 
 std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
                                    uint64_t op_timeout_ns, const Waiting &wait,
-                                   const uint8_t *roomy, std::vector<int> names) {
+                                   const uint8_t *roomy, const MeshCrossovers &x,
+                                   std::vector<int> names) {
   const int n = int(fds.size());
   auto mesh = std::make_unique<tcp::Mesh>(std::move(fds), rank, chunk, op_timeout_ns, wait.policy,
                                           wait.adaptive, std::move(names));
   return std::make_unique<MeshMedium<tcp::Mesh, DS4TP_TRANSPORT_TCP>>(std::move(mesh), rank, n,
-                                                                       roomy);
+                                                                       roomy, x);
 }
 
 std::unique_ptr<Medium> rdma_medium(std::unique_ptr<rdma::Mesh> mesh, std::vector<net::Fd> fds,
-                                    int rank, const uint8_t *roomy) {
+                                    int rank, const uint8_t *roomy, const MeshCrossovers &x) {
   const int n = int(fds.size());
   mesh->adopt(std::move(fds));
   return std::make_unique<MeshMedium<rdma::Mesh, DS4TP_TRANSPORT_RDMA>>(std::move(mesh), rank, n,
-                                                                         roomy);
+                                                                         roomy, x);
 }
 
 }  // namespace ds4tp::group

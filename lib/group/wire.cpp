@@ -130,6 +130,8 @@ void encode_roster(const Roster &r, uint8_t out[kRosterBytes]) {
   }
   put_str(out + 64 + kRosterPeers * kRosterPeerBytes, 256, r.message);
   std::memcpy(out + 64 + kRosterPeers * kRosterPeerBytes + 256, r.token.data(), r.token.size());
+  put64(out + kRosterBytes - 16, r.two_shot_bytes);
+  put64(out + kRosterBytes - 8, r.ring_bytes);
 }
 
 int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err) {
@@ -142,6 +144,8 @@ int decode_roster(const uint8_t *buf, size_t len, Roster &r, Error &err) {
   r.tiers = Tiers(tiers);
   r.message = get_str(buf + 64 + kRosterPeers * kRosterPeerBytes, 256);
   std::memcpy(r.token.data(), buf + 64 + kRosterPeers * kRosterPeerBytes + 256, r.token.size());
+  r.two_shot_bytes = get64(buf + kRosterBytes - 16);
+  r.ring_bytes = get64(buf + kRosterBytes - 8);
   if (r.status > 0 || r.status < -100)
     return err.set(DS4TP_EPROTO, "group roster: status {}", r.status);
   if (r.status != DS4TP_OK) return DS4TP_OK;

@@ -5,7 +5,8 @@
 //   rank -> rank 0: Join   fixed 96 bytes, then the identity hello bytes
 //   rank 0 -> rank: Roster fixed 64 bytes + 16 peers * 56 (host, port,
 //                   host index, pid, local rank) + 256 message
-//                   + 16-byte link token
+//                   + 16-byte link token + the meshes' two crossovers
+//                   (u64 two-shot bytes, u64 ring bytes)
 //   rank -> rank 0: one byte "ready" (data links up: 1; its rdma links
 //                   could not come up: 2); rank 0 -> rank: "go" (1; 2:
 //                   run tcp over the same links instead of rdma)
@@ -27,13 +28,13 @@
 
 namespace ds4tp::group {
 
-constexpr uint16_t kGroupVersion = 5;
+constexpr uint16_t kGroupVersion = 6;
 constexpr size_t kNonceMsgBytes = 40;
 constexpr size_t kJoinFixedBytes = 96;
 constexpr size_t kRosterPeers = 16;
 constexpr size_t kLinkTokenBytes = 16;
 constexpr size_t kRosterPeerBytes = 56;
-constexpr size_t kRosterBytes = 64 + kRosterPeers * kRosterPeerBytes + 256 + kLinkTokenBytes;
+constexpr size_t kRosterBytes = 64 + kRosterPeers * kRosterPeerBytes + 256 + kLinkTokenBytes + 16;
 constexpr size_t kLinkBytes = 8 + kLinkTokenBytes;
 constexpr size_t kStepHeaderBytes = 16;
 constexpr uint8_t kReady = 1, kReadyWithoutRdma = 2;
@@ -91,6 +92,12 @@ struct Roster {
   std::vector<RosterPeer> peers;
   std::string message;  // <= 255 bytes
   LinkToken token{};
+  // Rank 0's crossovers for every mesh of the group (flat, or between
+  // the leaders), so all ranks pick the same algorithm whatever their own
+  // environment says: two_shot_threshold(tcp), and ring_threshold before
+  // the member rule (UINT64_MAX: never).
+  uint64_t two_shot_bytes = 0;
+  uint64_t ring_bytes = UINT64_MAX;
 };
 
 void encode_nonce(const wire::Nonce &n, uint8_t out[kNonceMsgBytes]);

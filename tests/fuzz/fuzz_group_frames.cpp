@@ -59,6 +59,7 @@ int group_frames(const uint8_t *d, size_t n) {
       FUZZ_CHECK(s.status == r.status && s.shm_name == r.shm_name && s.message == r.message);
       FUZZ_CHECK(s.peers.size() == r.peers.size());
       FUZZ_CHECK(s.tiers == r.tiers);
+      FUZZ_CHECK(s.two_shot_bytes == r.two_shot_bytes && s.ring_bytes == r.ring_bytes);
       for (size_t i = 0; i < r.peers.size(); i++) {
         FUZZ_CHECK(s.peers[i].host == r.peers[i].host && s.peers[i].port == r.peers[i].port);
         FUZZ_CHECK(s.peers[i].host_index == r.peers[i].host_index &&
