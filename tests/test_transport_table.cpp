@@ -119,6 +119,8 @@ TEST_CASE("every DS4TP_TRANSPORT_* value has a descriptor, a name, negotiation a
     CHECK(std::string(d->name) == lower(name));
     CHECK(d->cap != 0);
     CHECK((d->cap & (d->cap - 1)) == 0);  // one capability bit
+    // A group mesh is both entries or neither (shm groups share a segment).
+    CHECK((d->mesh_setup == nullptr) == (d->mesh_make == nullptr));
 
     // Available or not, the answer comes with a reason.
     char why[512] = "";
@@ -161,6 +163,13 @@ TEST_CASE("every DS4TP_TRANSPORT_* value has a descriptor, a name, negotiation a
   CHECK(hello_round_trip(beyond, herr) == DS4TP_EPROTO);
   std::string msg;
   CHECK(new_leader(beyond, msg) == DS4TP_EINVAL);
+}
+
+TEST_CASE("groups reach tcp's mesh through its descriptor, their fallback everywhere") {
+  const transport::Descriptor *tcp = transport::find(DS4TP_TRANSPORT_TCP);
+  REQUIRE(tcp != nullptr);
+  CHECK(tcp->mesh_setup != nullptr);
+  CHECK(tcp->mesh_make != nullptr);
 }
 
 TEST_CASE("every descriptor in lib/transport is a value of the public enum") {

@@ -17,8 +17,7 @@
 #include "net/endpoint.hpp"
 #include "os/os.hpp"
 #include "pair/pair.hpp"
-#include "transport/rdma/mesh.hpp"
-#include "transport/rdma/probe.hpp"
+#include "transport/descriptor.hpp"
 
 namespace ds4tp::group {
 
@@ -86,10 +85,11 @@ static int open_host_area(const std::string &name, int n, size_t chunk, int hub_
 struct Group::Links {
   std::shared_ptr<ShmArea> area;  // flat shm: rank 0's; tiered: this host's
   bool made = false;
-  std::vector<net::Fd> fds;  // flat tcp / rdma: by rank; tiered: by host (leaders only)
-  rdma::ProbeResult probe;   // this rank's RDMA port, when it may run rdma
-  std::unique_ptr<rdma::Mesh> rdma;  // over fds, where the roster says rdma
-  std::string rdma_why;      // why this rank's rdma links could not come up
+  std::vector<net::Fd> fds;  // the mesh's links: flat, by rank; tiered, by host (leaders)
+  transport::Availability rdma_port;  // this rank's, when it may run rdma
+  transport::MeshConnection mesh;     // this rank's end of the mesh over fds
+  std::unique_ptr<transport::State> prepared;  // what the roster's backend set up on them
+  std::string fallback;  // why this rank's links cannot run the roster's backend
   ~Links() {
     if (made && area) shm_area_unlink(*area);
   }
@@ -103,7 +103,7 @@ int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadl
       std::vector<int> all(size_t(opt_.size));
       for (int r = 0; r < opt_.size; r++) all[size_t(r)] = r;
       if (int rc = build_mesh(opt_, ro, all, data_lfd, deadline, out.fds, err)) return rc;
-      return ro.transport == DS4TP_TRANSPORT_RDMA ? open_rdma({}, deadline, out, err) : DS4TP_OK;
+      return open_mesh(ro, {}, deadline, out, err);
     }
     if (opt_.rank == 0) return DS4TP_OK;  // made before the roster
     return shm_area_open(ro.shm_name, opt_.size, opt_.chunk_bytes, out.area, err);
@@ -129,35 +129,42 @@ int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadl
     return rc;
   for (int h = 0; h < layout_.hosts(); h++)
     out.fds.push_back(std::move(by_rank[size_t(layout_.leader_of(h))]));
-  return ro.transport == DS4TP_TRANSPORT_RDMA ? open_rdma(layout_.leaders(), deadline, out, err)
-                                              : DS4TP_OK;
+  return open_mesh(ro, layout_.leaders(), deadline, out, err);
 }
 
-// Queue pairs over the tcp links just made (flat: `names` empty; the
-// leaders' links: their ranks). A rank without a usable port still takes
-// part (its peers learn why); out.rdma_why then says why this rank's
-// links cannot run rdma, and the group runs tcp (connect's go byte).
-int Group::open_rdma(std::vector<int> names, uint64_t deadline, Links &out, Error &err) {
-  std::unique_ptr<rdma::Device> dev;
-  std::string none = out.probe.usable ? "" : out.probe.reason;
-  if (none.empty()) {
-    Error e;
-    if (rdma::open_device({}, out.probe, dev, e) != DS4TP_OK) none = e.message;
-  }
+// This rank's end of the mesh over the links just made (flat: `names`
+// empty; the leaders' links: their ranks), set up by the roster's backend
+// through its descriptor. A rank whose links cannot run it (rdma: no
+// usable port) still takes part, so its peers learn why; out.fallback
+// then says why, and the group runs tcp over the same links (connect's
+// go byte).
+int Group::open_mesh(const Roster &ro, std::vector<int> names, uint64_t deadline, Links &out,
+                     Error &err) {
+  const transport::Descriptor *d = transport::find(int(ro.transport));
+  if (d == nullptr || d->mesh_setup == nullptr)
+    return err.set(DS4TP_EPROTO, "the roster's transport {} has no group mesh", ro.transport);
   const bool flat = names.empty();
   const Waiting wait =
       waiting(flat ? opt_.size : int(layout_.mine().size()), opt_.spin_ns, opt_.yield_ns);
-  rdma::MeshConfig mc;
-  mc.chunk = opt_.chunk_bytes;
-  mc.timeout_ns = flat ? timeouts().flat : timeouts().cross;
-  mc.policy = wait.policy;
-  mc.adaptive = wait.adaptive;
-  mc.names = std::move(names);
-  mc.setup_deadline_ns = deadline;
-  std::vector<int> raw;
-  for (const auto &f : out.fds) raw.push_back(f.get());
-  return rdma::Mesh::open(std::move(dev), none, raw, flat ? opt_.rank : layout_.host, mc,
-                          out.rdma, out.rdma_why, err);
+  transport::MeshConnection &c = out.mesh;
+  for (const auto &f : out.fds) c.fds.push_back(f.get());
+  c.rank = flat ? opt_.rank : layout_.host;
+  c.chunk = opt_.chunk_bytes;
+  c.timeout_ns = flat ? timeouts().flat : timeouts().cross;
+  c.policy = wait.policy;
+  c.adaptive = wait.adaptive;
+  c.names = std::move(names);
+  c.setup_deadline_ns = deadline;
+  return d->mesh_setup(c, out.rdma_port, out.prepared, out.fallback, err);
+}
+
+// The mesh medium over links.fds, made by `transport`'s descriptor: the
+// roster's when every rank's links could run it, else tcp.
+std::unique_ptr<Medium> Group::make_mesh(Links &links, int transport) {
+  const transport::Descriptor &d = *transport::find(transport);
+  const int n = int(links.fds.size());
+  return mesh_medium(d.mesh_make(links.mesh, std::move(links.fds), std::move(links.prepared)),
+                     d.id, links.mesh.rank, n, buffer_, crossovers_);
 }
 
 // A leader waits across hosts on a leader that may itself wait on its
@@ -178,16 +185,13 @@ Group::Timeouts Group::timeouts() const {
 void Group::take_links(const Roster &ro, Links &links, bool rdma, std::vector<int> watch) {
   const Timeouts t = timeouts();
   crossovers_ = {ro.two_shot_bytes, ro.ring_bytes};
+  const int mesh = rdma ? DS4TP_TRANSPORT_RDMA : DS4TP_TRANSPORT_TCP;
   if (ro.tiers == Tiers::Flat) {
     const Waiting wait = waiting(opt_.size, opt_.spin_ns, opt_.yield_ns);
     if (links.area)
       local_.m = shm_medium(links.area, opt_.rank, true, t.flat, wait, std::move(watch));
-    else if (rdma)
-      local_.m = rdma_medium(std::move(links.rdma), std::move(links.fds), opt_.rank, buffer_,
-                             crossovers_);
     else
-      local_.m = tcp_medium(std::move(links.fds), opt_.rank, opt_.chunk_bytes, t.flat, wait,
-                            buffer_, crossovers_);
+      local_.m = make_mesh(links, mesh);
     local_.n = opt_.size;
     local_.me = opt_.rank;
     return;
@@ -196,17 +200,14 @@ void Group::take_links(const Roster &ro, Links &links, bool rdma, std::vector<in
   tiered_ = true;
   const auto &mine = layout_.mine();
   const Waiting wait = waiting(int(mine.size()), opt_.spin_ns, opt_.yield_ns);
-  cross_transport_ = rdma ? DS4TP_TRANSPORT_RDMA : DS4TP_TRANSPORT_TCP;
+  cross_transport_ = mesh;
   if (links.area) {
     local_.m = shm_medium(links.area, layout_.local, true, t.host, wait, {}, mine);
     local_.n = int(mine.size());
     local_.me = layout_.local;
   }
   if (layout_.leader()) {
-    cross_.m = rdma ? rdma_medium(std::move(links.rdma), std::move(links.fds), layout_.host,
-                                  buffer_, crossovers_)
-                    : tcp_medium(std::move(links.fds), layout_.host, opt_.chunk_bytes, t.cross,
-                                 wait, buffer_, crossovers_, layout_.leaders());
+    cross_.m = make_mesh(links, mesh);
     cross_.n = layout_.hosts();
     cross_.me = layout_.host;
   }
@@ -272,9 +273,11 @@ static int choose_media(const Options &o, bool offers, const std::vector<Join> &
 }
 
 // Whether this rank may offer rdma (auto or rdma asked for): its port.
-static rdma::ProbeResult probe_rdma(const Options &o) {
-  if (o.transport != DS4TP_TRANSPORT_AUTO && o.transport != DS4TP_TRANSPORT_RDMA) return {};
-  return rdma::probe(rdma::ProbeRequest{});
+static transport::Availability probe_rdma(const Options &o) {
+  transport::Availability a;
+  if (o.transport == DS4TP_TRANSPORT_AUTO || o.transport == DS4TP_TRANSPORT_RDMA)
+    transport::kRdma.available(transport::Query{}, a);
+  return a;
 }
 
 // Every rank's rdma links came up, or the group runs tcp over them: the
@@ -307,7 +310,7 @@ int Group::connect(Error &err) {
   const std::vector<uint8_t> hello_bytes = wire::encode_hello(hello);
   Roster ro;
   Links links;
-  links.probe = probe_rdma(opt_);
+  links.rdma_port = probe_rdma(opt_);
 
   if (opt_.rank == 0) {
     if (!listen_fd_.valid())
@@ -334,7 +337,7 @@ int Group::connect(Error &err) {
       host_of.push_back(uint32_t(index));
       ro.peers[size_t(r)] = {in.hosts[size_t(r)], j.data_port, uint32_t(index), j.pid, j.local_rank};
     }
-    choose_media(opt_, links.probe.usable, joins, host_of, ro, first);
+    choose_media(opt_, links.rdma_port.usable, joins, host_of, ro, first);
     ro.two_shot_bytes = two_shot_threshold(DS4TP_TRANSPORT_TCP);
     ro.ring_bytes = ring_threshold();
     wire::Nonce token{};
@@ -366,7 +369,7 @@ int Group::connect(Error &err) {
       if (ready == kReadyWithoutRdma) without.push_back(r);
     }
     if (rc != DS4TP_OK) return rc;
-    uint8_t go = go_byte(opt_, ro, links.rdma_why, without);
+    uint8_t go = go_byte(opt_, ro, links.fallback, without);
     for (int r = 1; r < opt_.size; r++)
       if (int wrc = net::write_all(ctl[size_t(r)].get(), &go, 1, deadline, "group go", err))
         return wrc;
@@ -390,7 +393,7 @@ int Group::connect(Error &err) {
   j.rank = uint32_t(opt_.rank);
   j.size = uint32_t(opt_.size);
   j.transport = uint32_t(opt_.transport);
-  j.offers_rdma = links.probe.usable;
+  j.offers_rdma = links.rdma_port.usable;
   j.data_port = uint32_t(data_port);
   j.chunk = opt_.chunk_bytes;
   j.host_id = host_id;
@@ -416,14 +419,14 @@ int Group::connect(Error &err) {
     return err.set(DS4TP_EPROTO, "roster size {} here {}", ro.size, opt_.size);
   layout_ = layout_of(ro.peers, opt_.rank);
   if (int rc = open_links(ro, data_l.get(), c.get(), deadline, links, err)) return rc;
-  uint8_t b = links.rdma_why.empty() ? kReady : kReadyWithoutRdma;
+  uint8_t b = links.fallback.empty() ? kReady : kReadyWithoutRdma;
   if (int rc = net::write_all(c.get(), &b, 1, deadline, "group ready", err)) return rc;
   if (int rc = net::read_exact(c.get(), &b, 1, deadline, "group go", err))
     return err.set(rc, "waiting for rank 0 to start the group: {}", err.message);
   if (b != kGo && b != kGoOverTcp) return err.set(DS4TP_EPROTO, "rank 0 sent go byte {}", b);
   if (b == kGoOverTcp && ro.transport == DS4TP_TRANSPORT_RDMA)
     opt_.log.warn("group: rdma links could not come up ({}); the group runs over tcp",
-                  links.rdma_why.empty() ? "at another rank, which logs why" : links.rdma_why);
+                  links.fallback.empty() ? "at another rank, which logs why" : links.fallback);
   std::vector<int> watch(size_t(opt_.size), -1);
   watch[0] = c.get();
   take_links(ro, links, b == kGo && ro.transport == DS4TP_TRANSPORT_RDMA, std::move(watch));

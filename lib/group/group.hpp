@@ -28,11 +28,8 @@
 #include "net/socket.hpp"
 #include "os/wait.hpp"
 #include "stats/stats.hpp"
+#include "transport/mesh_link.hpp"
 #include "wire/hello.hpp"
-
-namespace ds4tp::rdma {
-class Mesh;
-}
 
 namespace ds4tp::group {
 
@@ -215,7 +212,9 @@ class Group {
   // hub_fd: the rendezvous connection to rank 0 (-1 on rank 0).
   int open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadline, Links &out,
                  Error &err);
-  int open_rdma(std::vector<int> names, uint64_t deadline, Links &out, Error &err);
+  int open_mesh(const Roster &ro, std::vector<int> names, uint64_t deadline, Links &out,
+                Error &err);
+  std::unique_ptr<Medium> make_mesh(Links &links, int transport);
   // Each lane's wait without progress (flat, or a tiered group's lanes).
   struct Timeouts {
     uint64_t flat, cross, host;
@@ -329,18 +328,13 @@ void shm_area_expect(ShmArea &area, int rank, uint32_t pid);
 std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
                                    uint64_t op_timeout_ns, const Waiting &wait,
                                    std::vector<int> ctl = {}, std::vector<int> names = {});
-// `roomy`: the group buffer; a step sending from its start puts the step
-// header in the kBufferRoom bytes before it (one plain send per peer).
-// `names[m]`: the group rank of member m, where the medium joins only
-// some ranks (a tiered group's host or leaders); empty: all, m = rank.
-// `x`: the crossovers the group agreed on (the roster's).
-std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
-                                   uint64_t op_timeout_ns, const Waiting &wait,
-                                   const uint8_t *roomy, const MeshCrossovers &x,
-                                   std::vector<int> names = {});
-// The same steps over rdma queue pairs (mesh_medium.cpp): `mesh` set up
-// over `fds`, the tcp links it keeps watching.
-std::unique_ptr<Medium> rdma_medium(std::unique_ptr<rdma::Mesh> mesh, std::vector<net::Fd> fds,
-                                    int rank, const uint8_t *roomy, const MeshCrossovers &x);
+// The steps over `mesh` (a backend's, made through its descriptor) of
+// `n` members, this rank member `rank`. `roomy`: the group buffer; a
+// step sending from its start puts the step header in the kBufferRoom
+// bytes before it (one plain send per peer over tcp). `x`: the
+// crossovers the group agreed on (the roster's).
+std::unique_ptr<Medium> mesh_medium(std::unique_ptr<transport::MeshLink> mesh, int transport,
+                                    int rank, int n, const uint8_t *roomy,
+                                    const MeshCrossovers &x);
 
 }  // namespace ds4tp::group

@@ -1,26 +1,23 @@
-// Mesh media: direct one-shot over the group's tcp links
-// (transport/tcp/mesh.hpp) or its rdma queue pairs (transport/rdma/mesh.hpp),
-// the same steps over either. Each contributor sends a 16-byte step
-// header plus its bytes to every peer and reads every other contributor's;
-// a step sent from the start of the group buffer puts its header in the
+// The mesh medium: a group's steps over a backend's mesh
+// (transport/mesh_link.hpp: the tcp links, or rdma queue pairs over them),
+// the same steps over any. Each contributor sends a 16-byte step header
+// plus its bytes to every peer and reads every other contributor's; a
+// step sent from the start of the group buffer puts its header in the
 // room before it, so over tcp each link's message goes with one plain send.
 #include "group/group.hpp"
 #include "group/wire.hpp"
-#include "transport/rdma/mesh.hpp"
-#include "transport/tcp/mesh.hpp"
 
 namespace ds4tp::group {
 namespace {
 
-static_assert(tcp::Mesh::kMaxPeers >= kMaxRanks && rdma::Mesh::kMaxPeers >= kMaxRanks);
-static_assert(tcp::Mesh::kRoom >= kStepHeaderBytes && rdma::Mesh::kRoom >= kStepHeaderBytes);
+using transport::MeshLink;
+static_assert(MeshLink::kMaxPeers >= kMaxRanks && MeshLink::kRoom >= kStepHeaderBytes);
 
-template <class Mesh, int kTransport>
 class MeshMedium final : public Medium {
  public:
-  MeshMedium(std::unique_ptr<Mesh> mesh, int rank, int n, const uint8_t *roomy,
-             const MeshCrossovers &x)
-      : rank_(rank), n_(n), roomy_(roomy), mesh_(std::move(mesh)),
+  MeshMedium(std::unique_ptr<MeshLink> mesh, int transport, int rank, int n,
+             const uint8_t *roomy, const MeshCrossovers &x)
+      : rank_(rank), n_(n), transport_(transport), roomy_(roomy), mesh_(std::move(mesh)),
         two_shot_bytes_(x.two_shot_bytes), ring_bytes_(ring_for(x.ring_bytes, n)) {}
 
   int exchange(uint64_t step, const void *mine, size_t bytes, int root, const void **views,
@@ -51,7 +48,7 @@ class MeshMedium final : public Medium {
   void done(uint64_t) override {}
   void abort(int, int) override { mesh_->abort(); }  // the heartbeat carries the verdict
   int culprit() const override { return mesh_->culprit(); }
-  int transport() const override { return kTransport; }
+  int transport() const override { return transport_; }
   uint64_t two_shot_bytes() const override { return two_shot_bytes_; }
   uint64_t ring_bytes() const override { return ring_bytes_; }
 
@@ -70,31 +67,19 @@ class MeshMedium final : public Medium {
 
   int rank_;
   int n_;
-  const uint8_t *roomy_;  // the group buffer (see tcp_medium)
-  std::unique_ptr<Mesh> mesh_;
+  int transport_;
+  const uint8_t *roomy_;  // the group buffer (see mesh_medium)
+  std::unique_ptr<MeshLink> mesh_;
   uint64_t two_shot_bytes_;
   uint64_t ring_bytes_;
 };
 
 }  // namespace
 
-std::unique_ptr<Medium> tcp_medium(std::vector<net::Fd> fds, int rank, size_t chunk,
-                                   uint64_t op_timeout_ns, const Waiting &wait,
-                                   const uint8_t *roomy, const MeshCrossovers &x,
-                                   std::vector<int> names) {
-  const int n = int(fds.size());
-  auto mesh = std::make_unique<tcp::Mesh>(std::move(fds), rank, chunk, op_timeout_ns, wait.policy,
-                                          wait.adaptive, std::move(names));
-  return std::make_unique<MeshMedium<tcp::Mesh, DS4TP_TRANSPORT_TCP>>(std::move(mesh), rank, n,
-                                                                       roomy, x);
-}
-
-std::unique_ptr<Medium> rdma_medium(std::unique_ptr<rdma::Mesh> mesh, std::vector<net::Fd> fds,
-                                    int rank, const uint8_t *roomy, const MeshCrossovers &x) {
-  const int n = int(fds.size());
-  mesh->adopt(std::move(fds));
-  return std::make_unique<MeshMedium<rdma::Mesh, DS4TP_TRANSPORT_RDMA>>(std::move(mesh), rank, n,
-                                                                         roomy, x);
+std::unique_ptr<Medium> mesh_medium(std::unique_ptr<transport::MeshLink> mesh, int transport,
+                                    int rank, int n, const uint8_t *roomy,
+                                    const MeshCrossovers &x) {
+  return std::make_unique<MeshMedium>(std::move(mesh), transport, rank, n, roomy, x);
 }
 
 }  // namespace ds4tp::group

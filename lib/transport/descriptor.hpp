@@ -1,25 +1,29 @@
 // One descriptor per backend (tcp/, shm/, rdma/), the same entries with
 // the same signatures, and one table of them (descriptor.cpp). The pair
-// offers, negotiates and builds a transport only through this table, so
-// adding a backend means one folder and one line in the table.
+// offers, negotiates and builds a transport only through this table, and
+// a group builds its mesh through the same descriptors (mesh_link.hpp),
+// so adding a backend means one folder and one line in the table.
 //
 // Ownership: set-up borrows the Connection; make() takes its data socket
 // and the State set-up prepared. Blocking: available() does no network
 // I/O (it may open devices); set-up runs the backend's handshake on the
 // data connection, bounded by Connection::deadline_ns. All three run on
-// the connecting thread inside ds4tp_connect.
+// the connecting thread inside ds4tp_connect (the mesh entries inside
+// ds4tp_group_connect).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "net/socket.hpp"
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
+#include "transport/mesh_link.hpp"
 #include "transport/transport.hpp"
 
 namespace ds4tp::transport {
@@ -79,6 +83,21 @@ struct Descriptor {
                std::string &fallback, Error &err);
   // Builds the transport from what set-up prepared; takes c.data.
   std::unique_ptr<Transport> (*make)(Connection &c, std::unique_ptr<State> prepared);
+
+  // A group's mesh over this backend, or both null where it has none
+  // (shm: the ranks of a host share one segment, group/shm.cpp).
+  // mesh_setup runs the backend's handshake on every link of `c` (every
+  // member at once), bounded by c.setup_deadline_ns: OK with `prepared`
+  // set (or empty where there is nothing to set up: tcp); OK with
+  // `prepared` empty and `fallback` saying why this rank's links cannot
+  // run it (the group then decides for every rank: tcp over the same
+  // links, which hold no unread bytes); an error when a link itself
+  // failed (closed, garbled).
+  int (*mesh_setup)(const MeshConnection &c, const Availability &probed,
+                    std::unique_ptr<State> &prepared, std::string &fallback, Error &err);
+  // The mesh from what set-up prepared; takes the links (by member).
+  std::unique_ptr<MeshLink> (*mesh_make)(const MeshConnection &c, std::vector<net::Fd> fds,
+                                         std::unique_ptr<State> prepared);
 };
 
 // Every backend built into this library, tcp first.

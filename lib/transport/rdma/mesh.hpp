@@ -41,7 +41,7 @@
 #include "net/socket.hpp"
 #include "os/spin_budget.hpp"
 #include "os/wait.hpp"
-#include "transport/mesh_step.hpp"
+#include "transport/mesh_link.hpp"
 #include "transport/rdma/queue_pair.hpp"
 
 namespace ds4tp::rdma {
@@ -61,11 +61,9 @@ struct MeshConfig {
 constexpr uint32_t kTagGroupKind = 6;
 uint32_t group_tag(uint64_t step, uint32_t index);
 
-class Mesh {
+class Mesh final : public transport::MeshLink {
  public:
-  static constexpr int kMaxPeers = 16;
-  static constexpr size_t kRoom = 64;  // before each landing: header room, alignment kept
-  ~Mesh();
+  ~Mesh() override;
 
   // `fds[r]`: the tcp link to member r (borrowed; invalid at `rank`).
   // `dev`: this rank's opened device, or null when it has none (`none_why`
@@ -79,19 +77,14 @@ class Mesh {
   // Once the group runs rdma: the tcp links, kept for the mesh's life.
   void adopt(std::vector<net::Fd> fds);
 
-  // As tcp::Mesh::step: sends src[r] to every peer r (the header alone
-  // when src is null; hdr.alone alone where src[r] is null), receives
-  // every peer's message (bodies only from `root` when root >= 0);
-  // views[r] then points at rank r's body.
+  // transport::MeshLink: abort() shuts the tcp links down.
   int step(const transport::StepHeader &hdr, int root, const uint8_t *const *src,
-           const void **views, Error &err);
-  // Fails this step and every later one, and shuts the tcp links down.
-  void abort();
+           const void **views, Error &err) override;
+  void abort() override;
+  int culprit() const override { return culprit_ < 0 ? -1 : name(culprit_); }
+  // "fake RC, 16384 byte messages".
+  std::string describe() const override;
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
-  // The peer the last failed step was about (its name); -1 when none.
-  int culprit() const { return culprit_ < 0 ? -1 : name(culprit_); }
-  // "fake RC, 16384 byte messages": for logs.
-  std::string describe() const;
 
  private:
   struct Link;

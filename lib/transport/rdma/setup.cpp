@@ -2,6 +2,7 @@
 // the device and the set-up link on the data connection) and the
 // transport's attach: queue pair, RDMA_INFO/READY, warm-up.
 #include "transport/descriptor.hpp"
+#include "transport/rdma/mesh.hpp"
 #include "transport/rdma/probe.hpp"
 #include "transport/rdma/setup_link.hpp"
 #include "transport/rdma/transport_impl.hpp"
@@ -273,9 +274,50 @@ std::unique_ptr<Transport> rdma_make(Connection &c, std::unique_ptr<State> prepa
   return ds4tp::rdma::make_rdma_transport(std::move(ep), c.data_config, tun, c.schedule, c.log);
 }
 
+// A group's queue pairs, up over its tcp links until the group decides.
+struct MeshUp final : State {
+  std::unique_ptr<ds4tp::rdma::Mesh> mesh;
+};
+
+// A rank without a usable port still trades its status on every link,
+// so its peers learn why; `fallback` then says it for this rank.
+int rdma_mesh_setup(const MeshConnection &c, const Availability &probed,
+                    std::unique_ptr<State> &prepared, std::string &fallback, Error &err) {
+  auto *f = static_cast<const Found *>(probed.found.get());  // only rdma_available sets it
+  std::unique_ptr<ds4tp::rdma::Device> dev;
+  std::string none = f == nullptr        ? "this rank did not probe its RDMA devices"
+                     : f->result.usable ? ""
+                                         : f->result.reason;
+  if (none.empty()) {
+    Error e;
+    if (ds4tp::rdma::open_device(f->req, f->result, dev, e) != DS4TP_OK) none = e.message;
+  }
+  ds4tp::rdma::MeshConfig mc;
+  mc.chunk = c.chunk;
+  mc.timeout_ns = c.timeout_ns;
+  mc.policy = c.policy;
+  mc.adaptive = c.adaptive;
+  mc.names = c.names;
+  mc.setup_deadline_ns = c.setup_deadline_ns;
+  auto up = std::make_unique<MeshUp>();
+  if (int rc = ds4tp::rdma::Mesh::open(std::move(dev), none, c.fds, c.rank, mc, up->mesh,
+                                       fallback, err))
+    return rc;
+  if (up->mesh) prepared = std::move(up);
+  return DS4TP_OK;
+}
+
+std::unique_ptr<MeshLink> rdma_mesh_make(const MeshConnection &, std::vector<net::Fd> fds,
+                                         std::unique_ptr<State> prepared) {
+  auto &up = static_cast<MeshUp &>(*prepared);  // the group runs rdma only when set-up made it
+  up.mesh->adopt(std::move(fds));
+  return std::move(up.mesh);
+}
+
 }  // namespace
 
-const Descriptor kRdma{"rdma",         "RDMA",     DS4TP_TRANSPORT_RDMA, wire::kCapRdma, true,
-                       rdma_available, rdma_setup, rdma_make};
+const Descriptor kRdma{"rdma",          "RDMA",          DS4TP_TRANSPORT_RDMA, wire::kCapRdma, true,
+                       rdma_available,  rdma_setup,      rdma_make,
+                       rdma_mesh_setup, rdma_mesh_make};
 
 }  // namespace ds4tp::transport

@@ -168,7 +168,8 @@ std::unique_ptr<Transport> shm_make(Connection &c, std::unique_ptr<State> prepar
 }  // namespace
 
 const Descriptor kShm{"shm",      "shared memory",     DS4TP_TRANSPORT_SHM, wire::kCapShm, false,
-                      shm_available_entry, shm_setup, shm_make};
+                      shm_available_entry, shm_setup, shm_make,
+                      nullptr,  nullptr};
 
 }  // namespace transport
 }  // namespace ds4tp

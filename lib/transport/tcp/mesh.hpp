@@ -23,23 +23,21 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/error.hpp"
 #include "net/socket.hpp"
 #include "os/spin_budget.hpp"
 #include "os/wait.hpp"
-#include "transport/mesh_step.hpp"
+#include "transport/mesh_link.hpp"
 
 namespace ds4tp::tcp {
 
 using transport::StepHeader;
 
-class Mesh {
+class Mesh final : public transport::MeshLink {
  public:
-  static constexpr int kMaxPeers = 16;
-  static constexpr size_t kRoom = 64;  // before each landing: header room, alignment kept
-
   // `fds[r]`: the socket to member r (invalid at `rank`). `chunk`: the
   // largest body. `policy.budget` is ignored: adaptive is the mesh's own.
   // `names[r]`: the rank number member r has in errors and culprit()
@@ -47,21 +45,14 @@ class Mesh {
   Mesh(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout_ns,
        const os::WaitPolicy &policy, bool adaptive, std::vector<int> names = {});
 
-  // Sends src[r] to every peer r (the header alone when src is null, or
-  // hdr.alone alone where src[r] is null: a shift to some peers) and
-  // receives every peer's message: bodies from every peer, or only from
-  // `root` when root >= 0 (the others send their header alone, so each
-  // rank hears every rank at every step). views[r] then points at rank
-  // r's body (this rank's: src[rank]; null where none came). `hdr.bytes`
-  // encodes this rank's body size and may sit in the kRoom before src[r]
-  // (one plain send then).
+  // transport::MeshLink; a header in the kRoom before src[r] goes with
+  // its body in one plain send.
   int step(const StepHeader &hdr, int root, const uint8_t *const *src, const void **views,
-           Error &err);
-  // Fails this step and every later one, and shuts the links down.
-  void abort();
+           Error &err) override;
+  void abort() override;
+  int culprit() const override { return culprit_ < 0 ? -1 : name(culprit_); }
+  std::string describe() const override { return "tcp"; }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
-  // The peer the last failed step was about (its name); -1 when none.
-  int culprit() const { return culprit_ < 0 ? -1 : name(culprit_); }
 
  private:
   struct Peer {
