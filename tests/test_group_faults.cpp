@@ -39,14 +39,6 @@ namespace {
 constexpr int kGraceMs = 1500;  // scheduling slack (sanitizer builds, 2 cores)
 constexpr int kConnectMs = 1500, kOpMs = 1500, kSilenceMs = 1000;
 constexpr int32_t kWrongBits = 1;  // a rank's report: a result with wrong bits
-// The portable-POSIX layer cannot see a host's rank that is stopped, or
-// dead and not yet reaped (no /proc): a tiered host's ranks then learn of
-// it only at the host deadline, so the two-host trials are left out there.
-#ifdef DS4TP_TEST_PORTABLE_POSIX
-constexpr bool kPortablePosix = true;
-#else
-constexpr bool kPortablePosix = false;
-#endif
 
 int trials() {
   const char *e = std::getenv("DS4TP_FAULT_TRIALS");
@@ -431,9 +423,6 @@ Tally proxy_trial(Plan base, FaultProxy::Mode mode, Matrix &m) {
 
 // Prints the matrix; every trial must have ended well.
 void require_clean(const Matrix &m) {
-  if (kPortablePosix)
-    std::printf("note: portable POSIX: the two-host (tiered) trials are left out (a host's "
-                "ranks cannot see a stopped or unreaped rank there)\n");
   m.print();
   const Tally &all = m.by.at("all");
   INFO("see the group-fault-summary lines and notes above");
@@ -461,7 +450,6 @@ TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random 
     p.transport = medium == 0 ? DS4TP_TRANSPORT_SHM : medium == 1 ? DS4TP_TRANSPORT_TCP
                                                                   : DS4TP_TRANSPORT_AUTO;
     p.two_hosts = medium == 2;
-    if (p.two_hosts && kPortablePosix) continue;
     p.work = works[(i / 6) % 6];
     p.ring = p.work == Work::Chunked && uniform(0, 1) == 1;
     const bool stop = (i / 36) % 2 == 1 || uniform(0, 3) == 0;
@@ -492,7 +480,6 @@ TEST_CASE("group fault matrix over rdma: SIGKILL and SIGSTOP of a random rank",
     p.transport = DS4TP_TRANSPORT_RDMA;
     p.rdma_profile = profiles[(i / 3) % 2];
     p.two_hosts = (i / 6) % 2 == 1;
-    if (p.two_hosts && kPortablePosix) continue;
     p.work = works[(i / 6) % 5];
     p.ring = p.work == Work::Chunked && uniform(0, 1) == 1;
     const bool stop = uniform(0, 1) == 1;

@@ -283,7 +283,7 @@ TEST_CASE("group data listener: strangers and other groups' links are dropped",
   CHECK(fds[2].valid());
   CHECK(seconds_since(t0) < 3.0);
   CHECK(cap.has("shows another group's token"));
-  CHECK(cap.has("the other way"));
+  CHECK(cap.has("which takes no link from it"));
   CHECK(cap.has("not a data link"));
 }
 

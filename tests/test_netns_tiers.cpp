@@ -173,13 +173,6 @@ TEST_CASE("netns tiers: a cut, a dead or a stopped rank ends every other rank in
   const Fault fault = GENERATE(Fault::Cut, Fault::KillLeader, Fault::KillMember,
                                Fault::StopLeader, Fault::StopMember);
   const bool rdma = GENERATE(false, true);
-#ifdef DS4TP_TEST_PORTABLE_POSIX
-  if (fault == Fault::KillMember) {  // a dead, unreaped non-leader looks alive to its leader
-    std::printf("note: portable POSIX: the SIGKILL of a non-leader is left out (its leader cannot "
-                "see a rank that is dead but not yet reaped; it ends at the host deadline)\n");
-    return;
-  }
-#endif
   Across across(rdma);
   Hosts hosts;
   if (!hosts.why.empty() || !across.ok) {

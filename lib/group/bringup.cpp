@@ -29,24 +29,32 @@ int Group::listen(Error &err) {
   return DS4TP_OK;
 }
 
+// A data link to rank j: its listener, then this rank's number and the
+// group's token.
+static int dial_link(const Options &o, const Roster &ro, int j, uint64_t deadline, net::Fd &fd,
+                     Error &err) {
+  const std::string &h = ro.peers[size_t(j)].host.empty() ? o.host : ro.peers[size_t(j)].host;
+  if (int rc = net::dial_tcp(h, int(ro.peers[size_t(j)].port), deadline, fd, err))
+    return err.set(rc, "data link to rank {}: {}", j, err.message);
+  uint8_t l[kLinkBytes];
+  encode_link(uint32_t(o.rank), ro.token, l);
+  return net::write_all(fd.get(), l, sizeof l, deadline, "group link", err);
+}
+
 // Data links among `members` (ascending ranks, this rank one of them):
-// each dials every lower member and accepts every higher one. fds[r]:
-// the link to rank r.
+// each dials every lower member and accepts every higher one, and the
+// links of ranks `also` (a tiered leader: the other ranks of its host).
+// fds[r]: the link to rank r.
 static int build_mesh(const Options &o, const Roster &ro, const std::vector<int> &members,
-                      int lfd, uint64_t deadline, std::vector<net::Fd> &fds, Error &err) {
+                      const std::vector<int> &also, int lfd, uint64_t deadline,
+                      std::vector<net::Fd> &fds, Error &err) {
   fds.clear();
   fds.resize(size_t(o.size));
-  std::vector<int> above;
+  std::vector<int> above = also;
   for (int j : members) {
     if (j > o.rank) above.push_back(j);
     if (j >= o.rank) continue;
-    const std::string &h = ro.peers[size_t(j)].host.empty() ? o.host : ro.peers[size_t(j)].host;
-    if (int rc = net::dial_tcp(h, int(ro.peers[size_t(j)].port), deadline, fds[size_t(j)], err))
-      return err.set(rc, "data link to rank {}: {}", j, err.message);
-    uint8_t l[kLinkBytes];
-    encode_link(uint32_t(o.rank), ro.token, l);
-    if (int rc = net::write_all(fds[size_t(j)].get(), l, sizeof l, deadline, "group link", err))
-      return rc;
+    if (int rc = dial_link(o, ro, j, deadline, fds[size_t(j)], err)) return rc;
   }
   if (above.empty()) return DS4TP_OK;
   return serve_links(o, ro.token, above, lfd, deadline, fds, err);
@@ -86,6 +94,8 @@ struct Group::Links {
   std::shared_ptr<ShmArea> area;  // flat shm: rank 0's; tiered: this host's
   bool made = false;
   std::vector<net::Fd> fds;  // the mesh's links: flat, by rank; tiered, by host (leaders)
+  std::vector<net::Fd> host;  // tiered, by member of this host: a leader's to each rank,
+                              // a rank's [0] to its leader
   transport::Availability rdma_port;  // this rank's, when it may run rdma
   transport::MeshConnection mesh;     // this rank's end of the mesh over fds
   std::unique_ptr<transport::State> prepared;  // what the roster's backend set up on them
@@ -102,7 +112,7 @@ int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadl
     if (ro.transport != DS4TP_TRANSPORT_SHM) {
       std::vector<int> all(size_t(opt_.size));
       for (int r = 0; r < opt_.size; r++) all[size_t(r)] = r;
-      if (int rc = build_mesh(opt_, ro, all, data_lfd, deadline, out.fds, err)) return rc;
+      if (int rc = build_mesh(opt_, ro, all, {}, data_lfd, deadline, out.fds, err)) return rc;
       return open_mesh(ro, {}, deadline, out, err);
     }
     if (opt_.rank == 0) return DS4TP_OK;  // made before the roster
@@ -123,10 +133,17 @@ int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadl
         shm_area_expect(*out.area, int(i), ro.peers[size_t(mine[i])].pid);
     }
   }
-  if (!layout_.leader()) return DS4TP_OK;
+  // Each rank of a host holds a link to its leader, which their waits on
+  // each other watch: its hang-up names a rank that died even where the
+  // OS layer cannot tell (a rank killed and not yet reaped still answers
+  // kill(pid, 0) without /proc).
+  out.host.resize(mine.size());
+  if (!layout_.leader()) return dial_link(opt_, ro, mine[0], deadline, out.host[0], err);
   std::vector<net::Fd> by_rank;
-  if (int rc = build_mesh(opt_, ro, layout_.leaders(), data_lfd, deadline, by_rank, err))
+  const std::vector<int> others(mine.begin() + 1, mine.end());
+  if (int rc = build_mesh(opt_, ro, layout_.leaders(), others, data_lfd, deadline, by_rank, err))
     return rc;
+  for (size_t i = 1; i < mine.size(); i++) out.host[i] = std::move(by_rank[size_t(mine[i])]);
   for (int h = 0; h < layout_.hosts(); h++)
     out.fds.push_back(std::move(by_rank[size_t(layout_.leader_of(h))]));
   return open_mesh(ro, layout_.leaders(), deadline, out, err);
@@ -202,10 +219,15 @@ void Group::take_links(const Roster &ro, Links &links, bool rdma, std::vector<in
   const Waiting wait = waiting(int(mine.size()), opt_.spin_ns, opt_.yield_ns);
   cross_transport_ = mesh;
   if (links.area) {
-    local_.m = shm_medium(links.area, layout_.local, true, t.host, wait, {}, mine);
+    std::vector<int> watch_host(mine.size(), -1);
+    for (size_t i = 0; i < links.host.size(); i++)
+      if (links.host[i].valid()) watch_host[i] = links.host[i].get();
+    local_.m = shm_medium(links.area, layout_.local, true, t.host, wait, std::move(watch_host),
+                          mine);
     local_.n = int(mine.size());
     local_.me = layout_.local;
   }
+  host_links_ = std::move(links.host);
   if (layout_.leader()) {
     cross_.m = make_mesh(links, mesh);
     cross_.n = layout_.hosts();

@@ -244,6 +244,9 @@ class Group {
   // and tcp groups beat on them (talk/group_beat.hpp).
   // Rank 0 holds one per rank (index = rank); the others hold [0].
   std::vector<net::Fd> ctl_;
+  // A tiered host's links between its leader and its other ranks, which
+  // the host's shm waits watch (bringup.cpp, open_links).
+  std::vector<net::Fd> host_links_;
   std::unique_ptr<talk::Heartbeat> heartbeat_;  // tcp only; joined before ctl_ closes
   std::atomic<int> failed_{0};
   mutable std::mutex mu_;
@@ -304,8 +307,9 @@ struct Waiting {
 Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns = -1);
 
 // Media (shm.cpp, mesh_medium.cpp). `watch` checks peer processes are alive;
-// `ctl[r]` (fd or -1) is a rendezvous socket that hangs up when rank r
-// exits; the fds stay owned by the Group and outlive the medium.
+// `ctl[m]` (fd or -1) is a socket that hangs up when member m exits (a
+// flat group's rendezvous connection, a tiered host's link to its leader
+// or from its rank); the fds stay owned by the Group and outlive the medium.
 struct ShmArea;
 std::shared_ptr<ShmArea> shm_area_heap(int n, size_t chunk, Error &err);
 // `name`: the segment's name, or empty for a fresh one (then set).

@@ -175,8 +175,6 @@ class LinkDesk final : public net::IntakeHandler {
     }
     if (t != token_) {
       why = fmt::format("a data link claiming rank {} shows another group's token", r);
-    } else if (int(r) <= o_.rank) {
-      why = fmt::format("rank {} links to rank {} the other way", r, o_.rank);
     } else if (std::find(from_.begin(), from_.end(), int(r)) == from_.end()) {
       why = fmt::format("rank {} links to rank {}, which takes no link from it", r, o_.rank);
     } else if (fds_[r].valid()) {

@@ -30,7 +30,8 @@ struct Joined {
 // refusal (its code, when there was one).
 int serve_joins(const Options &o, int lfd, uint64_t deadline_ns, Joined &out, Error &err);
 
-// Every rank: accepts the data links of the ranks `from` (all above it)
+// Every rank: accepts the data links of the ranks `from` (the mesh's
+// members above it; a tiered leader also its host's other ranks)
 // on `lfd`; fds[r] becomes rank r's.
 int serve_links(const Options &o, const LinkToken &token, const std::vector<int> &from, int lfd,
                 uint64_t deadline_ns, std::vector<net::Fd> &fds, Error &err);

@@ -326,7 +326,7 @@ class ShmMedium final : public Medium {
 
   // Waits through os::Waiter (spin, yield, then blocked on `word` of rank
   // r, woken by its publish, at most 1 ms at a time) while a PeerWatch
-  // looks at the abort word, the rendezvous sockets and rank r's process.
+  // looks at the abort word, the watched sockets and rank r's process.
   template <typename Cond>
   int wait_for(int r, std::atomic<uint64_t> &word, Cond cond, uint64_t step, const char *what,
                Error &err) {
@@ -345,7 +345,7 @@ class ShmMedium final : public Medium {
     };
     if (watch_)
       for (size_t i = 0; i < ctl_fd_.size(); i++)
-        watch.watch_socket(ctl_fd_[i], "rendezvous connection", ctl_rank_[i]);
+        watch.watch_socket(ctl_fd_[i], "group connection", ctl_rank_[i]);
     watch_pid();
     os::Waiter w(policy_, &watch);
     const uint64_t deadline = os::deadline_after(w.now(), timeout_);
@@ -390,8 +390,8 @@ class ShmMedium final : public Medium {
     culprit_ = dead >= 0 ? dead : name(r);
     if (dead >= 0)
       return err.set(DS4TP_EPEERCLOSED,
-                     "rank {} closed its rendezvous connection (exited) while rank {} waited "
-                     "for rank {} to {} {}",
+                     "rank {} closed its connection to the group (exited) while rank {} "
+                     "waited for rank {} to {} {}",
                      dead, name(rank_), name(r), what, step);
     if (watch.stopped())
       return err.set(DS4TP_ETIMEDOUT,
@@ -410,7 +410,7 @@ class ShmMedium final : public Medium {
   os::SpinBudget budget_;  // the adaptive policy's window, learned across waits
   uint64_t two_shot_bytes_ = a_->header()->two_shot_bytes;
   uint64_t home_bytes_ = a_->header()->home_bytes;
-  std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets and their ranks
+  std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets or host links, and their ranks
   std::vector<int> names_;  // member -> rank (see shm_medium)
   int culprit_ = -1;  // the rank the last failed wait named
 };
