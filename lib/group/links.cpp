@@ -84,27 +84,28 @@ int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadl
     if (opt_.rank == 0) return DS4TP_OK;  // made before the roster
     return shm_area_open(ro.shm_name, opt_.size, opt_.chunk_bytes, out.area, err);
   }
-  const auto &mine = layout_.mine();
-  if (mine.size() > 1) {
-    std::string name = shm_host_area_name(ro.peers[size_t(mine[0])].pid, ro.token, layout_.host);
-    if (!layout_.leader()) {
-      if (int rc = open_host_area(name, int(mine.size()), opt_.chunk_bytes, hub_fd, deadline,
-                                  out.area, err))
-        return rc;
-    } else {
-      if (int rc = shm_area_create(int(mine.size()), opt_.chunk_bytes, name, out.area, err))
-        return rc;
-      out.made = true;
-      for (size_t i = 1; i < mine.size(); i++)
-        shm_area_expect(*out.area, int(i), ro.peers[size_t(mine[i])].pid);
-    }
-  }
   // Each rank of a host holds a link to its leader, which their waits on
   // each other watch: its hang-up names a rank that died even where the
   // OS layer cannot tell (a rank killed and not yet reaped still answers
-  // kill(pid, 0) without /proc).
+  // kill(pid, 0) without /proc). A rank dials it first, so one that fails
+  // later closes a link its leader has already taken.
+  const auto &mine = layout_.mine();
   out.host.resize(mine.size());
-  if (!layout_.leader()) return dial_link(opt_, ro, mine[0], deadline, out.host[0], err);
+  const std::string name =
+      shm_host_area_name(ro.peers[size_t(mine[0])].pid, ro.token, layout_.host);
+  if (!layout_.leader()) {
+    if (int rc = dial_link(opt_, ro, mine[0], deadline, out.host[0], err)) return rc;
+    return open_host_area(name, int(mine.size()), opt_.chunk_bytes, hub_fd, deadline, out.area,
+                          err);
+  }
+  if (mine.size() > 1) {
+    std::string made = name;
+    if (int rc = shm_area_create(int(mine.size()), opt_.chunk_bytes, made, out.area, err))
+      return rc;
+    out.made = true;
+    for (size_t i = 1; i < mine.size(); i++)
+      shm_area_expect(*out.area, int(i), ro.peers[size_t(mine[i])].pid);
+  }
   std::vector<net::Fd> by_rank;
   const std::vector<int> others(mine.begin() + 1, mine.end());
   if (int rc = build_mesh(opt_, ro, layout_.leaders(), others, data_lfd, deadline, by_rank, err))

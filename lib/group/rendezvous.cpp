@@ -225,8 +225,7 @@ int serve_links(const Options &o, const LinkToken &token, const std::vector<int>
   net::IntakeCounts counts;
   const int rc = net::serve_intake(lfd, desk, cfg, deadline_ns, counts, err);
   if (rc == DS4TP_ETIMEDOUT)
-    return err.set(rc, "data links from higher ranks: rank(s) {} did not link in time",
-                   desk.missing());
+    return err.set(rc, "data links: rank(s) {} did not link in time", desk.missing());
   return rc;
 }
 
