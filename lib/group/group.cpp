@@ -61,13 +61,16 @@ std::string Group::plan() const {
   PlanFacts f;
   f.host_of = layout_.host_of;
   f.transport = transport();
-  // A tiered group's thresholds are those of the leaders' medium.
-  const Medium &m = tiered_ ? (cross_.m ? *cross_.m : *local_.m) : *local_.m;
-  f.two_shot_bytes = tiered_ ? crossovers_.two_shot_bytes : m.two_shot_bytes();
-  f.home_bytes = tiered_ ? UINT64_MAX : m.home_bytes();
-  f.ring_bytes = tiered_ ? ring_for(crossovers_.ring_bytes, layout_.hosts()) : m.ring_bytes();
   f.chunk_bytes = opt_.chunk_bytes;
-  if (tiered_) f.leaders = layout_.leaders();
+  if (tiered_) {  // the leaders' mesh, from the roster (a host's rank has none)
+    f.two_shot_bytes = crossovers_.two_shot_bytes;
+    f.ring_bytes = ring_for(crossovers_.ring_bytes, layout_.hosts());
+    f.leaders = layout_.leaders();
+  } else {
+    f.two_shot_bytes = local_.m->two_shot_bytes();
+    f.home_bytes = local_.m->home_bytes();
+    f.ring_bytes = local_.m->ring_bytes();
+  }
   return describe_plan(f);
 }
 

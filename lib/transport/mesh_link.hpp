@@ -7,7 +7,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "common/error.hpp"
@@ -53,8 +52,6 @@ class MeshLink {
   virtual void abort() = 0;
   // The peer the last failed step was about (its name); -1 when none.
   virtual int culprit() const = 0;
-  // "tcp", or the rdma device and message size: for logs.
-  virtual std::string describe() const = 0;
 };
 
 // One rank's end of a group's mesh, as bring-up left it: the tcp links to

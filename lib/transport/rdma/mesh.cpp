@@ -70,13 +70,12 @@ Mesh::~Mesh() {
   dev_.reset();
 }
 
-int Mesh::open(std::unique_ptr<Device> dev, const std::string &none_why,
-               const std::vector<int> &fds, int rank, const MeshConfig &cfg,
+int Mesh::open(std::unique_ptr<Device> dev, const std::string &none_why, const MeshConfig &cfg,
                std::unique_ptr<Mesh> &out, std::string &why, Error &err) {
   const bool have = dev != nullptr;
-  std::unique_ptr<Mesh> m(new Mesh(std::move(dev), rank, int(fds.size()), cfg));
+  std::unique_ptr<Mesh> m(new Mesh(std::move(dev), cfg.rank, int(cfg.fds.size()), cfg));
   why = have ? "" : none_why;
-  if (int rc = m->setup(fds, why, err)) return rc;
+  if (int rc = m->setup(cfg.fds, why, err)) return rc;
   if (why.empty()) out = std::move(m);
   return DS4TP_OK;
 }

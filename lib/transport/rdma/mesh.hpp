@@ -46,14 +46,12 @@
 
 namespace ds4tp::rdma {
 
-struct MeshConfig {
-  size_t chunk = 0;          // the largest body of a step
-  uint64_t timeout_ns = 0;   // a step's wait without progress
-  os::WaitPolicy policy;     // budget ignored: adaptive is the mesh's own
-  bool adaptive = false;
-  std::vector<int> names;    // as tcp::Mesh: member r's rank in messages; empty: r
+// This rank's end of the group's mesh as bring-up left it (its tcp links,
+// chunk, step deadline, wait policy, names, set-up deadline), and our cap
+// on one message.
+struct MeshConfig : transport::MeshConnection {
+  explicit MeshConfig(const transport::MeshConnection &c) : MeshConnection(c) {}
   uint32_t max_msg = 64 * 1024;  // our cap on one message (min with device and peer)
-  uint64_t setup_deadline_ns = 0;  // absolute, for the set-up trades
 };
 
 // Immediate of a group message: kind 6 in bits 31..28, the step's low 12
@@ -65,14 +63,13 @@ class Mesh final : public transport::MeshLink {
  public:
   ~Mesh() override;
 
-  // `fds[r]`: the tcp link to member r (borrowed; invalid at `rank`).
-  // `dev`: this rank's opened device, or null when it has none (`none_why`
+  // Over cfg.fds (borrowed). `dev`: this rank's opened device, or null when it has none (`none_why`
   // says why; the peers still learn it). OK with `out` set when every
   // link is up; OK with `out` null and `why` set when some link cannot
   // run rdma; an error when a link itself failed (closed, garbled).
   static int open(std::unique_ptr<Device> dev, const std::string &none_why,
-                  const std::vector<int> &fds, int rank, const MeshConfig &cfg,
-                  std::unique_ptr<Mesh> &out, std::string &why, Error &err);
+                  const MeshConfig &cfg, std::unique_ptr<Mesh> &out, std::string &why,
+                  Error &err);
 
   // Once the group runs rdma: the tcp links, kept for the mesh's life.
   void adopt(std::vector<net::Fd> fds);
@@ -82,8 +79,8 @@ class Mesh final : public transport::MeshLink {
            const void **views, Error &err) override;
   void abort() override;
   int culprit() const override { return culprit_ < 0 ? -1 : name(culprit_); }
-  // "fake RC, 16384 byte messages".
-  std::string describe() const override;
+  // "fake RC, 16384 byte messages": for logs.
+  std::string describe() const;
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
  private:

@@ -292,15 +292,8 @@ int rdma_mesh_setup(const MeshConnection &c, const Availability &probed,
     Error e;
     if (ds4tp::rdma::open_device(f->req, f->result, dev, e) != DS4TP_OK) none = e.message;
   }
-  ds4tp::rdma::MeshConfig mc;
-  mc.chunk = c.chunk;
-  mc.timeout_ns = c.timeout_ns;
-  mc.policy = c.policy;
-  mc.adaptive = c.adaptive;
-  mc.names = c.names;
-  mc.setup_deadline_ns = c.setup_deadline_ns;
   auto up = std::make_unique<MeshUp>();
-  if (int rc = ds4tp::rdma::Mesh::open(std::move(dev), none, c.fds, c.rank, mc, up->mesh,
+  if (int rc = ds4tp::rdma::Mesh::open(std::move(dev), none, ds4tp::rdma::MeshConfig(c), up->mesh,
                                        fallback, err))
     return rc;
   if (up->mesh) prepared = std::move(up);

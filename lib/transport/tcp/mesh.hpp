@@ -23,7 +23,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "common/error.hpp"
@@ -51,7 +50,6 @@ class Mesh final : public transport::MeshLink {
            Error &err) override;
   void abort() override;
   int culprit() const override { return culprit_ < 0 ? -1 : name(culprit_); }
-  std::string describe() const override { return "tcp"; }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
  private:
