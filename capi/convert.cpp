@@ -111,6 +111,8 @@ int options_from_c(const ds4tp_options *copt, Options &o, Error &err) {
                    c.rdma_gid_index);
   if (c.log_level < DS4TP_LOG_ERROR || c.log_level > DS4TP_LOG_DEBUG)
     return err.set(DS4TP_EINVAL, "options.log_level {} outside 0..3", c.log_level);
+  if (c.failover != 0 && c.failover != 1)
+    return err.set(DS4TP_EINVAL, "options.failover {} must be 0 or 1", c.failover);
   if (c.max_frame_bytes < 4096 || c.max_frame_bytes > (1u << 30))
     return err.set(DS4TP_EINVAL, "options.max_frame_bytes {} outside 4096..{}", c.max_frame_bytes,
                    1u << 30);
@@ -133,6 +135,7 @@ int options_from_c(const ds4tp_options *copt, Options &o, Error &err) {
   o.log_user_data = c.log_user_data;
   o.log_level = c.log_level;
   o.max_frame_bytes = c.max_frame_bytes;
+  o.failover = c.failover != 0;
   if (c.rdma_device != nullptr) o.rdma_device = c.rdma_device;
   o.rdma_port = c.rdma_port;
   o.rdma_gid_index = c.rdma_gid_index;
@@ -237,6 +240,7 @@ void ds4tp_options_init(ds4tp_options *opt) {
   opt->frame_timeout_ms = d.frame_timeout_ms;
   opt->peer_silence_ms = d.peer_silence_ms;
   opt->peer_arrival_timeout_ms = d.peer_arrival_timeout_ms;
+  opt->failover = d.failover ? 1 : 0;
   opt->spin_us = d.spin_us;
   opt->log_level = d.log_level;
   opt->max_frame_bytes = d.max_frame_bytes;

@@ -44,6 +44,7 @@ int stats_to_c(const stats::Snapshot &s, int rank, int transport, ds4tp_stats *s
   c.rdma_qp_recreated = s.rdma_qp_recreated;
   c.heartbeats_received = s.heartbeats_received;
   c.heartbeats_missed = s.heartbeats_missed;
+  c.failovers = s.failovers;
   c.split_gates = s.split_gates;
   c.peer_wait_ns = s.peer_wait_ns;
   c.transfer_ns = s.transfer_ns;

@@ -263,7 +263,11 @@ TEST_CASE("a live worker that never reaches the gate fails at the arrival deadli
   CHECK(std::strstr(res.msg, w == Wait::Gate ? "never reached" : "sent nothing") != nullptr);
   CHECK(std::strstr(res.msg, "layer 0 seq 1") != nullptr);
   CHECK(ms >= kArrivalMs - 300);
-  CHECK(ms <= kArrivalMs + kSlackMs);
+  // A pair with a standby link (rdma, shm) then offers the peer failover
+  // for one gate deadline (750 ms): the peer may be in the gate, its
+  // primary as lost as this rank's.
+  const int offer = transport == DS4TP_TRANSPORT_TCP || w == Wait::Reply ? 0 : 750;
+  CHECK(ms <= kArrivalMs + offer + kSlackMs);
   r.leader.reap(3000);
   r.worker.signal(SIGKILL);
   r.worker.reap(2000);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/env.hpp"
 #include "support/ranks.hpp"
 #include "transport/rdma/probe.hpp"
 
@@ -32,13 +33,6 @@ void capture(void *, int, const char *msg) {
   std::lock_guard<std::mutex> l(g_log_mu);
   g_log.emplace_back(msg);
 }
-
-// Sets an environment variable for one scope (inherited by forked ranks).
-struct ScopedEnv {
-  ScopedEnv(const char *k, const char *v) : key(k) { setenv(k, v, 1); }
-  ~ScopedEnv() { unsetenv(key); }
-  const char *key;
-};
 
 int gates(ds4tp_pair *tp, int n) {
   for (int s = 1; s <= n; s++) {

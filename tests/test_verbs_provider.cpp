@@ -15,27 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "support/env.hpp"
 #include "support/ranks.hpp"
 #include "transport/rdma/probe.hpp"
 
 using namespace ds4tp::test;
 
 namespace {
-
-struct ScopedEnv {
-  ScopedEnv(const char *k, const char *v) : key(k) {
-    if (const char *old = std::getenv(k)) saved = old, had = true;
-    if (v) setenv(k, v, 1);
-    else unsetenv(k);
-  }
-  ~ScopedEnv() {
-    if (had) setenv(key, saved.c_str(), 1);
-    else unsetenv(key);
-  }
-  const char *key;
-  std::string saved;
-  bool had = false;
-};
 
 // The provider for both ranks (the forked worker inherits the environment).
 struct Provider {
@@ -74,6 +60,20 @@ RankSetup rdma_setup() {
     g_log.clear();
   }
   return s;
+}
+
+// The primary's own failure, as a pair without a standby link meets it
+// (test_failover.cpp runs the same faults with one).
+void without_failover(RankSetup &s) {
+  auto lead = s.leader_tweak, work = s.worker_tweak;
+  s.leader_tweak = [lead](ds4tp_options &o) {
+    if (lead) lead(o);
+    o.failover = 0;
+  };
+  s.worker_tweak = [work](ds4tp_options &o) {
+    if (work) work(o);
+    o.failover = 0;
+  };
 }
 
 int attach_rdma(ds4tp_pair *tp) {
@@ -256,6 +256,7 @@ TEST_CASE("verbs_provider fault: a lost message ends the gate at its deadline") 
   RankSetup s = rdma_setup();
   s.gate_timeout_ms = 500;
   s.worker_tweak = [](ds4tp_options &o) { o.gate_timeout_ms = 5000; };
+  without_failover(s);
   // The worker's 20th message is lost: the leader waits for it in vain.
   expect_failure(s, At::Gates, DS4TP_ETIMEDOUT, "timed out", "drop=20", 1, 0);
 }
@@ -264,6 +265,7 @@ TEST_CASE("verbs_provider fault: an error completion fails the gate naming its s
   Provider p("rc");
   RankSetup s = rdma_setup();
   s.worker_tweak = [](ds4tp_options &o) { o.gate_timeout_ms = 5000; };
+  without_failover(s);
   // The leader's 20th send completes with IBV_WC_RETRY_EXC_ERR.
   expect_failure(s, At::Gates, DS4TP_EIO, "transport retry counter exceeded", "wc=12@20", 0, 0);
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "wire/codec.hpp"
+#include "wire/failover.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/hello.hpp"
 
@@ -232,4 +233,81 @@ TEST_CASE("gate header round trip and desync naming both sides") {
   peer = h;
   peer.bytes = 8;
   REQUIRE(check_gate_header(h, peer, err) == DS4TP_EDESYNC);
+}
+
+TEST_CASE("failover messages round trip and refuse what is not theirs, naming why") {
+  StandbyMsg m;
+  m.kind = uint16_t(StandbyKind::Dialed);
+  m.port = 40123;
+  m.ok = false;
+  m.cookie = 0x0102030405060708ull;
+  m.reason = std::string(300, 'x');  // truncated to what fits
+  uint8_t b[kStandbyBytes];
+  encode_standby(m, b);
+  StandbyMsg got;
+  Error err;
+  REQUIRE(decode_standby(b, sizeof b, got, err) == DS4TP_OK);
+  CHECK(got.kind == m.kind);
+  CHECK(got.port == 40123);
+  CHECK_FALSE(got.ok);
+  CHECK(got.cookie == m.cookie);
+  CHECK(got.reason == std::string(kStandbyReasonMax, 'x'));
+
+  Resume r;
+  r.in_flight = {uint16_t(GateKind::Batch), 2, 5, 9, 81920};
+  r.done = {uint16_t(GateKind::Row), 1, 1, 44, 16384};
+  r.holds_done = true;
+  r.reason = "rdma: a send work request failed";
+  uint8_t rb[kResumeBytes];
+  encode_resume(r, rb);
+  Resume rr;
+  REQUIRE(decode_resume(rb, sizeof rb, rr, err) == DS4TP_OK);
+  CHECK(rr.in_flight == r.in_flight);
+  CHECK(rr.done == r.done);
+  CHECK(rr.holds_done);
+  CHECK(rr.reason == r.reason);
+
+  struct Bad {
+    const char *what;
+    size_t at;
+    uint8_t value;
+    size_t len;
+    const char *text;
+  };
+  const Bad standby_bad[] = {
+      {"truncated", 0, 'D', kStandbyBytes - 1, "truncated: 127 of 128"},
+      {"magic", 0, 'X', kStandbyBytes, "bad standby message magic"},
+      {"kind", 4, 9, kStandbyBytes, "unknown standby message kind 9"},
+      {"status", 8, 2, kStandbyBytes, "status 2 is not 0 or 1"},
+      {"reserved", 12, 1, kStandbyBytes, "reserved word"},
+      {"unterminated", kStandbyBytes - 1, 'x', kStandbyBytes, "not NUL-terminated text"},
+      {"control byte", 30, 7, kStandbyBytes, "not NUL-terminated text"},
+  };
+  for (const Bad &x : standby_bad) {
+    INFO(x.what);
+    uint8_t c[kStandbyBytes];
+    std::memcpy(c, b, sizeof c);
+    c[x.at] = x.value;
+    Error e;
+    CHECK(decode_standby(c, x.len, got, e) == DS4TP_EPROTO);
+    CHECK(e.message.find(x.text) != std::string::npos);
+  }
+  const Bad resume_bad[] = {
+      {"truncated", 0, 'D', 100, "truncated: 100 of 256"},
+      {"magic", 1, 0, kResumeBytes, "bad resume message magic"},
+      {"version", 4, 2, kResumeBytes, "version 2"},
+      {"flags", 6, 2, kResumeBytes, "flags 0x2 unknown"},
+      {"gate magic", 8, 0, kResumeBytes, "bad gate header magic"},
+      {"kind", 12, 7, kResumeBytes, "names gate kinds 7 and 1"},
+      {"unterminated", kResumeBytes - 1, 'x', kResumeBytes, "not NUL-terminated text"},
+  };
+  for (const Bad &x : resume_bad) {
+    INFO(x.what);
+    uint8_t c[kResumeBytes];
+    std::memcpy(c, rb, sizeof c);
+    c[x.at] = x.value;
+    Error e;
+    CHECK(decode_resume(c, x.len, rr, e) == DS4TP_EPROTO);
+    CHECK(e.message.find(x.text) != std::string::npos);
+  }
 }

@@ -78,6 +78,14 @@ typedef struct ds4tp_options {
    * DS4TP_ARRIVAL_UNLIMITED = wait as long as it stays alive). */
   int32_t peer_silence_ms;
   int32_t peer_arrival_timeout_ms;
+
+  /* Failover (docs/RELIABILITY.md): 1 (the default) opens a standby tcp
+   * link beside an rdma or shm transport when the peer offers one too;
+   * a primary that fails mid-gate is left for it, the gate runs again
+   * there and the call succeeds (ds4tp_transport_active then says tcp,
+   * ds4tp_stats.failovers counts it). 0: no standby; a failed primary
+   * fails the pair, as before. */
+  int32_t failover;
 } ds4tp_options;
 
 /* peer_arrival_timeout_ms: no limit while the peer is alive. */

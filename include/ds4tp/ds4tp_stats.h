@@ -50,6 +50,9 @@ typedef struct ds4tp_stats {
   /* Tiered groups (ds4tp_group_topology): per collective, the time in  */
   /* its shm steps within the host and, on leaders, in the steps across. */
   ds4tp_stats_hist group_host_step, group_across_step;
+  /* Pairs: times the primary link (rdma, shm) failed and the pair went */
+  /* on over its standby tcp link (ds4tp_options.failover).             */
+  uint64_t failovers;
 } ds4tp_stats;
 
 /* Fills *st (st->size set by the caller). DS4TP_EINVAL for NULL or a     */

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "common/clock.hpp"
@@ -90,6 +91,7 @@ int Pair::connect_once(Error &err) {
     else if (d.probe_on_request && opt_.transport == DS4TP_TRANSPORT_AUTO)
       log_.info("{} not offered, auto will use shm or tcp: {}", d.name, offers[i].why);
   }
+  if (opt_.failover) mine.caps |= wire::kCapStandby;
   mine.host_id = host_identity();
   mine.cookie = opt_.role == DS4TP_ROLE_LEADER ? random_cookie() : 0;
   mine.id = id_;
@@ -148,11 +150,23 @@ int Pair::connect_once(Error &err) {
     transport_kind_ = d->id;
     if ((rc = d->setup(c, offer(d->id), prepared, fallback, err))) return rc;
   }
+  // Both ranks decide alike whether to open a standby beside the primary.
+  const bool standby = d->id != DS4TP_TRANSPORT_TCP &&
+                       (mine.caps & peer_.caps & wire::kCapStandby) != 0;
+  net::Fd primary_data;
+  if (standby) primary_data = net::Fd(::fcntl(c.data.get(), F_DUPFD_CLOEXEC, 0));
   transport_ = d->make(c, std::move(prepared));
+  if (standby) {
+    if ((rc = add_standby(c, std::move(primary_data), err))) return rc;
+  } else if (d->id != DS4TP_TRANSPORT_TCP) {
+    log_.info("no failover: {}", !opt_.failover ? "this rank's options turn it off"
+                                                : "the peer does not offer a standby link");
+  }
   stats::Sources src;
   src.heartbeats = &peer_state_.heartbeats;
   src.heartbeats_missed = &peer_state_.heartbeats_missed;
   src.rdma_retries = transport_->setup_retries();
+  src.failovers = &failovers_;
   stats_.set_sources(src);
   if (int crc = start_control_plane(err)) return crc;
   connected_ = true;

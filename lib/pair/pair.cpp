@@ -208,7 +208,7 @@ void Pair::detach_slab() {
 int Pair::trace_meta(stats::TraceMeta &m) const {
   m.rank = rank();
   m.role = opt_.role == DS4TP_ROLE_LEADER ? "leader" : "worker";
-  m.transport = transport_name(transport_kind_);
+  m.transport = transport_name(transport());
   char hex[33];
   auto h = host_identity();
   for (int i = 0; i < 16; i++) std::snprintf(hex + 2 * i, 3, "%02x", h[size_t(i)]);

@@ -24,6 +24,7 @@
 #include "slab/schedule.hpp"
 #include "stats/stats.hpp"
 #include "stats/trace.hpp"
+#include "transport/descriptor.hpp"
 #include "transport/transport.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/hello.hpp"
@@ -69,6 +70,9 @@ struct Options {
   int rdma_gid_index = -1;
   // Control plane: largest frame payload sent or accepted.
   uint32_t max_frame_bytes = 64u << 20;
+  // A standby tcp link beside an rdma or shm transport, taken when the
+  // primary fails (transport/failover.hpp).
+  bool failover = true;
 };
 
 // Engine copies around every row and batch exchange, run on the gate
@@ -161,7 +165,7 @@ class Pair {
 
   int rank() const { return opt_.role == DS4TP_ROLE_LEADER ? 0 : 1; }
   int port() const;
-  int transport() const { return transport_kind_; }
+  int transport() const { return transport_kind_.load(std::memory_order_acquire); }
   uint32_t peer_ctx() const { return peer_.id.ctx_size; }
   const slab::Layout &layout() const { return layout_; }
   const slab::Schedule &schedule() const { return schedule_; }
@@ -207,7 +211,11 @@ class Pair {
   // gates write it); declared before everything that reads it.
   talk::PeerState peer_state_;
   std::unique_ptr<Transport> transport_;
-  int transport_kind_ = DS4TP_TRANSPORT_AUTO;
+  std::atomic<int> transport_kind_{DS4TP_TRANSPORT_AUTO};  // tcp after a failover
+  std::atomic<uint64_t> failovers_{0};
+  // Wraps transport_ in a failover transport when both ranks can open a
+  // standby link (connect.cpp); logs why not otherwise.
+  int add_standby(const transport::Connection &c, net::Fd primary_data, Error &err);
   // Control plane, started at the end of connect(): framed lockstep
   // calls, and the watcher that latches failure when the peer goes away.
   int start_control_plane(Error &err);

@@ -97,6 +97,7 @@ void prometheus(const Snapshot &s, const std::string &labels, bool group, std::s
   o.counter("ds4tp_desyncs_total", "Failures that were lockstep desyncs.", s.desyncs);
   if (!group) {
     o.counter("ds4tp_rdma_retries_total", "RDMA set-up attempts retried.", s.rdma_retries);
+    o.counter("ds4tp_failovers_total", "Primary links left for the standby tcp link.", s.failovers);
     o.counter("ds4tp_rdma_qp_recreated_total", "RDMA queue pairs recreated.", s.rdma_qp_recreated);
     o.counter("ds4tp_heartbeats_received_total", "Heartbeats received from the peer.",
               s.heartbeats_received);

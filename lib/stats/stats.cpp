@@ -97,6 +97,7 @@ void Stats::raw(Snapshot &s) const {
   s.rdma_qp_recreated = s.rdma_retries;  // every retried set-up recreates the QP
   s.heartbeats_received = ld(src_.heartbeats);
   s.heartbeats_missed = ld(src_.heartbeats_missed);
+  s.failovers = ld(src_.failovers);
   s.peer_wait_ns = ld(&wait_ns_);
   s.transfer_ns = ld(&transfer_ns_);
   s.split_gates = ld(&split_);
@@ -123,6 +124,7 @@ void Stats::snapshot(Snapshot &s) const {
   s.rdma_qp_recreated -= b.rdma_qp_recreated;
   s.heartbeats_received -= b.heartbeats_received;
   s.heartbeats_missed -= b.heartbeats_missed;
+  s.failovers -= b.failovers;
   s.peer_wait_ns -= b.peer_wait_ns;
   s.transfer_ns -= b.transfer_ns;
   s.split_gates -= b.split_gates;

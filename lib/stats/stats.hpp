@@ -70,6 +70,7 @@ struct Snapshot {
   uint64_t errors = 0, timeouts = 0, desyncs = 0;
   uint64_t rdma_retries = 0, rdma_qp_recreated = 0;
   uint64_t heartbeats_received = 0, heartbeats_missed = 0;
+  uint64_t failovers = 0;  // primary links left for the standby
   uint64_t peer_wait_ns = 0, transfer_ns = 0, split_gates = 0;
   uint64_t collectives[kColls] = {};
   HistSnap hist[kHists];
@@ -81,6 +82,7 @@ struct Sources {
   const std::atomic<uint64_t> *heartbeats = nullptr;
   const std::atomic<uint64_t> *heartbeats_missed = nullptr;
   const std::atomic<uint64_t> *rdma_retries = nullptr;
+  const std::atomic<uint64_t> *failovers = nullptr;
 };
 
 class Stats {

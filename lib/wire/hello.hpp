@@ -64,6 +64,9 @@ enum : uint32_t {
   kCapTcp = 1u << 0,
   kCapShm = 1u << 1,
   kCapRdma = 1u << 2,
+  // Not a transport: the rank opens a standby tcp link beside an rdma or
+  // shm transport when the peer offers it too (transport/standby.hpp).
+  kCapStandby = 1u << 8,
 };
 
 struct Identity {

@@ -81,6 +81,7 @@ static void print_layout(void) {
   FIELD(ds4tp_options, psk_file);
   FIELD(ds4tp_options, peer_silence_ms);
   FIELD(ds4tp_options, peer_arrival_timeout_ms);
+  FIELD(ds4tp_options, failover);
 
   SIZE(ds4tp_identity);
   FIELD(ds4tp_identity, size);

@@ -66,6 +66,17 @@ assert d["auto_same_host"]==("shm" if shm else "rdma"), d' "$T/probe.json" || fa
     grep -q "ds4tp pair OK: leader, transport rdma" "$T/rdma.leader.out" || fail "leader output"
     check_metrics rdma "$T/rdma.leader.out"
     /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and d["transport"]=="rdma" and d["gates"]==300' "$T/rdma.worker.out" || fail "worker JSON"
+    # The leader gives the rdma link up after 100 gates: both ranks report
+    # both links and the gate that moved to the standby tcp link.
+    pair_run fo "--transport rdma --count 300 --big 1048576 --fail-primary-after 100" "--transport rdma --count 300 --big 1048576 --json"
+    [ $LRC -eq 0 ] && [ $WRC -eq 0 ] || fail "a pair that fails over must finish ($LRC/$WRC): $(cat "$T/fo.leader.err")"
+    grep -q "ds4tp pair OK: leader, transport rdma, then tcp after a failover at gate 101" "$T/fo.leader.out" || fail "leader failover output: $(cat "$T/fo.leader.out")"
+    grep -qE "^  link tcp +gates from 102: 199, p50 [0-9.]+ us" "$T/fo.leader.out" || fail "no tcp link line: $(cat "$T/fo.leader.out")"
+    /usr/bin/python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+assert d["ok"] and d["failover_at_gate"]==101 and d["failover_gate_ms"]>0, d
+assert [l["transport"] for l in d["links"]]==["rdma","tcp"], d
+assert all(l["gate_p50_us"]>0 and l["big_gate_gbps"]>0 for l in d["links"]), d' "$T/fo.worker.out" || fail "worker failover JSON: $(cat "$T/fo.worker.out")"
     # A group over rdma (3 processes), and 2 claimed hosts x 2 under auto:
     # rdma between the leaders.
     "$DS4TP" group --local 3 --transport rdma >"$T/group.out" 2>&1 || fail "group over rdma: $(cat "$T/group.out")"

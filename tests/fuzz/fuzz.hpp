@@ -52,6 +52,8 @@ std::vector<Bytes> group_seeds();
 // The shm transport's handshake: a header, then an offer or a ready body.
 int shm_offer(const uint8_t *d, size_t n);
 std::vector<Bytes> shm_offer_seeds();
+int failover(const uint8_t *d, size_t n);
+std::vector<Bytes> failover_seeds();
 
 // Valid messages of each kind, encoded with the library's own encoders.
 std::vector<Bytes> seeds(const std::string &target);

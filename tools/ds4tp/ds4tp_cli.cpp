@@ -19,30 +19,9 @@
 #include <vector>
 
 #include "ds4tp/ds4tp.h"
+#include "cli.hpp"
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct Args {
-  std::string cmd;
-  bool json = false;
-  bool quiet = false;
-  int role = DS4TP_ROLE_NONE;
-  std::string host = "127.0.0.1";
-  int port = 0;
-  int transport = DS4TP_TRANSPORT_AUTO;
-  std::string rdma_device;
-  int rdma_gid_index = -1;
-  std::string key_file;
-  uint64_t size = 16384;  // bytes per gate vector
-  uint64_t count = 2000;  // gates
-  uint64_t big = 8ull << 20;
-  int timeout_s = 60;
-  std::string identity;  // "k=v,k=v" or "@file"
-  bool metrics = false;   // print the Prometheus text after the run
-  std::string trace;      // write a Chrome/Perfetto trace here
-};
+namespace ds4tp_cli {
 
 void usage(FILE *f) {
   std::fprintf(f,
@@ -64,6 +43,9 @@ void usage(FILE *f) {
                "  --count N           gates to run (default 2000)\n"
                "  --big BYTES         big-gate payload each way (default 8 MiB, 0 = skip)\n"
                "  --metrics           print the Prometheus text of the pair's stats after the run\n"
+               "  --no-failover       no standby tcp link beside rdma or shm\n"
+               "  --fail-primary-after N   (a test) give the primary link up after N row gates:\n"
+               "                      both links are measured, and the failover is timed\n"
                "  --trace PATH        write a Chrome/Perfetto trace of the run (%%r = rank)\n"
                "  --timeout SEC       bring-up deadline (default 60)\n"
                "  --identity SPEC     engine identity to compare with the peer:\n"
@@ -166,6 +148,11 @@ int parse_args(int argc, char **argv, Args &a, std::string &err) {
       if (o == "--count") a.count = n;
       if (o == "--big") a.big = n;
       if (o == "--timeout") a.timeout_s = int(std::min<uint64_t>(n, 86400));
+    } else if (o == "--no-failover") {
+      a.failover = false;
+    } else if (o == "--fail-primary-after") {
+      if (!val(v) || !parse_u64(v, a.fail_after) || a.fail_after == 0)
+        return err = "--fail-primary-after needs a gate count of at least 1", -1;
     } else if (o == "--identity") {
       if (!val(a.identity)) return -1;
     } else {
@@ -184,11 +171,6 @@ int parse_args(int argc, char **argv, Args &a, std::string &err) {
 }
 
 // ---- identity -----------------------------------------------------------
-
-struct IdentitySpec {
-  ds4tp_identity id;
-  std::string blob;
-};
 
 int parse_identity(const Args &a, IdentitySpec &spec, std::string &err) {
   ds4tp_identity_init(&spec.id);
@@ -259,10 +241,6 @@ std::string json_escape(const std::string &s) {
   return o;
 }
 
-struct LogCtx {
-  bool json;
-};
-
 void log_cb(void *ud, int level, const char *msg) {
   auto *ctx = static_cast<LogCtx *>(ud);
   if (ctx->json && level > DS4TP_LOG_WARN) return;
@@ -321,141 +299,6 @@ int cmd_probe(const Args &a) {
   return 0;
 }
 
-// ---- pair ---------------------------------------------------------------
-
-float pattern(int rank, uint64_t seq, uint64_t i) {
-  uint64_t x = (uint64_t(rank) << 60) ^ (seq * 0x9e3779b97f4a7c15ull) ^ (i * 0xbf58476d1ce4e5b9ull);
-  x ^= x >> 31;
-  uint32_t bits = uint32_t(x) & 0x3fffffffu;  // finite, no NaN patterns
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-struct PairResult {
-  int rc = 0;
-  std::string step, error;
-  int transport = 0;
-  uint64_t gates = 0;
-  double p50 = 0, p99 = 0, max = 0, big_gbps = 0;
-  std::string metrics;  // Prometheus text (--metrics)
-};
-
-int fail(PairResult &r, const char *step, int rc, const char *msg) {
-  r.rc = rc;
-  r.step = step;
-  r.error = msg ? msg : "";
-  return rc;
-}
-
-int run_pair(const Args &a, const IdentitySpec &spec, PairResult &r, LogCtx &lc) {
-  ds4tp_options opt;
-  ds4tp_options_init(&opt);
-  opt.role = a.role;
-  opt.transport = a.transport;
-  opt.connect_timeout_ms = a.timeout_s * 1000;
-  opt.log_fn = log_cb;
-  opt.log_user_data = &lc;
-  opt.log_level = a.quiet ? DS4TP_LOG_WARN : DS4TP_LOG_INFO;
-  if (a.role == DS4TP_ROLE_LEADER) {
-    opt.listen_host = a.host.c_str();
-    opt.listen_port = a.port;
-  } else {
-    opt.leader_host = a.host.c_str();
-    opt.leader_port = a.port;
-  }
-  if (!a.rdma_device.empty()) opt.rdma_device = a.rdma_device.c_str();
-  opt.rdma_gid_index = a.rdma_gid_index;
-  if (!a.key_file.empty()) opt.psk_file = a.key_file.c_str();
-
-  ds4tp_pair *tp = nullptr;
-  int rc = ds4tp_new(&tp, &opt, &spec.id);
-  if (rc) return fail(r, "setup", rc, ds4tp_last_error());
-  struct Free {
-    ds4tp_pair *p;
-    ~Free() { ds4tp_free(p); }
-  } guard{tp};
-  if (a.role == DS4TP_ROLE_LEADER && !a.json)
-    std::fprintf(stderr, "ds4tp: waiting up to %d s for the other host: run there\n"
-                         "         ds4tp pair --connect THIS_HOST:%d\n",
-                 a.timeout_s, ds4tp_listen_port(tp));
-  rc = ds4tp_connect(tp);
-  if (rc) return fail(r, "bring-up", rc, ds4tp_errmsg(tp));
-  r.transport = ds4tp_transport_active(tp);
-  if (!a.trace.empty()) {
-    std::string path = a.trace;
-    for (size_t at; (at = path.find("%r")) != std::string::npos;)
-      path.replace(at, 2, std::to_string(ds4tp_rank(tp)));
-    if ((rc = ds4tp_trace_start(tp, path.c_str()))) return fail(r, "trace", rc, ds4tp_errmsg(tp));
-  }
-  rc = ds4tp_attach_slab(tp, nullptr, 0);
-  if (rc) return fail(r, "slab", rc, ds4tp_errmsg(tp));
-
-  auto *slab = static_cast<uint8_t *>(ds4tp_slab_base(tp));
-  int rank = ds4tp_rank(tp);
-  uint64_t floats = uint64_t(spec.id.n_embd);
-  std::vector<double> lat;
-  lat.reserve(a.count);
-  for (uint64_t seq = 1; seq <= a.count; seq++) {
-    int64_t slot = ds4tp_schedule_slot(&spec.id, seq);
-    uint32_t layer = uint32_t(slot / 2), gate = uint32_t(slot % 2);
-    auto *out = reinterpret_cast<float *>(slab + ds4tp_slab_out_offset(tp, layer, gate));
-    auto *in = reinterpret_cast<float *>(slab + ds4tp_slab_in_offset(tp, layer, gate));
-    for (uint64_t i = 0; i < floats; i++) out[i] = pattern(rank, seq, i);
-    auto t0 = Clock::now();
-    rc = ds4tp_gate_exchange(tp, layer, gate, seq);
-    auto t1 = Clock::now();
-    if (rc) return fail(r, "gate test", rc, ds4tp_errmsg(tp));
-    lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-    for (uint64_t i = 0; i < floats; i++) {
-      float want = pattern(1 - rank, seq, i);
-      if (std::memcmp(&in[i], &want, 4) != 0) {
-        char msg[160];
-        std::snprintf(msg, sizeof msg,
-                      "gate seq %" PRIu64 " payload corrupted at float %" PRIu64
-                      ": the link altered data",
-                      seq, i);
-        return fail(r, "gate test", DS4TP_EIO, msg);
-      }
-    }
-    if (!a.json && !a.quiet && a.count >= 1000 && seq % (a.count / 4) == 0)
-      std::fprintf(stderr, "ds4tp: gate test %" PRIu64 "/%" PRIu64 "\n", seq, a.count);
-  }
-  r.gates = a.count;
-  std::sort(lat.begin(), lat.end());
-  r.p50 = lat[lat.size() / 2];
-  r.p99 = lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
-  r.max = lat.back();
-
-  if (a.big > 0) {
-    std::vector<uint8_t> out(a.big), in(a.big);
-    for (uint64_t i = 0; i < a.big; i++) out[i] = uint8_t((i * 131 + 7) ^ uint64_t(rank));
-    double best = 0;
-    for (uint64_t round = 1; round <= 3; round++) {
-      auto t0 = Clock::now();
-      rc = ds4tp_big_gate_exchange(tp, 0, round, out.data(), in.data(), a.big);
-      double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (rc) return fail(r, "big gate", rc, ds4tp_errmsg(tp));
-      for (uint64_t i = 0; i < a.big; i++)
-        if (in[i] != uint8_t((i * 131 + 7) ^ uint64_t(1 - rank)))
-          return fail(r, "big gate", DS4TP_EIO, "big gate payload corrupted: the link altered data");
-      best = std::max(best, double(a.big) / s / 1e9);
-    }
-    r.big_gbps = best;
-  }
-  if (!a.trace.empty() && (rc = ds4tp_trace_write(tp)))
-    return fail(r, "trace", rc, ds4tp_errmsg(tp));
-  if (a.metrics) {
-    size_t need = 0;
-    ds4tp_stats_prometheus(tp, nullptr, 0, &need);
-    r.metrics.assign(need + 1, '\0');
-    if ((rc = ds4tp_stats_prometheus(tp, r.metrics.data(), r.metrics.size(), &need)))
-      return fail(r, "metrics", rc, ds4tp_errmsg(tp));
-    r.metrics.resize(need);
-  }
-  return 0;
-}
-
 // ds4tp trace merge A B -o OUT
 int cmd_trace(int argc, char **argv) {
   std::string in[2], out;
@@ -483,9 +326,11 @@ int cmd_trace(int argc, char **argv) {
   return 0;
 }
 
-}  // namespace
+}  // namespace ds4tp_cli
 
 int cmd_group(int argc, char **argv);  // group_cmd.cpp
+
+using namespace ds4tp_cli;
 
 int main(int argc, char **argv) {
   if (argc >= 2 && std::strcmp(argv[1], "group") == 0) return cmd_group(argc, argv);
@@ -504,34 +349,5 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "ds4tp: %s\n", err.c_str());
     return 2;
   }
-  LogCtx lc{a.json};
-  PairResult r;
-  run_pair(a, spec, r, lc);
-  const char *role = a.role == DS4TP_ROLE_LEADER ? "leader" : "worker";
-  if (a.json) {
-    std::printf("{\"ok\":%s,\"role\":\"%s\",\"transport\":\"%s\"", r.rc ? "false" : "true", role,
-                ds4tp_transport_name(r.transport));
-    if (r.rc)
-      std::printf(",\"step\":\"%s\",\"status\":\"%s\",\"error\":\"%s\"", r.step.c_str(),
-                  ds4tp_err_name(r.rc), json_escape(r.error).c_str());
-    else
-      std::printf(",\"gate_bytes\":%" PRIu64 ",\"gates\":%" PRIu64
-                  ",\"gate_p50_us\":%.2f,\"gate_p99_us\":%.2f,\"gate_max_us\":%.2f,"
-                  "\"big_gate_bytes\":%" PRIu64 ",\"big_gate_gbps\":%.3f",
-                  uint64_t(spec.id.n_embd) * 4, r.gates, r.p50, r.p99, r.max, a.big, r.big_gbps);
-    std::printf("}\n");
-  } else if (r.rc) {
-    std::fprintf(stderr, "ds4tp pair FAILED at %s: %s: %s\n", r.step.c_str(), ds4tp_err_name(r.rc),
-                 r.error.c_str());
-  } else {
-    std::printf("ds4tp pair OK: %s, transport %s\n", role, ds4tp_transport_name(r.transport));
-    std::printf("  %" PRIu64 " gates of %" PRIu64 " bytes, every payload verified: p50 %.1f us, "
-                "p99 %.1f us, max %.1f us\n",
-                r.gates, uint64_t(spec.id.n_embd) * 4, r.p50, r.p99, r.max);
-    if (a.big)
-      std::printf("  big gate %" PRIu64 " bytes each way: %.2f GB/s per direction\n", a.big,
-                  r.big_gbps);
-  }
-  if (r.rc == 0 && a.metrics) std::fputs(r.metrics.c_str(), stdout);
-  return r.rc ? 1 : 0;
+  return cmd_pair(a, spec);
 }

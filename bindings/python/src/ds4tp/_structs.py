@@ -108,6 +108,7 @@ class Options(_Struct):
         ("psk_file", c_char_p),
         ("peer_silence_ms", c_int32),
         ("peer_arrival_timeout_ms", c_int32),
+        ("failover", c_int32),
     ]
 
     @classmethod
@@ -476,7 +477,7 @@ class Stats(Structure):
     """ds4tp_stats (ds4tp_stats_read); Pair.stats() hands it out as a dict."""
     _fields_ = ([("size", c_uint32), ("rank", c_int32), ("transport", c_int32),
                  ("reserved0", c_uint32)] + [(n, c_uint64) for n in _STATS_COUNTERS] +
-                [(n, StatsHist) for n in _STATS_HISTS])
+                [(n, StatsHist) for n in _STATS_HISTS] + [("failovers", c_uint64)])
 
     def as_dict(self):
         try:
@@ -486,4 +487,5 @@ class Stats(Structure):
         d = {"rank": self.rank, "transport": transport}
         d.update({n: getattr(self, n) for n in _STATS_COUNTERS})
         d.update({n: getattr(self, n).as_dict() for n in _STATS_HISTS})
+        d["failovers"] = self.failovers
         return d

@@ -216,6 +216,8 @@ pub struct ds4tp_options {
     pub peer_silence_ms: i32,
     /// A live peer may reach a gate or answer this late (ms; -1 no limit; default 300000).
     pub peer_arrival_timeout_ms: i32,
+    /// 1 (default): a standby tcp link beside rdma or shm, taken when the primary fails; 0: off.
+    pub failover: i32,
 }
 
 extern "C" {
@@ -637,6 +639,8 @@ pub struct ds4tp_stats {
     pub group_host_step: ds4tp_stats_hist,
     /// Tiered groups, on leaders: per collective, the time in the steps across hosts.
     pub group_across_step: ds4tp_stats_hist,
+    /// Pairs: times the primary link failed and the pair went on over its standby tcp link.
+    pub failovers: u64,
 }
 
 extern "C" {

@@ -67,6 +67,9 @@ pub struct Options {
     /// A live peer may reach a gate or answer a control call this late
     /// (default 300000; `ARRIVAL_UNLIMITED`: as long as it stays alive).
     pub peer_arrival_timeout_ms: i32,
+    /// A standby tcp link beside an rdma or shm transport, taken when the
+    /// primary fails mid-gate (default true).
+    pub failover: bool,
 }
 
 /// `peer_arrival_timeout_ms`: no limit while the peer is alive.
@@ -105,6 +108,7 @@ impl Default for Options {
             psk_file: None,
             peer_silence_ms: c.peer_silence_ms,
             peer_arrival_timeout_ms: c.peer_arrival_timeout_ms,
+            failover: c.failover != 0,
         }
     }
 }
@@ -188,6 +192,7 @@ impl Options {
         c.frame_timeout_ms = self.frame_timeout_ms;
         c.peer_silence_ms = self.peer_silence_ms;
         c.peer_arrival_timeout_ms = self.peer_arrival_timeout_ms;
+        c.failover = i32::from(self.failover);
         c.spin_us = self.spin_us;
         c.log_level = self.log_level as i32;
         c.max_frame_bytes = self.max_frame_bytes;

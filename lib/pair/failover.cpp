@@ -1,0 +1,51 @@
+// The pair's standby link: opened at bring-up beside an rdma or shm
+// transport, and the failover transport that moves to it
+// (transport/failover.hpp).
+#include "pair/pair.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "transport/failover.hpp"
+#include "transport/standby.hpp"
+
+namespace ds4tp {
+
+int Pair::add_standby(const transport::Connection &c, net::Fd primary_data, Error &err) {
+  namespace tr = ds4tp::transport;
+  if (!primary_data.valid())
+    return err.set(DS4TP_EIO, "cannot duplicate the data connection for the standby set-up: {}",
+                   std::strerror(errno));
+  tr::StandbySetup s;
+  s.data_fd = primary_data.get();
+  s.rank = rank();
+  s.cookie = c.cookie;
+  s.deadline_ns = std::max(c.deadline_ns, now_ns() + ms_to_ns(opt_.hello_timeout_ms));
+  s.log = log_;
+  net::Fd standby;
+  std::string why_not;
+  if (int rc = tr::open_standby(s, standby, why_not, err)) return rc;
+  if (!standby.valid()) {
+    log_.warn("no failover: the standby tcp link could not be opened: {}", why_not);
+    return DS4TP_OK;
+  }
+  tr::FailoverConfig fc;
+  fc.data = c.data_config;
+  fc.rank = rank();
+  fc.control_fd = control_.get();
+  fc.log = log_;
+  // Test only (`ds4tp pair --fail-primary-after N`): give the primary up at gate N.
+  if (const char *v = std::getenv("DS4TP_TEST_FAIL_PRIMARY_AFTER"); v != nullptr && *v != 0)
+    fc.drop_primary_at = std::strtoull(v, nullptr, 10);
+  fc.switched = [this](const char *, const std::string &) {
+    transport_kind_.store(DS4TP_TRANSPORT_TCP, std::memory_order_release);
+    failovers_.fetch_add(1, std::memory_order_relaxed);
+  };
+  log_.info("failover on: a standby tcp link is open beside {}", transport_->name());
+  transport_ = tr::make_failover_transport(std::move(transport_), std::move(primary_data),
+                                           std::move(standby), fc);
+  return DS4TP_OK;
+}
+
+}  // namespace ds4tp

@@ -1,0 +1,320 @@
+#include "transport/failover.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "os/wait.hpp"
+#include "talk/peer_state.hpp"
+#include "transport/tcp/big_exchange.hpp"
+#include "transport/tcp/gate_stream.hpp"
+#include "transport/tcp/transport.hpp"
+#include "wire/failover.hpp"
+
+namespace ds4tp::transport {
+namespace {
+
+using wire::GateHeader;
+using wire::GateKind;
+
+// One gate call, enough to run it again.
+struct Call {
+  uint16_t kind = 0;  // 0: none
+  uint32_t a = 0, b = 0, slot = 0;
+  uint64_t seq = 0;
+  const void *out = nullptr;  // big gates: the caller's memory
+  void *in = nullptr;
+  uint64_t bytes = 0;  // the payload each way
+
+  GateHeader header() const { return {kind, a, kind == uint16_t(GateKind::Big) ? 0 : b, seq, bytes}; }
+};
+
+std::string describe(const GateHeader &h) {
+  if (h.kind == 0) return "none";
+  if (h.kind == uint16_t(GateKind::Batch))
+    return fmt::format("batch gate (index {}, rows {}, seq {})", h.layer, h.aux, h.seq);
+  if (h.kind == uint16_t(GateKind::Big))
+    return fmt::format("big gate (layer {}, seq {}, {} bytes)", h.layer, h.seq, h.bytes);
+  return fmt::format("gate (layer {}, gate {}, seq {})", h.layer, h.aux, h.seq);
+}
+
+class FailoverTransport final : public Transport {
+ public:
+  FailoverTransport(std::unique_ptr<Transport> primary, net::Fd primary_data, net::Fd standby,
+                    const FailoverConfig &cfg)
+      : primary_(std::move(primary)), primary_data_(std::move(primary_data)),
+        standby_(std::move(standby)), cfg_(cfg), live_(primary_.get()) {}
+
+  const char *name() const override { return live_->name(); }
+
+  int attach(uint8_t *base, const slab::Layout &layout, Error &err) override {
+    base_ = base;
+    layout_ = layout;
+    return live_->attach(base, layout, err);
+  }
+  void detach() override {
+    live_->detach();
+    base_ = nullptr;
+  }
+  uint8_t *shared_slab() override { return primary_->shared_slab(); }
+  const std::atomic<uint64_t> *setup_retries() const override {
+    return primary_->setup_retries();
+  }
+
+  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
+           Error &err) override {
+    const Call c{uint16_t(GateKind::Row), layer, gate, slot, seq, nullptr, nullptr,
+                 layout_.vec_bytes};
+    if (dropping()) return fail_over(c, dropped(err), err, Await::Arrival);
+    return after(c, live_->gate(layer, gate, slot, seq, start_ns, err), err);
+  }
+  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
+                 Error &err) override {
+    const Call c{uint16_t(GateKind::Batch), index, rows, 0, seq, nullptr, nullptr,
+                 uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes};
+    if (dropping()) return fail_over(c, dropped(err), err, Await::Arrival);
+    return after(c, live_->batch_gate(index, rows, seq, start_ns, err), err);
+  }
+  int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
+               uint64_t start_ns, Error &err) override {
+    const Call c{uint16_t(GateKind::Big), layer, 0, 0, seq, out, in, bytes};
+    if (dropping()) return fail_over(c, dropped(err), err, Await::Arrival);
+    return after(c, live_->big_gate(layer, seq, out, in, bytes, start_ns, err), err);
+  }
+
+ private:
+  // The test hook's gate count; one compare when it is off.
+  bool dropping() { return cfg_.drop_primary_at != 0 && !tcp_ && ++gates_ == cfg_.drop_primary_at; }
+  int dropped(Error &err) const {
+    return err.set(DS4TP_EIO, "the {} link was given up on request (DS4TP_TEST_FAIL_PRIMARY_AFTER, "
+                   "a test option)",
+                   primary_->name());
+  }
+
+  int after(const Call &c, int rc, Error &err) {
+    seen_ns_ = live_->peer_seen_ns();
+    if (rc == DS4TP_OK) {
+      done_ = c;
+      return rc;
+    }
+    // A caller's mistake is not the link's; a failed standby ends the pair.
+    if (tcp_ || rc == DS4TP_EINVAL || rc == DS4TP_ESTATE) return rc;
+    const talk::PeerState *ps = cfg_.data.peer;
+    if (rc != DS4TP_ETIMEDOUT) return fail_over(c, rc, err, Await::Arrival);
+    // A silent peer is no link's fault. A peer that completed this gate
+    // lost its data on the way: the link failed. Otherwise the peer may be
+    // in the gate with the same loss, or not at it: it gets one progress
+    // deadline to take the standby too.
+    if (ps != nullptr && ps->silent()) return rc;
+    const bool passed = ps != nullptr && ps->peer_passed(c.kind, c.seq);
+    return fail_over(c, rc, err, passed ? Await::Arrival : Await::Progress);
+  }
+
+  // This rank's partial of the last completed gate is where it was: the
+  // gate in flight did not reuse its region (a big gate's is the caller's:
+  // never assumed kept).
+  bool holds_done(const Call &c) const {
+    if (done_.kind == uint16_t(GateKind::Row))
+      return !(c.kind == done_.kind && c.slot == done_.slot);
+    if (done_.kind == uint16_t(GateKind::Batch))
+      return !(c.kind == done_.kind && c.a == done_.a);
+    return false;
+  }
+
+  // The gate's regions in the slab (big gates: the caller's).
+  void regions(const Call &c, const uint8_t *&out, uint8_t *&in) const {
+    if (c.kind == uint16_t(GateKind::Row)) {
+      out = base_ + layout_.out_vec(c.slot);
+      in = base_ + layout_.in_vec(c.slot);
+    } else if (c.kind == uint16_t(GateKind::Batch)) {
+      out = base_ + layout_.batch_out_gate(c.a);
+      in = base_ + layout_.batch_in_gate(c.a);
+    } else {
+      out = static_cast<const uint8_t *>(c.out);
+      in = static_cast<uint8_t *>(c.in);
+    }
+  }
+
+  int run_on_tcp(const Call &c, Error &err) {
+    const uint64_t t0 = now_ns();
+    if (c.kind == uint16_t(GateKind::Row)) return tcp_->gate(c.a, c.b, c.slot, c.seq, t0, err);
+    if (c.kind == uint16_t(GateKind::Batch)) return tcp_->batch_gate(c.a, c.b, c.seq, t0, err);
+    return tcp_->big_gate(c.a, c.seq, c.out, c.in, c.bytes, t0, err);
+  }
+
+  // The gate the behind rank is in, sent again by the rank ahead (which
+  // already has the behind rank's partial: it lands in scratch memory),
+  // as one big gate both ranks name alike.
+  int catch_up(const Call &gate, bool ahead, Error &err) {
+    const uint8_t *out;
+    uint8_t *in;
+    regions(gate, out, in);
+    std::vector<uint8_t> scratch(ahead ? gate.bytes : 0);
+    if (ahead) in = scratch.data();
+    return tcp_->big_gate(gate.a, gate.seq, out, in, gate.bytes, now_ns(), err);
+  }
+
+  // How long the peer's resume is waited for: as a gate waits for a peer
+  // to arrive, or one progress deadline (a peer that may not be in a gate).
+  enum class Await { Arrival, Progress };
+  int fail_over(const Call &c, int rc, Error &err, Await await);
+  int await_resume(uint64_t limit_ns, wire::Resume &peer, std::string &why);
+
+  std::unique_ptr<Transport> primary_;
+  net::Fd primary_data_;
+  net::Fd standby_;
+  FailoverConfig cfg_;
+  Transport *live_;
+  std::unique_ptr<Transport> tcp_;  // once failed over
+  Call done_;                       // the last completed gate
+  uint64_t gates_ = 0;              // the test hook's count
+  uint8_t *base_ = nullptr;
+  slab::Layout layout_;
+};
+
+int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await) {
+  const std::string lost = err.message;
+  auto give_up = [&](const std::string &why) {
+    return err.set(rc, "{}; failover to the standby tcp link failed: {}", lost, why);
+  };
+  // Nothing of the primary lands in the slab from now on, and the peer's
+  // primary waits see its data connection go.
+  primary_->detach();
+  ::shutdown(primary_data_.get(), SHUT_RDWR);
+
+  // A peer that gave up first has its resume here already: this rank's
+  // primary error is then only the peer leaving.
+  pollfd pf{standby_.get(), POLLIN, 0};
+  const bool followed = ::poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN) != 0;
+  wire::Resume mine;
+  mine.in_flight = c.header();
+  mine.done = done_.header();
+  mine.holds_done = holds_done(c);
+  mine.reason = followed ? "it left the link only after this rank did"
+                         : lost.substr(0, wire::kResumeReasonMax);
+  uint8_t b[wire::kResumeBytes];
+  wire::encode_resume(mine, b);
+  Error se;
+  // A peer that is gone shows as such on the read below.
+  (void)net::write_all(standby_.get(), b, sizeof b, now_ns() + cfg_.data.gate_timeout_ns,
+                       "failover resume", se);
+  wire::Resume peer;
+  std::string why;
+  const bool big = c.kind == uint16_t(GateKind::Big);
+  const uint64_t limit = await == Await::Arrival ? cfg_.data.arrival(big)
+                         : big                   ? cfg_.data.big_gate_timeout_ns
+                                                 : cfg_.data.gate_timeout_ns;
+  if (await_resume(limit, peer, why) != DS4TP_OK) return give_up(why);
+
+  const bool same = peer.in_flight == mine.in_flight;
+  const bool ahead = !same && mine.done.kind != 0 && peer.in_flight == mine.done;
+  const bool behind = !same && !ahead && peer.done.kind != 0 && peer.done == mine.in_flight;
+  if (!same && !ahead && !behind)
+    return give_up(fmt::format("the ranks are at different gates: this rank at {} (last "
+                               "completed {}), the peer at {} (last completed {})",
+                               describe(mine.in_flight), describe(mine.done),
+                               describe(peer.in_flight), describe(peer.done)));
+  if ((ahead && !mine.holds_done) || (behind && !peer.holds_done))
+    return give_up(fmt::format("{} completed {} but the peer did not, and its partial of that "
+                               "gate is no longer in the slab",
+                               ahead ? "this rank" : "the peer",
+                               describe(ahead ? mine.done : peer.done)));
+
+  const char *bad = nullptr;
+  const tcp::BigPlan plan = tcp::choose_big_plan(standby_.get(), cfg_.rank, bad);
+  tcp_ = make_tcp_transport(std::move(standby_), cfg_.data, plan);
+  if (int arc = tcp_->attach(base_, layout_, err)) return arc;
+  live_ = tcp_.get();
+  const std::string from =
+      ahead    ? fmt::format("{}, which the peer never received, then {}", describe(mine.done),
+                             describe(mine.in_flight))
+      : behind ? describe(mine.in_flight) + ", which the peer completed"
+               : describe(mine.in_flight);
+  if (followed)
+    cfg_.log.warn("{} link lost at {}, as the peer found: {}; resuming over the standby tcp "
+                  "link from {}",
+                  primary_->name(), describe(mine.in_flight), peer.reason, from);
+  else
+    cfg_.log.warn("{} link lost at {}: {}; resuming over the standby tcp link from {} (the "
+                  "peer: {})",
+                  primary_->name(), describe(mine.in_flight), lost, from, peer.reason);
+  if (cfg_.switched) cfg_.switched(primary_->name(), lost);
+
+  if (ahead || behind)
+    if (int crc = catch_up(ahead ? done_ : c, ahead, err)) return crc;
+  if (behind) {
+    // The peer sent this gate's partial above and took ours.
+    done_ = c;
+    seen_ns_ = 0;
+    return DS4TP_OK;
+  }
+  const int rrc = run_on_tcp(c, err);
+  seen_ns_ = 0;
+  if (rrc == DS4TP_OK) done_ = c;
+  return rrc;
+}
+
+// Reads the peer's resume message from the standby link within `limit`,
+// ended early by the peer's liveness verdict or its control connection.
+int FailoverTransport::await_resume(uint64_t limit, wire::Resume &peer, std::string &why) {
+  const int fd = standby_.get();
+  net::set_nonblocking(fd);
+  os::PeerWatch watch;
+  watch.watch_socket(cfg_.control_fd, "control connection");
+  talk::watch_peer(watch, cfg_.data.peer);
+  os::WaitPolicy block_at_once;
+  os::Waiter w(block_at_once, &watch);
+  const uint64_t deadline = os::deadline_after(w.now(), limit);
+  uint8_t b[wire::kResumeBytes];
+  size_t got = 0;
+  while (got < sizeof b) {
+    const ssize_t n = ::recv(fd, b + got, sizeof b - got, MSG_DONTWAIT);
+    if (n > 0) {
+      got += size_t(n);
+      w.progress();
+      continue;
+    }
+    if (n == 0) {
+      why = "the peer closed the standby link too (it has exited)";
+      return DS4TP_EPEERCLOSED;
+    }
+    if (!tcp::retry_later(errno)) {
+      why = fmt::format("the standby link failed: {}", std::strerror(errno));
+      return DS4TP_EIO;
+    }
+    const int rc = w.idle(deadline, [&](uint64_t) {
+      pollfd p{fd, POLLIN, 0};
+      ::poll(&p, 1, std::min(ms_left(deadline), kLivenessSliceMs));
+    });
+    if (rc == DS4TP_ETIMEDOUT) {
+      why = fmt::format("the peer did not come to the standby link within {} ms", limit / 1000000);
+      return rc;
+    }
+    if (rc != DS4TP_OK) {
+      why = watch.silent() ? watch.why() : "the peer " + watch.why();
+      return rc;
+    }
+  }
+  Error de;
+  if (wire::decode_resume(b, sizeof b, peer, de) != DS4TP_OK) {
+    why = de.message;
+    return DS4TP_EPROTO;
+  }
+  return DS4TP_OK;
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> make_failover_transport(std::unique_ptr<Transport> primary,
+                                                   net::Fd primary_data, net::Fd standby,
+                                                   const FailoverConfig &cfg) {
+  return std::make_unique<FailoverTransport>(std::move(primary), std::move(primary_data),
+                                             std::move(standby), cfg);
+}
+
+}  // namespace ds4tp::transport

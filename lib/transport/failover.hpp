@@ -1,0 +1,57 @@
+// A pair's transport with a standby: the primary (rdma or shm) carries
+// every gate until it fails; then both ranks agree on the standby tcp
+// link (standby.hpp) which gate to resume from, run it again there from
+// the slab, and go on over tcp for the pair's life. The engine's call
+// returns success; `switched` tells the pair (its metric, its log line,
+// ds4tp_transport_active).
+//
+// The agreement (docs/PROTOCOL.md, "Failover"): the rank that gives up
+// detaches the primary (rdma: its queue pair and registration go, so
+// nothing lands in the slab later), shuts the primary's data connection
+// down (the peer's primary waits watch it, so the peer leaves its gate
+// within a millisecond), and sends a resume message on the standby: the
+// gate it is in and the last gate it completed. Both ranks then know
+// where each stands. Same gate: run it again. One rank a gate ahead (its
+// peer never got that gate's data): the behind rank runs its gate again
+// and the ahead rank sends its partial of that gate once more (from the
+// slab, received into scratch memory so nothing it already read
+// changes), then runs its own gate again. Anything else is EDESYNC,
+// naming both. A peer that is gone, stopped or silent fails the wait
+// for its resume message as a gate would (liveness, arrival deadline),
+// and the primary's error is returned with why failover did not help.
+//
+// Threading and ownership as Transport: one gate thread; the failover
+// itself runs on it, inside the failing gate. The primary stays owned
+// (detached) after a failover: a shm slab the engine got from it lives on.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/log.hpp"
+#include "net/socket.hpp"
+#include "transport/transport.hpp"
+
+namespace ds4tp::transport {
+
+struct FailoverConfig {
+  DataConfig data;       // the standby's deadlines and liveness: the primary's
+  int rank = 0;          // 0 leader
+  int control_fd = -1;   // the pair's; watched while the peer's resume is awaited
+  // Test only: the primary is given up at this gate (counting row,
+  // batch and big gates from 1) as if it had failed; 0: never.
+  uint64_t drop_primary_at = 0;
+  Logger log;
+  // Runs on the gate thread once the standby carries the pair: the
+  // primary's name and why it was left.
+  std::function<void(const char *primary, const std::string &why)> switched;
+};
+
+// `primary_data`: a duplicate of the primary's data connection, shut down
+// to tell the peer. `standby`: the connected standby link.
+std::unique_ptr<Transport> make_failover_transport(std::unique_ptr<Transport> primary,
+                                                   net::Fd primary_data, net::Fd standby,
+                                                   const FailoverConfig &cfg);
+
+}  // namespace ds4tp::transport

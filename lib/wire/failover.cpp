@@ -1,0 +1,102 @@
+#include "wire/failover.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "wire/codec.hpp"
+
+namespace ds4tp::wire {
+namespace {
+
+void put_reason(uint8_t *p, size_t room, const std::string &s) {
+  std::memset(p, 0, room);
+  std::memcpy(p, s.data(), std::min(s.size(), room - 1));
+}
+
+// Printable text up to a NUL within `room` bytes, and only NULs after it.
+bool get_reason(const uint8_t *p, size_t room, std::string &out) {
+  size_t n = 0;
+  while (n < room && p[n] != 0) {
+    if (p[n] < 0x20 || p[n] > 0x7e) return false;
+    n++;
+  }
+  if (n == room) return false;
+  for (size_t i = n; i < room; i++)
+    if (p[i] != 0) return false;
+  out.assign(reinterpret_cast<const char *>(p), n);
+  return true;
+}
+
+bool known_kind(uint16_t k, bool none_ok) {
+  return (none_ok && k == 0) || k == uint16_t(GateKind::Row) ||
+         k == uint16_t(GateKind::Batch) || k == uint16_t(GateKind::Big);
+}
+
+}  // namespace
+
+void encode_standby(const StandbyMsg &m, uint8_t out[kStandbyBytes]) {
+  put_u32(out, kStandbyMagic);
+  put_u16(out + 4, m.kind);
+  put_u16(out + 6, m.port);
+  put_u32(out + 8, m.ok ? 0 : 1);
+  put_u32(out + 12, 0);
+  put_u64(out + 16, m.cookie);
+  put_reason(out + 24, kStandbyBytes - 24, m.ok ? std::string() : m.reason);
+}
+
+int decode_standby(const uint8_t *buf, size_t len, StandbyMsg &out, Error &err) {
+  if (len < kStandbyBytes)
+    return err.set(DS4TP_EPROTO, "standby message truncated: {} of {} bytes", len,
+                   kStandbyBytes);
+  if (get_u32(buf) != kStandbyMagic)
+    return err.set(DS4TP_EPROTO, "bad standby message magic 0x{:08x} (want 0x{:08x})",
+                   get_u32(buf), kStandbyMagic);
+  out.kind = get_u16(buf + 4);
+  if (out.kind < uint16_t(StandbyKind::Offer) || out.kind > uint16_t(StandbyKind::Ack))
+    return err.set(DS4TP_EPROTO, "unknown standby message kind {}", out.kind);
+  out.port = get_u16(buf + 6);
+  const uint32_t status = get_u32(buf + 8);
+  if (status > 1) return err.set(DS4TP_EPROTO, "standby message status {} is not 0 or 1", status);
+  if (get_u32(buf + 12) != 0)
+    return err.set(DS4TP_EPROTO, "standby message reserved word 0x{:x} is not 0", get_u32(buf + 12));
+  out.ok = status == 0;
+  out.cookie = get_u64(buf + 16);
+  if (!get_reason(buf + 24, kStandbyBytes - 24, out.reason))
+    return err.set(DS4TP_EPROTO, "standby message reason is not NUL-terminated text");
+  if (out.ok && !out.reason.empty())
+    return err.set(DS4TP_EPROTO, "standby message says ok but gives a reason");
+  return DS4TP_OK;
+}
+
+void encode_resume(const Resume &r, uint8_t out[kResumeBytes]) {
+  put_u32(out, kResumeMagic);
+  put_u16(out + 4, kResumeVersion);
+  put_u16(out + 6, r.holds_done ? 1 : 0);
+  encode_gate_header(r.in_flight, out + 8);
+  encode_gate_header(r.done, out + 40);
+  put_reason(out + 72, kResumeBytes - 72, r.reason);
+}
+
+int decode_resume(const uint8_t *buf, size_t len, Resume &out, Error &err) {
+  if (len < kResumeBytes)
+    return err.set(DS4TP_EPROTO, "resume message truncated: {} of {} bytes", len, kResumeBytes);
+  if (get_u32(buf) != kResumeMagic)
+    return err.set(DS4TP_EPROTO, "bad resume message magic 0x{:08x} (want 0x{:08x})",
+                   get_u32(buf), kResumeMagic);
+  if (get_u16(buf + 4) != kResumeVersion)
+    return err.set(DS4TP_EPROTO, "resume message version {} (this library speaks {})",
+                   get_u16(buf + 4), kResumeVersion);
+  const uint16_t flags = get_u16(buf + 6);
+  if (flags > 1) return err.set(DS4TP_EPROTO, "resume message flags 0x{:x} unknown", flags);
+  out.holds_done = flags == 1;
+  if (int rc = decode_gate_header(buf + 8, 32, out.in_flight, err)) return rc;
+  if (int rc = decode_gate_header(buf + 40, 32, out.done, err)) return rc;
+  if (!known_kind(out.in_flight.kind, false) || !known_kind(out.done.kind, true))
+    return err.set(DS4TP_EPROTO, "resume message names gate kinds {} and {}",
+                   out.in_flight.kind, out.done.kind);
+  if (!get_reason(buf + 72, kResumeBytes - 72, out.reason))
+    return err.set(DS4TP_EPROTO, "resume message reason is not NUL-terminated text");
+  return DS4TP_OK;
+}
+
+}  // namespace ds4tp::wire

@@ -1,0 +1,81 @@
+// The failover messages (wire/failover.hpp): a standby set-up message or a
+// resume message, by the first bytes' magic; what decodes encodes back to
+// the same bytes.
+#include "fuzz/fuzz.hpp"
+
+#include <cstring>
+
+#include "wire/codec.hpp"
+#include "wire/failover.hpp"
+
+namespace ds4tp::fuzz {
+
+int failover(const uint8_t *d, size_t n) {
+  using namespace ds4tp::wire;
+  Error err;
+  if (n >= 4 && get_u32(d) == kResumeMagic) {
+    Resume r;
+    if (decode_resume(d, n, r, err) != DS4TP_OK) {
+      FUZZ_CHECK(err.code == DS4TP_EPROTO && !err.message.empty());
+      return 0;
+    }
+    FUZZ_CHECK(r.in_flight.kind != 0 && r.reason.size() <= kResumeReasonMax);
+    uint8_t again[kResumeBytes];
+    encode_resume(r, again);
+    // Each gate header's reserved half-word is not kept: compare around it.
+    uint8_t want[kResumeBytes];
+    std::memcpy(want, d, sizeof want);
+    std::memset(want + 8 + 6, 0, 2);
+    std::memset(want + 40 + 6, 0, 2);
+    FUZZ_CHECK(std::memcmp(again, want, sizeof want) == 0);
+    return 0;
+  }
+  StandbyMsg m;
+  if (decode_standby(d, n, m, err) != DS4TP_OK) {
+    FUZZ_CHECK(err.code == DS4TP_EPROTO && !err.message.empty());
+    return 0;
+  }
+  FUZZ_CHECK(m.ok || m.reason.size() <= kStandbyReasonMax);
+  uint8_t again[kStandbyBytes];
+  encode_standby(m, again);
+  FUZZ_CHECK(std::memcmp(again, d, sizeof again) == 0);
+  return 0;
+}
+
+std::vector<Bytes> failover_seeds() {
+  using namespace ds4tp::wire;
+  std::vector<Bytes> out;
+  auto standby = [&](StandbyKind k, bool ok, const char *why) {
+    StandbyMsg m;
+    m.kind = uint16_t(k);
+    m.port = 40123;
+    m.ok = ok;
+    m.cookie = 0x0123456789abcdefull;
+    m.reason = why;
+    Bytes b(kStandbyBytes);
+    encode_standby(m, b.data());
+    out.push_back(b);
+  };
+  standby(StandbyKind::Offer, true, "");
+  standby(StandbyKind::Offer, false, "the leader cannot listen: bind: Address in use");
+  standby(StandbyKind::Dialed, false, "could not connect before the deadline");
+  standby(StandbyKind::Proof, true, "");
+  standby(StandbyKind::Ack, true, "");
+  Resume r;
+  r.in_flight = {uint16_t(GateKind::Row), 3, 1, 17, 16384};
+  r.done = {uint16_t(GateKind::Row), 3, 0, 16, 16384};
+  r.holds_done = true;
+  r.reason = "rdma row gate (layer 3, gate 1, seq 17): a send work request failed";
+  Bytes b(kResumeBytes);
+  encode_resume(r, b.data());
+  out.push_back(b);
+  Resume first;
+  first.in_flight = {uint16_t(GateKind::Big), 5, 0, 1, 1u << 20};
+  encode_resume(first, b.data());
+  out.push_back(b);
+  return out;
+}
+
+}  // namespace ds4tp::fuzz
+
+DS4TP_FUZZ_ENTRY(failover)
