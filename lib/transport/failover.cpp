@@ -219,11 +219,14 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
                                "completed {}), the peer at {} (last completed {})",
                                describe(mine.in_flight), describe(mine.done),
                                describe(peer.in_flight), describe(peer.done)));
-  if ((ahead && !mine.holds_done) || (behind && !peer.holds_done))
-    return give_up(fmt::format("{} completed {} but the peer did not, and its partial of that "
-                               "gate is no longer in the slab",
-                               ahead ? "this rank" : "the peer",
-                               describe(ahead ? mine.done : peer.done)));
+  if (ahead && !mine.holds_done)
+    return give_up(fmt::format("this rank completed {} but the peer did not, and this rank no "
+                               "longer holds its partial of that gate",
+                               describe(mine.done)));
+  if (behind && !peer.holds_done)
+    return give_up(fmt::format("the peer completed {} but this rank did not, and the peer no "
+                               "longer holds its partial of that gate",
+                               describe(peer.done)));
 
   const char *bad = nullptr;
   const tcp::BigPlan plan = tcp::choose_big_plan(standby_.get(), cfg_.rank, bad);
