@@ -212,6 +212,18 @@ TEST_CASE("failover: the link lost on both ranks at once") {
   REQUIRE_RANKS_OK(o);
 }
 
+TEST_CASE("failover: a link that dies silently both ways, in the same gate, fails over") {
+  Provider p;
+  RankSetup s = setup(DS4TP_TRANSPORT_RDMA);
+  // From their 30th send on, both ranks' messages are lost with good
+  // completions (UC's way of losing a link): neither rank sees an error,
+  // each waits for the other's data; their heartbeats say both entered
+  // the gate, so each wait ends at the gate deadline and both fail over.
+  Body b = with_fault("cut=30", -1, survives(DS4TP_TRANSPORT_RDMA, "timed out: nothing completed"));
+  Outcome o = run_pair(s, b, b);
+  REQUIRE_RANKS_OK(o);
+}
+
 TEST_CASE("failover: an error completion mid batch gates") {
   Provider p;
   RankSetup s = setup(DS4TP_TRANSPORT_RDMA);

@@ -16,6 +16,7 @@ template <typename Call>
 int Pair::timed_gate(int kind, wire::GateKind wire_kind, uint32_t a, uint64_t seq,
                      uint64_t bytes, Call &&call) {
   const uint64_t t0 = now_ns();
+  peer_state_.entering();
   const int rc = call(t0);
   stats_.gate_done(kind, a, seq, bytes, stats_.timed() ? t0 : 0, transport_->peer_seen_ns(), rc);
   if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire_kind), a, seq);

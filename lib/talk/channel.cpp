@@ -224,6 +224,7 @@ void Channel::heard(const uint8_t *payload) {
     return;
   cfg_.peer->peer_kind_layer.store(uint64_t(m.kind) << 32 | m.layer, std::memory_order_relaxed);
   cfg_.peer->peer_seq.store(m.seq, std::memory_order_relaxed);
+  cfg_.peer->peer_entered.store(m.gates, std::memory_order_relaxed);
   cfg_.peer->heartbeats.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -112,6 +112,7 @@ struct Liveness::Impl {
     m.kind = uint16_t(kl >> 32);
     m.layer = uint32_t(kl);
     m.seq = ps.my_seq.load(std::memory_order_relaxed);
+    m.gates = ps.my_entered.load(std::memory_order_relaxed);
     cfg.channel->send_heartbeat(m);
     const uint64_t heard_before = ps.heartbeats.load(std::memory_order_relaxed);
     size_t unread = cfg.channel->drain_heartbeats();

@@ -28,6 +28,12 @@ struct PeerState {
   // a message may pair a kind with the next gate's seq, nothing worse.
   std::atomic<uint64_t> my_kind_layer{0}, my_seq{0};
   std::atomic<uint64_t> peer_kind_layer{0}, peer_seq{0};
+  // Gates entered so far (any kind): this rank's, counted as each gate
+  // begins (the gate thread writes it), and the peer's from its heartbeat
+  // (0 from a library that does not send it). In lockstep the counts name
+  // the same gates, so a peer whose count has reached this rank's is in
+  // this rank's gate or past it.
+  std::atomic<uint64_t> my_entered{0}, peer_entered{0};
   std::atomic<uint64_t> heartbeats{0};     // received so far
   std::atomic<uint64_t> heartbeats_missed{0};  // our beat periods with none received (stats)
 
@@ -38,6 +44,13 @@ struct PeerState {
     return (peer_kind_layer.load(std::memory_order_relaxed) >> 32) == kind &&
            peer_seq.load(std::memory_order_relaxed) >= seq;
   }
+  // True when the peer's heartbeats say it entered the gate this rank is
+  // in (or a later one): it is there, its data lost if none came.
+  bool peer_reached() const {
+    const uint64_t mine = my_entered.load(std::memory_order_relaxed);
+    return mine != 0 && peer_entered.load(std::memory_order_relaxed) >= mine;
+  }
+  void entering() { my_entered.store(my_entered.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
   void completed(uint16_t kind, uint32_t layer, uint64_t seq) {
     my_kind_layer.store(uint64_t(kind) << 32 | layer, std::memory_order_relaxed);
     my_seq.store(seq, std::memory_order_relaxed);

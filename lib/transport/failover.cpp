@@ -106,13 +106,14 @@ class FailoverTransport final : public Transport {
     if (tcp_ || rc == DS4TP_EINVAL || rc == DS4TP_ESTATE) return rc;
     const talk::PeerState *ps = cfg_.data.peer;
     if (rc != DS4TP_ETIMEDOUT) return fail_over(c, rc, err, Await::Arrival);
-    // A silent peer is no link's fault. A peer that completed this gate
-    // lost its data on the way: the link failed. Otherwise the peer may be
-    // in the gate with the same loss, or not at it: it gets one progress
-    // deadline to take the standby too.
+    // A silent peer is no link's fault. A peer that entered or completed
+    // this gate (its heartbeats say so) lost its data on the way: the link
+    // failed. Otherwise the peer may be in the gate with the same loss, its
+    // heartbeat not yet here, or not at it: it gets one progress deadline
+    // to take the standby too.
     if (ps != nullptr && ps->silent()) return rc;
-    const bool passed = ps != nullptr && ps->peer_passed(c.kind, c.seq);
-    return fail_over(c, rc, err, passed ? Await::Arrival : Await::Progress);
+    const bool there = ps != nullptr && (ps->peer_passed(c.kind, c.seq) || ps->peer_reached());
+    return fail_over(c, rc, err, there ? Await::Arrival : Await::Progress);
   }
 
   // This rank's partial of the last completed gate is where it was: the

@@ -149,7 +149,7 @@ struct HeartbeatMsg {
   uint16_t kind = 0;
   uint32_t layer = 0;
   uint64_t seq = 0;
-  uint64_t gates = 0;  // gates completed so far (any kind)
+  uint64_t gates = 0;  // gates the sender entered so far (any kind); 0 from older libraries
 };
 struct DrafterSplitMsg {  // DRAFTER_SPLIT, 72 bytes
   uint32_t on = 0;  // 0 or 1

@@ -47,7 +47,7 @@ void push_sends(Qp *q) {
       deliver = false;  // uc-apple: lost without an error
     } else {
       uint64_t n = ++g_sends;
-      if (n == q->cfg.drop_at) deliver = false;
+      if (n == q->cfg.drop_at || (q->cfg.cut_at != 0 && n >= q->cfg.cut_at)) deliver = false;
       if (n == q->cfg.wc_at) {
         st = ibv_wc_status(q->cfg.wc_status);
         deliver = false;

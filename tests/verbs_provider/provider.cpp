@@ -21,6 +21,8 @@
 // DS4TP_VERBS_PROVIDER_FAULT (comma-separated, read when a QP is created
 // or a port queried):
 //   drop=N        the N-th message this process sends is lost (good CQE)
+//   cut=N         from the N-th on, every message it sends is lost (good
+//                 CQEs): a link that dies silently, as UC reports it
 //   wc=S@N        the N-th send completes with ibv_wc_status S, not sent
 //   dead=K        the first K QPs of this process never receive
 //   port_down     port 1 is DOWN
@@ -64,6 +66,7 @@ Config read_config() {
     std::string t = s.substr(at, end - at);
     at = end + 1;
     if (t.rfind("drop=", 0) == 0) c.drop_at = std::strtoull(t.c_str() + 5, nullptr, 0);
+    if (t.rfind("cut=", 0) == 0) c.cut_at = std::strtoull(t.c_str() + 4, nullptr, 0);
     if (t.rfind("dead=", 0) == 0) c.dead_qps = uint32_t(std::strtoul(t.c_str() + 5, nullptr, 0));
     if (t.rfind("wc=", 0) == 0) {
       char *e = nullptr;

@@ -18,6 +18,7 @@ struct Config {
   bool apple = false;
   uint32_t max_msg = 1u << 20;
   uint64_t drop_at = 0, wc_at = 0;
+  uint64_t cut_at = 0;  // from this send on, every message is lost (good completions)
   int wc_status = 0;
   uint32_t dead_qps = 0;
   bool port_down = false, no_ipv4 = false, no_gid = false;

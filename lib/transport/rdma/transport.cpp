@@ -107,9 +107,9 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
       deadline = met ? w.last_progress() + idle_ns : deadline;
       continue;
     }
-    // A peer that completed this gate was there: from now on, a lost
-    // message is told by the progress deadline.
-    if (!met && ps->peer_passed(op.kind, op.seq)) {
+    // A peer that entered or completed this gate (its heartbeats say so)
+    // is there: from now on, a lost message is told by the progress deadline.
+    if (!met && (ps->peer_passed(op.kind, op.seq) || ps->peer_reached())) {
       met = true;
       deadline = w.now() + idle_ns;
     }
