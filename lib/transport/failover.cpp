@@ -283,7 +283,8 @@ int FailoverTransport::await_resume(uint64_t limit, wire::Resume &peer, std::str
       w.progress();
       continue;
     }
-    if (n == 0) {
+    // A reset: the peer closed it with this rank's resume unread.
+    if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE))) {
       why = "the peer closed the standby link too (it has exited)";
       return DS4TP_EPEERCLOSED;
     }
