@@ -70,6 +70,7 @@ class FailoverTransport final : public Transport {
            Error &err) override {
     const Call c{uint16_t(GateKind::Row), layer, gate, slot, seq, nullptr, nullptr,
                  layout_.vec_bytes};
+    if (broken_) return refuse(err);
     if (dropping()) return fail_over(c, dropped(err), err, Await::Arrival);
     return after(c, live_->gate(layer, gate, slot, seq, start_ns, err), err);
   }
@@ -77,12 +78,14 @@ class FailoverTransport final : public Transport {
                  Error &err) override {
     const Call c{uint16_t(GateKind::Batch), index, rows, 0, seq, nullptr, nullptr,
                  uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes};
+    if (broken_) return refuse(err);
     if (dropping()) return fail_over(c, dropped(err), err, Await::Arrival);
     return after(c, live_->batch_gate(index, rows, seq, start_ns, err), err);
   }
   int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
                uint64_t start_ns, Error &err) override {
     const Call c{uint16_t(GateKind::Big), layer, 0, 0, seq, out, in, bytes};
+    if (broken_) return refuse(err);
     if (dropping()) return fail_over(c, dropped(err), err, Await::Arrival);
     return after(c, live_->big_gate(layer, seq, out, in, bytes, start_ns, err), err);
   }
@@ -90,6 +93,13 @@ class FailoverTransport final : public Transport {
  private:
   // The test hook's gate count; one compare when it is off.
   bool dropping() { return cfg_.drop_primary_at != 0 && !tcp_ && ++gates_ == cfg_.drop_primary_at; }
+  // After a failover that did not help: the primary is detached and no
+  // standby carries the pair (the pair has latched the failure already).
+  int refuse(Error &err) const {
+    return err.set(DS4TP_EFAILED, "the {} link failed and so did the failover to the standby "
+                   "tcp link: the pair cannot go on",
+                   primary_->name());
+  }
   int dropped(Error &err) const {
     return err.set(DS4TP_EIO, "the {} link was given up on request (DS4TP_TEST_FAIL_PRIMARY_AFTER, "
                    "a test option)",
@@ -174,6 +184,7 @@ class FailoverTransport final : public Transport {
   std::unique_ptr<Transport> tcp_;  // once failed over
   Call done_;                       // the last completed gate
   uint64_t gates_ = 0;              // the test hook's count
+  bool broken_ = false;             // a failover failed: nothing carries the pair
   uint8_t *base_ = nullptr;
   slab::Layout layout_;
 };
@@ -181,6 +192,7 @@ class FailoverTransport final : public Transport {
 int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await) {
   const std::string lost = err.message;
   auto give_up = [&](const std::string &why) {
+    broken_ = true;
     return err.set(rc, "{}; failover to the standby tcp link failed: {}", lost, why);
   };
   // Nothing of the primary lands in the slab from now on, and the peer's
@@ -232,7 +244,10 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   const char *bad = nullptr;
   const tcp::BigPlan plan = tcp::choose_big_plan(standby_.get(), cfg_.rank, bad);
   tcp_ = make_tcp_transport(std::move(standby_), cfg_.data, plan);
-  if (int arc = tcp_->attach(base_, layout_, err)) return arc;
+  if (int arc = tcp_->attach(base_, layout_, err)) {
+    broken_ = true;
+    return arc;
+  }
   live_ = tcp_.get();
   const std::string from =
       ahead    ? fmt::format("{}, which the peer never received, then {}", describe(mine.done),
