@@ -3,6 +3,9 @@
 // transport names and availability.
 #include "convert.hpp"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -136,6 +139,22 @@ int options_from_c(const ds4tp_options *copt, Options &o, Error &err) {
   o.log_level = c.log_level;
   o.max_frame_bytes = c.max_frame_bytes;
   o.failover = c.failover != 0;
+  if (c.rails != nullptr && *c.rails != 0) {
+    std::string list = c.rails;
+    for (size_t at = 0; at <= list.size();) {
+      size_t end = std::min(list.find(',', at), list.size());
+      std::string a = list.substr(at, end - at);
+      in_addr parsed{};
+      if (inet_pton(AF_INET, a.c_str(), &parsed) != 1)
+        return err.set(DS4TP_EINVAL, "options.rails: '{}' is not an IPv4 address", a);
+      if (std::find(o.rails.begin(), o.rails.end(), a) != o.rails.end())
+        return err.set(DS4TP_EINVAL, "options.rails: {} is listed twice", a);
+      o.rails.push_back(a);
+      at = end + 1;
+    }
+    if (o.rails.size() > 7)
+      return err.set(DS4TP_EINVAL, "options.rails lists {} addresses: at most 7", o.rails.size());
+  }
   if (c.rdma_device != nullptr) o.rdma_device = c.rdma_device;
   o.rdma_port = c.rdma_port;
   o.rdma_gid_index = c.rdma_gid_index;

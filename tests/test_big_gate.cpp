@@ -18,6 +18,8 @@
 
 #include "support/ranks.hpp"
 #include "transport/tcp/big_exchange.hpp"
+#include "transport/tcp/rails.hpp"
+#include "transport/tcp/striped.hpp"
 #include "wire/gate_header.hpp"
 
 using namespace ds4tp::test;
@@ -217,4 +219,28 @@ TEST_CASE("a worker killed mid-alternation: the leader's big gate fails at once,
   INFO(o.describe());
   REQUIRE(o.leader == 0);
   REQUIRE(o.worker_signal == SIGKILL);
+}
+
+TEST_CASE("rails: shares follow the measured rates and a big gate's ranges cover it exactly") {
+  const uint32_t mbit[3] = {400, 200, 1};
+  const uint64_t rtt[3] = {90000, 60000, 70000};
+  ds4tp::wire::RailPlan plan;
+  ds4tp::tcp::share_rails(mbit, rtt, 3, plan);
+  CHECK(plan.links == 3);
+  CHECK(plan.row_link == 1);  // the least latency
+  CHECK(plan.share[0] + plan.share[1] + plan.share[2] == 1000);
+  CHECK(plan.share[0] > plan.share[1]);
+  CHECK(plan.share[2] >= 1);  // a link that barely moves still gets its own share
+  for (uint64_t bytes : {uint64_t(1) << 20, (uint64_t(16) << 20) + 12345, uint64_t(3) << 30}) {
+    INFO(bytes);
+    uint64_t next = 0;
+    for (int k = 0; k < plan.links; k++) {
+      uint64_t off = 0, len = 0;
+      ds4tp::tcp::stripe_range(plan, bytes, k, off, len);
+      CHECK(off == next);
+      if (k < plan.links - 1) CHECK(len % 4096 == 0);
+      next = off + len;
+    }
+    CHECK(next == bytes);
+  }
 }

@@ -241,6 +241,8 @@ TEST_CASE("failover messages round trip and refuse what is not theirs, naming wh
   m.port = 40123;
   m.ok = false;
   m.cookie = 0x0102030405060708ull;
+  m.index = 1;
+  m.count = 2;
   m.reason = std::string(300, 'x');  // truncated to what fits
   uint8_t b[kStandbyBytes];
   encode_standby(m, b);
@@ -251,6 +253,8 @@ TEST_CASE("failover messages round trip and refuse what is not theirs, naming wh
   CHECK(got.port == 40123);
   CHECK_FALSE(got.ok);
   CHECK(got.cookie == m.cookie);
+  CHECK(got.index == 1);
+  CHECK(got.count == 2);
   CHECK(got.reason == std::string(kStandbyReasonMax, 'x'));
 
   Resume r;
@@ -275,11 +279,11 @@ TEST_CASE("failover messages round trip and refuse what is not theirs, naming wh
     const char *text;
   };
   const Bad standby_bad[] = {
-      {"truncated", 0, 'D', kStandbyBytes - 1, "truncated: 127 of 128"},
+      {"truncated", 0, 'D', kStandbyBytes - 1, "truncated: 255 of 256"},
       {"magic", 0, 'X', kStandbyBytes, "bad standby message magic"},
       {"kind", 4, 9, kStandbyBytes, "unknown standby message kind 9"},
       {"status", 8, 2, kStandbyBytes, "status 2 is not 0 or 1"},
-      {"reserved", 12, 1, kStandbyBytes, "reserved word"},
+      {"link count", 14, 9, kStandbyBytes, "names link 1 of 9"},
       {"unterminated", kStandbyBytes - 1, 'x', kStandbyBytes, "not NUL-terminated text"},
       {"control byte", 30, 7, kStandbyBytes, "not NUL-terminated text"},
   };
@@ -308,6 +312,45 @@ TEST_CASE("failover messages round trip and refuse what is not theirs, naming wh
     c[x.at] = x.value;
     Error e;
     CHECK(decode_resume(c, x.len, rr, e) == DS4TP_EPROTO);
+    CHECK(e.message.find(x.text) != std::string::npos);
+  }
+}
+
+TEST_CASE("a rail plan round trips, and its shares and links are checked") {
+  RailPlan p;
+  p.links = 3;
+  p.row_link = 2;
+  p.share[0] = 500;
+  p.share[1] = 300;
+  p.share[2] = 200;
+  p.mbit[0] = 4000;
+  p.mbit[1] = 2400;
+  p.mbit[2] = 1600;
+  uint8_t b[kRailPlanBytes];
+  encode_rail_plan(p, b);
+  RailPlan got;
+  Error err;
+  REQUIRE(decode_rail_plan(b, sizeof b, got, err) == DS4TP_OK);
+  CHECK(got.links == 3);
+  CHECK(got.row_link == 2);
+  CHECK(got.share[1] == 300);
+  CHECK(got.mbit[2] == 1600);
+  struct Bad {
+    size_t at;
+    uint8_t value;
+    const char *text;
+  };
+  const Bad bad[] = {{0, 0, "bad rail plan magic"},   {4, 1, "names 1 links"},
+                     {4, 9, "names 9 links"},         {6, 3, "row link 3"},
+                     {8, 0, "shares sum to 756"},     {14, 1, "fills link 3 of 3"},
+                     {60, 1, "padding is not zero"}};
+  for (const Bad &x : bad) {
+    INFO(x.text);
+    uint8_t c[kRailPlanBytes];
+    std::memcpy(c, b, sizeof c);
+    c[x.at] = x.value;
+    Error e;
+    CHECK(decode_rail_plan(c, sizeof c, got, e) == DS4TP_EPROTO);
     CHECK(e.message.find(x.text) != std::string::npos);
   }
 }

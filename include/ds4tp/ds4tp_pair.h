@@ -86,6 +86,16 @@ typedef struct ds4tp_options {
    * ds4tp_stats.failovers counts it). 0: no standby; a failed primary
    * fails the pair, as before. */
   int32_t failover;
+
+  /* Rails (docs/TRANSPORTS.md): a tcp pair given the leader's IPv4
+   * addresses of up to 7 more links ("10.0.2.1,10.0.3.1"; the same list
+   * on both ranks, in the same order) opens a tcp link to each beside the
+   * data connection, measures them, and splits every big gate of 1 MiB or
+   * more across all of them in proportion to their rates; row and batch
+   * gates run on the link that answered soonest. One rank with rails and
+   * one without, or the lists in another order, fail ds4tp_connect naming
+   * why. NULL or "" = none; ignored (with a warning) over shm or rdma. */
+  const char *rails;
 } ds4tp_options;
 
 /* peer_arrival_timeout_ms: no limit while the peer is alive. */

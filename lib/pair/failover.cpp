@@ -23,10 +23,10 @@ int Pair::add_standby(const transport::Connection &c, net::Fd primary_data, Erro
   s.cookie = c.cookie;
   s.deadline_ns = std::max(c.deadline_ns, now_ns() + ms_to_ns(opt_.hello_timeout_ms));
   s.log = log_;
-  net::Fd standby;
+  std::vector<net::Fd> links;
   std::string why_not;
-  if (int rc = tr::open_standby(s, standby, why_not, err)) return rc;
-  if (!standby.valid()) {
+  if (int rc = tr::open_links(s, links, why_not, err)) return rc;
+  if (links.empty()) {
     log_.warn("no failover: the standby tcp link could not be opened: {}", why_not);
     return DS4TP_OK;
   }
@@ -44,7 +44,7 @@ int Pair::add_standby(const transport::Connection &c, net::Fd primary_data, Erro
   };
   log_.info("failover on: a standby tcp link is open beside {}", transport_->name());
   transport_ = tr::make_failover_transport(std::move(transport_), std::move(primary_data),
-                                           std::move(standby), fc);
+                                           std::move(links[0]), fc);
   return DS4TP_OK;
 }
 

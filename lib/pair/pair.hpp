@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "auth/key.hpp"
 #include "common/clock.hpp"
@@ -73,6 +74,10 @@ struct Options {
   // A standby tcp link beside an rdma or shm transport, taken when the
   // primary fails (transport/failover.hpp).
   bool failover = true;
+  // Rails: the leader's IPv4 addresses of extra tcp links a tcp pair
+  // stripes its big gates over (transport/tcp/rails.hpp); both ranks
+  // list the same, in the same order.
+  std::vector<std::string> rails;
 };
 
 // Engine copies around every row and batch exchange, run on the gate

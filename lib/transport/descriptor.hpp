@@ -61,6 +61,9 @@ struct Connection {
   uint64_t frame_timeout_ns = 0;  // each set-up frame on the data connection (rdma)
   bool forced = false;  // a rank asked for this transport explicitly: no fallback
   Logger log;
+  // tcp: the leader's addresses of the rails to stripe big gates over,
+  // when both ranks were given them (empty: none).
+  std::vector<std::string> rails;
 };
 
 struct Descriptor {

@@ -19,8 +19,8 @@ namespace {
 using wire::StandbyKind;
 using wire::StandbyMsg;
 
-// The dial gets this long at most, so an address that drops packets
-// leaves the pair without a standby rather than stuck at bring-up.
+// Each dial gets this long at most, so an address that drops packets
+// ends the set-up with a reason rather than holding bring-up.
 constexpr uint64_t kDialNs = 2'000'000'000ull;
 
 StandbyMsg msg(StandbyKind k) {
@@ -32,15 +32,15 @@ StandbyMsg msg(StandbyKind k) {
 int send_msg(int fd, const StandbyMsg &m, uint64_t deadline, Error &err) {
   uint8_t b[wire::kStandbyBytes];
   wire::encode_standby(m, b);
-  return net::write_all(fd, b, sizeof b, deadline, "standby set-up", err);
+  return net::write_all(fd, b, sizeof b, deadline, "link set-up", err);
 }
 
 int recv_msg(int fd, StandbyKind want, StandbyMsg &m, uint64_t deadline, Error &err) {
   uint8_t b[wire::kStandbyBytes];
-  if (int rc = net::read_exact(fd, b, sizeof b, deadline, "standby set-up", err)) return rc;
+  if (int rc = net::read_exact(fd, b, sizeof b, deadline, "link set-up", err)) return rc;
   if (int rc = wire::decode_standby(b, sizeof b, m, err)) return rc;
   if (m.kind != uint16_t(want))
-    return err.set(DS4TP_EPROTO, "standby set-up: message kind {} where {} was due", m.kind,
+    return err.set(DS4TP_EPROTO, "link set-up: message kind {} where {} was due", m.kind,
                    uint16_t(want));
   return DS4TP_OK;
 }
@@ -57,36 +57,62 @@ std::string address_of(int fd, bool peer) {
   return inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf) ? std::string(buf) : "";
 }
 
-// Accepts the one connection that proves the cookie; strangers are dropped.
-class StandbyDesk final : public net::IntakeHandler {
+// Takes the links that prove the cookie, each at its index; strangers are
+// dropped. With rails, a link must arrive at its own rail's address.
+class LinkDesk final : public net::IntakeHandler {
  public:
-  StandbyDesk(uint64_t cookie, net::Fd &out) : cookie_(cookie), out_(out) {}
+  LinkDesk(uint64_t cookie, const std::vector<std::string> &rails, std::vector<net::Fd> &out)
+      : cookie_(cookie), rails_(rails), out_(out) {}
   void open(net::Visitor &v) override { v.need = wire::kStandbyBytes; }
   net::Verdict judge(net::Visitor &v, std::string &why) override {
     StandbyMsg m;
     Error e;
     if (wire::decode_standby(v.in.data(), v.in.size(), m, e) != DS4TP_OK) {
-      why = "not a standby link: " + e.message;
+      why = "not one of this pair's links: " + e.message;
       return net::Verdict::kDrop;
     }
-    if (m.kind != uint16_t(StandbyKind::Proof) || m.cookie != cookie_) {
-      why = "a standby link without this pair's cookie";
+    if (m.kind != uint16_t(StandbyKind::Proof) || m.cookie != cookie_ ||
+        m.index >= out_.size() || out_[m.index].valid()) {
+      why = "a link without this pair's cookie, or one it has already";
       return net::Verdict::kDrop;
     }
-    out_ = std::move(v.fd);
+    if (!rails_.empty()) {
+      const std::string at = address_of(v.fd.get(), false);
+      if (at != rails_[m.index]) {
+        const auto it = std::find(rails_.begin(), rails_.end(), at);
+        crossed_ = it == rails_.end()
+                       ? fmt::format("the worker's rail {} ({}) reached this leader at {}, "
+                                     "which is none of its rails",
+                                     m.index, rails_[m.index], at)
+                       : fmt::format("the worker's rail {} reached this leader's rail {} ({}): "
+                                     "the ranks list their rails in another order (crossed)",
+                                     m.index, it - rails_.begin(), at);
+        why = crossed_;
+        return net::Verdict::kDrop;
+      }
+    }
+    out_[m.index] = std::move(v.fd);
+    taken_++;
     return net::Verdict::kKeep;
   }
-  bool done() const override { return out_.valid(); }
+  bool done() const override { return taken_ == out_.size() || !crossed_.empty(); }
+  const std::string &crossed() const { return crossed_; }
 
  private:
   uint64_t cookie_;
-  net::Fd &out_;
+  const std::vector<std::string> &rails_;
+  std::vector<net::Fd> &out_;
+  size_t taken_ = 0;
+  std::string crossed_;
 };
 
-int leader_side(const StandbySetup &s, net::Fd &out, std::string &why_not, Error &err) {
+int leader_side(const StandbySetup &s, std::vector<net::Fd> &out, std::string &why_not,
+                Error &err) {
+  const size_t count = s.rails.empty() ? 1 : s.rails.size();
   StandbyMsg offer = msg(StandbyKind::Offer);
+  offer.count = uint16_t(count);
   net::Fd lfd;
-  const std::string host = address_of(s.data_fd, false);
+  const std::string host = s.rails.empty() ? address_of(s.data_fd, false) : "0.0.0.0";
   if (host.empty()) {
     offer.ok = false;
     offer.reason = "the data connection is not IPv4";
@@ -107,63 +133,93 @@ int leader_side(const StandbySetup &s, net::Fd &out, std::string &why_not, Error
   StandbyMsg dialed;
   if (int rc = recv_msg(s.data_fd, StandbyKind::Dialed, dialed, s.deadline_ns, err)) return rc;
   if (!dialed.ok) {
-    why_not = "the worker could not reach the standby listener: " + dialed.reason;
+    why_not = dialed.reason;
     return DS4TP_OK;
   }
-  StandbyDesk desk(s.cookie, out);
+  std::vector<net::Fd> links(count);
+  LinkDesk desk(s.cookie, s.rails, links);
   net::IntakeConfig ic;
-  ic.what = "standby listener";
-  ic.max_pending = 8;
+  ic.what = s.rails.empty() ? "standby listener" : "rail listener";
+  ic.max_pending = 16;
   ic.log = s.log;
   net::IntakeCounts counts;
   if (int rc = net::serve_intake(lfd.get(), desk, ic, s.deadline_ns, counts, err)) return rc;
-  return send_msg(out.get(), msg(StandbyKind::Ack), s.deadline_ns, err);
+  StandbyMsg ack = msg(StandbyKind::Ack);
+  ack.ok = desk.crossed().empty();
+  ack.reason = desk.crossed();
+  if (int rc = send_msg(s.data_fd, ack, s.deadline_ns, err)) return rc;
+  if (!ack.ok) {
+    why_not = ack.reason;
+    return DS4TP_OK;
+  }
+  out = std::move(links);
+  return DS4TP_OK;
 }
 
-int worker_side(const StandbySetup &s, net::Fd &out, std::string &why_not, Error &err) {
+int worker_side(const StandbySetup &s, std::vector<net::Fd> &out, std::string &why_not,
+                Error &err) {
   StandbyMsg offer;
   if (int rc = recv_msg(s.data_fd, StandbyKind::Offer, offer, s.deadline_ns, err)) return rc;
   if (!offer.ok) {
     why_not = offer.reason;
     return DS4TP_OK;
   }
+  const size_t count = s.rails.empty() ? 1 : s.rails.size();
   StandbyMsg dialed = msg(StandbyKind::Dialed);
-  std::string host = address_of(s.data_fd, true);
+  std::vector<net::Fd> links(count);
+  if (offer.count != count) {
+    dialed.ok = false;
+    dialed.reason = fmt::format("the leader lists {} rails, the worker {}", offer.count, count);
+  }
+  std::string peer = address_of(s.data_fd, true);
   // Test only: dial another address (one where nothing listens).
-  if (const char *t = std::getenv("DS4TP_TEST_STANDBY_HOST"); t != nullptr && *t != 0) host = t;
-  net::Fd fd;
-  Error de;
-  if (host.empty()) {
-    dialed.ok = false;
-    dialed.reason = "the data connection is not IPv4";
-  } else if (net::dial_tcp(host, offer.port, std::min(s.deadline_ns, now_ns() + kDialNs), fd,
-                           de) != DS4TP_OK) {
-    dialed.ok = false;
-    dialed.reason = de.message;
-  } else {
-    StandbyMsg proof = msg(StandbyKind::Proof);
-    proof.cookie = s.cookie;
-    if (send_msg(fd.get(), proof, s.deadline_ns, de) != DS4TP_OK) {
+  if (const char *t = std::getenv("DS4TP_TEST_STANDBY_HOST"); t != nullptr && *t != 0) peer = t;
+  for (size_t i = 0; i < count && dialed.ok; i++) {
+    const std::string host = s.rails.empty() ? peer : s.rails[i];
+    Error de;
+    if (host.empty()) {
       dialed.ok = false;
-      dialed.reason = de.message;
+      dialed.reason = "the data connection is not IPv4";
+    } else if (net::dial_tcp(host, offer.port, std::min(s.deadline_ns, now_ns() + kDialNs),
+                             links[i], de) != DS4TP_OK) {
+      dialed.ok = false;
+      dialed.reason = (s.rails.empty() ? "the worker could not reach the standby listener: "
+                                       : fmt::format("the worker could not reach rail {}: ", i)) +
+                      de.message;
+    } else {
+      StandbyMsg proof = msg(StandbyKind::Proof);
+      proof.cookie = s.cookie;
+      proof.index = uint16_t(i);
+      proof.count = uint16_t(count);
+      if (send_msg(links[i].get(), proof, s.deadline_ns, de) != DS4TP_OK) {
+        dialed.ok = false;
+        dialed.reason = de.message;
+      }
     }
   }
   if (int rc = send_msg(s.data_fd, dialed, s.deadline_ns, err)) return rc;
   if (!dialed.ok) {
-    why_not = "the worker could not reach the standby listener: " + dialed.reason;
+    why_not = dialed.reason;
     return DS4TP_OK;
   }
   StandbyMsg ack;
-  if (int rc = recv_msg(fd.get(), StandbyKind::Ack, ack, s.deadline_ns, err)) return rc;
-  out = std::move(fd);
+  if (int rc = recv_msg(s.data_fd, StandbyKind::Ack, ack, s.deadline_ns, err)) return rc;
+  if (!ack.ok) {
+    why_not = ack.reason;
+    return DS4TP_OK;
+  }
+  out = std::move(links);
   return DS4TP_OK;
 }
 
 }  // namespace
 
-int open_standby(const StandbySetup &s, net::Fd &out, std::string &why_not, Error &err) {
-  out = net::Fd();
+int open_links(const StandbySetup &s, std::vector<net::Fd> &out, std::string &why_not,
+               Error &err) {
+  out.clear();
   why_not.clear();
+  if (s.rails.size() > size_t(wire::kMaxLinks) - 1)
+    return err.set(DS4TP_EINVAL, "{} rails: at most {}", s.rails.size(), wire::kMaxLinks - 1);
   return s.rank == 0 ? leader_side(s, out, why_not, err) : worker_side(s, out, why_not, err);
 }
 

@@ -39,7 +39,8 @@ void encode_standby(const StandbyMsg &m, uint8_t out[kStandbyBytes]) {
   put_u16(out + 4, m.kind);
   put_u16(out + 6, m.port);
   put_u32(out + 8, m.ok ? 0 : 1);
-  put_u32(out + 12, 0);
+  put_u16(out + 12, m.index);
+  put_u16(out + 14, m.count);
   put_u64(out + 16, m.cookie);
   put_reason(out + 24, kStandbyBytes - 24, m.ok ? std::string() : m.reason);
 }
@@ -57,8 +58,10 @@ int decode_standby(const uint8_t *buf, size_t len, StandbyMsg &out, Error &err) 
   out.port = get_u16(buf + 6);
   const uint32_t status = get_u32(buf + 8);
   if (status > 1) return err.set(DS4TP_EPROTO, "standby message status {} is not 0 or 1", status);
-  if (get_u32(buf + 12) != 0)
-    return err.set(DS4TP_EPROTO, "standby message reserved word 0x{:x} is not 0", get_u32(buf + 12));
+  out.index = get_u16(buf + 12);
+  out.count = get_u16(buf + 14);
+  if (out.count > kMaxLinks || (out.count != 0 && out.index >= out.count))
+    return err.set(DS4TP_EPROTO, "standby message names link {} of {}", out.index, out.count);
   out.ok = status == 0;
   out.cookie = get_u64(buf + 16);
   if (!get_reason(buf + 24, kStandbyBytes - 24, out.reason))
@@ -96,6 +99,40 @@ int decode_resume(const uint8_t *buf, size_t len, Resume &out, Error &err) {
                    out.in_flight.kind, out.done.kind);
   if (!get_reason(buf + 72, kResumeBytes - 72, out.reason))
     return err.set(DS4TP_EPROTO, "resume message reason is not NUL-terminated text");
+  return DS4TP_OK;
+}
+
+void encode_rail_plan(const RailPlan &p, uint8_t out[kRailPlanBytes]) {
+  std::memset(out, 0, kRailPlanBytes);
+  put_u32(out, kRailPlanMagic);
+  put_u16(out + 4, p.links);
+  put_u16(out + 6, p.row_link);
+  for (int i = 0; i < kMaxLinks; i++) {
+    put_u16(out + 8 + 2 * i, p.share[i]);
+    put_u32(out + 24 + 4 * i, p.mbit[i]);
+  }
+}
+
+int decode_rail_plan(const uint8_t *buf, size_t len, RailPlan &out, Error &err) {
+  if (len < kRailPlanBytes)
+    return err.set(DS4TP_EPROTO, "rail plan truncated: {} of {} bytes", len, kRailPlanBytes);
+  if (get_u32(buf) != kRailPlanMagic)
+    return err.set(DS4TP_EPROTO, "bad rail plan magic 0x{:08x} (want 0x{:08x})", get_u32(buf),
+                   kRailPlanMagic);
+  out.links = get_u16(buf + 4);
+  out.row_link = get_u16(buf + 6);
+  if (out.links < 2 || out.links > kMaxLinks || out.row_link >= out.links)
+    return err.set(DS4TP_EPROTO, "rail plan names {} links, row link {}", out.links, out.row_link);
+  uint32_t sum = 0;
+  for (int i = 0; i < kMaxLinks; i++) {
+    out.share[i] = get_u16(buf + 8 + 2 * i);
+    out.mbit[i] = get_u32(buf + 24 + 4 * i);
+    if (i >= out.links && (out.share[i] != 0 || out.mbit[i] != 0))
+      return err.set(DS4TP_EPROTO, "rail plan fills link {} of {}", i, out.links);
+    sum += out.share[i];
+  }
+  if (sum != 1000) return err.set(DS4TP_EPROTO, "rail plan shares sum to {}, not 1000", sum);
+  if (get_u64(buf + 56) != 0) return err.set(DS4TP_EPROTO, "rail plan padding is not zero");
   return DS4TP_OK;
 }
 

@@ -1,14 +1,16 @@
-// The failover messages (docs/PROTOCOL.md, "Failover"). Pure code: no I/O.
+// The messages that open a pair's extra tcp links (its standby link, its
+// rails) and resume on them (docs/PROTOCOL.md section 6). Pure code: no I/O.
 //
-// Standby set-up, right after the primary transport's set-up, only when
-// both hellos carry kCapStandby: four 128-byte messages
-//   u32 magic "D4SB" | u16 kind | u16 port | u32 status | u32 reserved |
-//   u64 cookie | 104 bytes reason (NUL-padded)
-//   1 offer  (leader, data connection): "dial me at PORT", or status 1
-//            and why not;
+// Link set-up, right after the transport's set-up, on the data
+// connection and the new links: 256-byte messages
+//   u32 magic "D4SB" | u16 kind | u16 port | u32 status | u16 index |
+//   u16 count | u64 cookie | 232 bytes reason (NUL-padded)
+//   1 offer  (leader, data connection): "dial me at PORT" for `count`
+//            links, or status 1 and why not;
 //   2 dialed (worker, data connection): "I connected", or status 1 and why not;
-//   3 proof  (worker, standby link): the pair cookie;
-//   4 ack    (leader, standby link): "the standby link is this pair's".
+//   3 proof  (worker, each new link): the pair cookie and the link's index;
+//   4 ack    (leader, data connection): "the links are this pair's", or
+//            status 1 and why not (rails reached in another order).
 //
 // Resume, the first bytes on the standby link once a rank gave up on the
 // primary, 256 bytes:
@@ -30,9 +32,9 @@ namespace ds4tp::wire {
 
 constexpr uint32_t kStandbyMagic = 0x42533444u;  // "D4SB"
 constexpr uint32_t kResumeMagic = 0x53523444u;   // "D4RS"
-constexpr size_t kStandbyBytes = 128;
+constexpr size_t kStandbyBytes = 256;
 constexpr size_t kResumeBytes = 256;
-constexpr size_t kStandbyReasonMax = 103;  // + NUL
+constexpr size_t kStandbyReasonMax = 231;  // + NUL
 constexpr size_t kResumeReasonMax = 183;
 constexpr uint16_t kResumeVersion = 1;
 
@@ -42,9 +44,31 @@ struct StandbyMsg {
   uint16_t kind = 0;
   uint16_t port = 0;
   bool ok = true;
+  uint16_t index = 0;  // proof: which link this is
+  uint16_t count = 0;  // offer: how many links
   uint64_t cookie = 0;
   std::string reason;  // why not (status 1)
 };
+
+// The leader's plan for a pair's rails (tcp links beside the data
+// connection, link 0): which link carries row and batch gates, and each
+// link's share of a big gate in thousandths, from what it measured.
+// 64 bytes: u32 magic "D4RP" | u16 links (2..8) | u16 row link |
+// u16 share[8] (the first `links` sum to 1000, the rest 0) | u32 rate in
+// Mbit/s [8] (what was measured, for the worker's log) | 8 bytes zero.
+constexpr uint32_t kRailPlanMagic = 0x50523444u;  // "D4RP"
+constexpr size_t kRailPlanBytes = 64;
+constexpr int kMaxLinks = 8;
+struct RailPlan {
+  uint16_t links = 0;
+  uint16_t row_link = 0;
+  uint16_t share[kMaxLinks] = {};
+  uint32_t mbit[kMaxLinks] = {};
+};
+void encode_rail_plan(const RailPlan &p, uint8_t out[kRailPlanBytes]);
+// EPROTO for a short buffer, a bad magic, a link count outside 2..8, a row
+// link outside them, shares that do not sum to 1000, or nonzero padding.
+int decode_rail_plan(const uint8_t *buf, size_t len, RailPlan &out, Error &err);
 
 struct Resume {
   GateHeader in_flight;  // the gate this rank is in

@@ -67,6 +67,9 @@ enum : uint32_t {
   // Not a transport: the rank opens a standby tcp link beside an rdma or
   // shm transport when the peer offers it too (transport/standby.hpp).
   kCapStandby = 1u << 8,
+  // The rank was given rails (tcp links to stripe big gates over): both
+  // ranks must be, or neither.
+  kCapRails = 1u << 9,
 };
 
 struct Identity {

@@ -82,6 +82,7 @@ static void print_layout(void) {
   FIELD(ds4tp_options, peer_silence_ms);
   FIELD(ds4tp_options, peer_arrival_timeout_ms);
   FIELD(ds4tp_options, failover);
+  FIELD(ds4tp_options, rails);
 
   SIZE(ds4tp_identity);
   FIELD(ds4tp_identity, size);

@@ -1,6 +1,6 @@
-// The failover messages (wire/failover.hpp): a standby set-up message or a
-// resume message, by the first bytes' magic; what decodes encodes back to
-// the same bytes.
+// The messages of a pair's extra links (wire/failover.hpp): a link set-up
+// message, a resume message or a rail plan, by the first bytes' magic;
+// what decodes encodes back to the same bytes.
 #include "fuzz/fuzz.hpp"
 
 #include <cstring>
@@ -28,6 +28,18 @@ int failover(const uint8_t *d, size_t n) {
     std::memset(want + 8 + 6, 0, 2);
     std::memset(want + 40 + 6, 0, 2);
     FUZZ_CHECK(std::memcmp(again, want, sizeof want) == 0);
+    return 0;
+  }
+  if (n >= 4 && get_u32(d) == kRailPlanMagic) {
+    RailPlan p;
+    if (decode_rail_plan(d, n, p, err) != DS4TP_OK) {
+      FUZZ_CHECK(err.code == DS4TP_EPROTO && !err.message.empty());
+      return 0;
+    }
+    FUZZ_CHECK(p.links >= 2 && p.links <= kMaxLinks && p.row_link < p.links);
+    uint8_t again[kRailPlanBytes];
+    encode_rail_plan(p, again);
+    FUZZ_CHECK(std::memcmp(again, d, sizeof again) == 0);
     return 0;
   }
   StandbyMsg m;
@@ -69,6 +81,16 @@ std::vector<Bytes> failover_seeds() {
   Bytes b(kResumeBytes);
   encode_resume(r, b.data());
   out.push_back(b);
+  RailPlan plan;
+  plan.links = 2;
+  plan.row_link = 0;
+  plan.share[0] = 667;
+  plan.share[1] = 333;
+  plan.mbit[0] = 400;
+  plan.mbit[1] = 200;
+  Bytes pb(kRailPlanBytes);
+  encode_rail_plan(plan, pb.data());
+  out.push_back(pb);
   Resume first;
   first.in_flight = {uint16_t(GateKind::Big), 5, 0, 1, 1u << 20};
   encode_resume(first, b.data());

@@ -29,6 +29,7 @@ struct Args {
   std::string trace;      // write a Chrome/Perfetto trace here
   bool failover = true;   // a standby tcp link beside rdma or shm
   uint64_t fail_after = 0;  // test: give the primary up after this many row gates
+  std::string rails;        // the leader's addresses of more tcp links, comma-separated
 };
 
 struct IdentitySpec {

@@ -44,6 +44,8 @@ void usage(FILE *f) {
                "  --big BYTES         big-gate payload each way (default 8 MiB, 0 = skip)\n"
                "  --metrics           print the Prometheus text of the pair's stats after the run\n"
                "  --no-failover       no standby tcp link beside rdma or shm\n"
+               "  --rail ADDR         (tcp) one more link, to the leader's ADDR; repeat for more;\n"
+               "                      both hosts list the same, in the same order\n"
                "  --fail-primary-after N   (a test) give the primary link up after N row gates:\n"
                "                      both links are measured, and the failover is timed\n"
                "  --trace PATH        write a Chrome/Perfetto trace of the run (%%r = rank)\n"
@@ -148,6 +150,9 @@ int parse_args(int argc, char **argv, Args &a, std::string &err) {
       if (o == "--count") a.count = n;
       if (o == "--big") a.big = n;
       if (o == "--timeout") a.timeout_s = int(std::min<uint64_t>(n, 86400));
+    } else if (o == "--rail") {
+      if (!val(v)) return -1;
+      a.rails += (a.rails.empty() ? "" : ",") + v;
     } else if (o == "--no-failover") {
       a.failover = false;
     } else if (o == "--fail-primary-after") {

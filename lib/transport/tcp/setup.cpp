@@ -1,8 +1,14 @@
-// The tcp descriptor: always available, nothing to set up; the data
-// connection bring-up opened is the transport, and a group's links are
-// its mesh.
+// The tcp descriptor: always available; the data connection bring-up
+// opened is the transport (with rails: they open beside it, are measured,
+// and big gates stripe over all of them), and a group's links are its mesh.
+#include <algorithm>
+
+#include "common/clock.hpp"
 #include "transport/descriptor.hpp"
+#include "transport/standby.hpp"
 #include "transport/tcp/mesh.hpp"
+#include "transport/tcp/rails.hpp"
+#include "transport/tcp/striped.hpp"
 #include "transport/tcp/transport.hpp"
 #include "wire/hello.hpp"
 
@@ -15,13 +21,49 @@ void tcp_available(const Query &, Availability &out) {
   out.why = "always available";
 }
 
-int tcp_setup(Connection &, const Availability &, std::unique_ptr<State> &, std::string &,
-              Error &) {
+// The rails, open and measured.
+struct Rails : State {
+  std::vector<net::Fd> links;  // link 1.. (link 0 is the data connection)
+  wire::RailPlan plan;
+};
+
+int tcp_setup(Connection &c, const Availability &, std::unique_ptr<State> &prepared,
+              std::string &, Error &err) {
+  if (c.rails.empty()) return DS4TP_OK;
+  StandbySetup s;
+  s.data_fd = c.data.get();
+  s.rank = c.rank;
+  s.cookie = c.cookie;
+  s.deadline_ns = std::max(c.deadline_ns, now_ns() + c.frame_timeout_ns);
+  s.log = c.log;
+  s.rails = c.rails;
+  auto r = std::make_unique<Rails>();
+  std::string why_not;
+  if (int rc = open_links(s, r->links, why_not, err)) return rc;
+  if (r->links.empty()) return err.set(DS4TP_EUNSUPPORTED, "rails: {}", why_not);
+  std::vector<int> fds{c.data.get()};
+  for (auto &l : r->links) fds.push_back(l.get());
+  if (int rc = tcp::plan_rails(c.rank, fds, s.deadline_ns, r->plan, err)) return rc;
+  std::string split;
+  for (int k = 0; k < r->plan.links; k++)
+    split += fmt::format("{}link {} {} Mbit/s {}/1000", k ? ", " : "", k, r->plan.mbit[k],
+                         r->plan.share[k]);
+  c.log.info("rails: {} links ({}); big gates of {} KiB or more split in those shares, row "
+             "gates on link {}",
+             r->plan.links, split, tcp::kStripeMinBytes / 1024, r->plan.row_link);
+  prepared = std::move(r);
   return DS4TP_OK;
 }
 
-std::unique_ptr<Transport> tcp_make(Connection &c, std::unique_ptr<State>) {
+std::unique_ptr<Transport> tcp_make(Connection &c, std::unique_ptr<State> prepared) {
   const char *bad = nullptr;
+  if (auto *r = dynamic_cast<Rails *>(prepared.get())) {
+    std::vector<net::Fd> links;
+    links.push_back(std::move(c.data));
+    for (auto &l : r->links) links.push_back(std::move(l));
+    tcp::BigPlan big = tcp::choose_big_plan(links[r->plan.row_link].get(), c.rank, bad);
+    return tcp::make_striped_transport(std::move(links), r->plan, c.data_config, big);
+  }
   tcp::BigPlan big = tcp::choose_big_plan(c.data.get(), c.rank, bad);
   if (bad != nullptr)
     c.log.warn("DS4TP_BIG_GATE={} is not duplex, alternate or auto: using auto", bad);

@@ -109,6 +109,7 @@ class Options(_Struct):
         ("peer_silence_ms", c_int32),
         ("peer_arrival_timeout_ms", c_int32),
         ("failover", c_int32),
+        ("rails", c_char_p),
     ]
 
     @classmethod

@@ -218,6 +218,9 @@ pub struct ds4tp_options {
     pub peer_arrival_timeout_ms: i32,
     /// 1 (default): a standby tcp link beside rdma or shm, taken when the primary fails; 0: off.
     pub failover: i32,
+    /// The leader's IPv4 addresses of more tcp links ("10.0.2.1,10.0.3.1") a tcp pair
+    /// stripes its big gates over; NULL = none.
+    pub rails: *const c_char,
 }
 
 extern "C" {

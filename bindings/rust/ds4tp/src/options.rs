@@ -70,6 +70,9 @@ pub struct Options {
     /// A standby tcp link beside an rdma or shm transport, taken when the
     /// primary fails mid-gate (default true).
     pub failover: bool,
+    /// The leader's IPv4 addresses of more tcp links a tcp pair stripes
+    /// its big gates over, the same list on both ranks (None: none).
+    pub rails: Option<String>,
 }
 
 /// `peer_arrival_timeout_ms`: no limit while the peer is alive.
@@ -109,6 +112,7 @@ impl Default for Options {
             peer_silence_ms: c.peer_silence_ms,
             peer_arrival_timeout_ms: c.peer_arrival_timeout_ms,
             failover: c.failover != 0,
+            rails: None,
         }
     }
 }
@@ -203,6 +207,9 @@ impl Options {
         c.rdma_gid_index = self.rdma_gid_index;
         if let Some(file) = &self.psk_file {
             c.psk_file = keep(file, "psk_file")?;
+        }
+        if let Some(list) = &self.rails {
+            c.rails = keep(list, "rails")?;
         }
         let psk = self.psk.clone();
         if let Some(key) = &psk {

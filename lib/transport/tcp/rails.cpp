@@ -1,0 +1,89 @@
+#include "transport/tcp/rails.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "net/socket.hpp"
+
+namespace ds4tp::tcp {
+namespace {
+
+constexpr int kPings = 4;
+constexpr size_t kPingBytes = 32;
+
+int leader_measure(int fd, uint64_t deadline, uint64_t &rtt_ns, uint32_t &mbit, Error &err) {
+  uint8_t ping[kPingBytes] = {'D', '4', 'P', 'G'};
+  rtt_ns = UINT64_MAX;
+  for (int i = 0; i < kPings; i++) {
+    const uint64_t t0 = now_ns();
+    if (int rc = net::write_all(fd, ping, sizeof ping, deadline, "rail ping", err)) return rc;
+    if (int rc = net::read_exact(fd, ping, sizeof ping, deadline, "rail ping", err)) return rc;
+    rtt_ns = std::min(rtt_ns, now_ns() - t0);
+  }
+  std::vector<uint8_t> sample(kRailSampleBytes, 0x5a);
+  const uint64_t t0 = now_ns();
+  if (int rc = net::write_all(fd, sample.data(), sample.size(), deadline, "rail sample", err))
+    return rc;
+  if (int rc = net::read_exact(fd, ping, sizeof ping, deadline, "rail sample", err)) return rc;
+  const uint64_t ns = std::max<uint64_t>(now_ns() - t0, 1000);
+  mbit = uint32_t(std::max<uint64_t>(1, kRailSampleBytes * 8 * 1000 / ns));  // bits/us = Mbit/s
+  return DS4TP_OK;
+}
+
+int worker_echo(int fd, uint64_t deadline, Error &err) {
+  uint8_t ping[kPingBytes];
+  for (int i = 0; i < kPings; i++) {
+    if (int rc = net::read_exact(fd, ping, sizeof ping, deadline, "rail ping", err)) return rc;
+    if (int rc = net::write_all(fd, ping, sizeof ping, deadline, "rail ping", err)) return rc;
+  }
+  std::vector<uint8_t> sample(kRailSampleBytes);
+  if (int rc = net::read_exact(fd, sample.data(), sample.size(), deadline, "rail sample", err))
+    return rc;
+  return net::write_all(fd, ping, sizeof ping, deadline, "rail sample", err);
+}
+
+}  // namespace
+
+void share_rails(const uint32_t *mbit, const uint64_t *rtt_ns, int links, wire::RailPlan &plan) {
+  plan = wire::RailPlan{};
+  plan.links = uint16_t(links);
+  uint64_t total = 0;
+  for (int k = 0; k < links; k++) total += std::max<uint32_t>(mbit[k], 1);
+  int left = 1000, best = 0;
+  for (int k = 0; k < links; k++) {
+    plan.mbit[k] = mbit[k];
+    const int share = std::max(1, int(uint64_t(std::max<uint32_t>(mbit[k], 1)) * 1000 / total));
+    plan.share[k] = uint16_t(share);
+    left -= share;
+    if (rtt_ns[k] < rtt_ns[best]) best = k;
+  }
+  // Rounding's remainder (either way) goes to the fastest link.
+  int fastest = int(std::max_element(mbit, mbit + links) - mbit);
+  plan.share[fastest] = uint16_t(int(plan.share[fastest]) + left);
+  plan.row_link = uint16_t(best);
+}
+
+int plan_rails(int rank, const std::vector<int> &fds, uint64_t deadline, wire::RailPlan &plan,
+               Error &err) {
+  const int links = int(fds.size());
+  uint8_t b[wire::kRailPlanBytes];
+  if (rank != 0) {
+    for (int fd : fds)
+      if (int rc = worker_echo(fd, deadline, err)) return rc;
+    if (int rc = net::read_exact(fds[0], b, sizeof b, deadline, "rail plan", err)) return rc;
+    if (int rc = wire::decode_rail_plan(b, sizeof b, plan, err)) return rc;
+    if (plan.links != links)
+      return err.set(DS4TP_EPROTO, "rail plan for {} links, this worker has {}", plan.links, links);
+    return DS4TP_OK;
+  }
+  uint64_t rtt[wire::kMaxLinks] = {};
+  uint32_t mbit[wire::kMaxLinks] = {};
+  for (int k = 0; k < links; k++)
+    if (int rc = leader_measure(fds[size_t(k)], deadline, rtt[k], mbit[k], err)) return rc;
+  share_rails(mbit, rtt, links, plan);
+  wire::encode_rail_plan(plan, b);
+  return net::write_all(fds[0], b, sizeof b, deadline, "rail plan", err);
+}
+
+}  // namespace ds4tp::tcp

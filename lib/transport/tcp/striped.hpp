@@ -1,0 +1,32 @@
+// A tcp pair over rails (rails.hpp): row and batch gates on the plan's row
+// link, as the tcp transport runs them; each big gate split across every
+// link by the plan's shares, all links moving at once, each share a gate
+// stream of its own (its gate header's aux is the link's index, its bytes
+// the share's), so a share that arrives on the wrong link is EDESYNC.
+// Big gates under kStripeMinBytes stay on the row link: splitting them
+// costs more round trips than it saves.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "net/socket.hpp"
+#include "transport/tcp/big_exchange.hpp"
+#include "transport/transport.hpp"
+#include "wire/failover.hpp"
+
+namespace ds4tp::tcp {
+
+constexpr uint64_t kStripeMinBytes = 1u << 20;
+
+// Takes the links (links[k]: link k of the plan, 0 the data connection).
+std::unique_ptr<Transport> make_striped_transport(std::vector<net::Fd> links,
+                                                  const wire::RailPlan &plan,
+                                                  const DataConfig &cfg, const BigPlan &big);
+
+// The byte range of link k's share of a `bytes` big gate: shares rounded
+// down to 4 KiB, the remainder to the last link with a share. Pure.
+void stripe_range(const wire::RailPlan &plan, uint64_t bytes, int k, uint64_t &offset,
+                  uint64_t &length);
+
+}  // namespace ds4tp::tcp

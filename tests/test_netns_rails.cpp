@@ -1,0 +1,199 @@
+// Rails between two network namespaces joined by two veth pairs, each
+// shaped by tc tbf to its own rate: a tcp pair given the second link as
+// a rail measures both, splits big gates in proportion (the faster link
+// takes the larger share), and every payload arrives bit for bit; its
+// "rails-summary:" line gives the striped rate against the two links'
+// (bench/README.md reports it; no speed is asserted here). Ranks that
+// list their rails in another order fail bring-up naming the crossing.
+// Skips (printing "ds4tp-skip:") where namespaces, `ip` or `tc` are not
+// available.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "support/netns.hpp"
+#include "support/procs.hpp"
+#include "support/ranks.hpp"
+
+using namespace ds4tp::test;
+
+namespace {
+
+constexpr int kFastMbit = 400, kSlowMbit = 200;
+constexpr uint64_t kBigBytes = 16u << 20;
+
+std::string g_rails_line;
+void keep_rails_line(void *, int, const char *msg) {
+  if (std::strstr(msg, "rails:") != nullptr) g_rails_line = msg;
+}
+
+// A rank in its own namespace: READY(0) once unshared; after the go
+// byte, pairs over tcp with `rails` and runs three big gates, each
+// checked bit for bit. RESULT: rc, value = the best big gate's Mbit/s
+// per direction, msg = its "rails:" log line or the error.
+int ns_rank(int fd, int go_fd, int role, const char *rails) {
+  if (unshare(CLONE_NEWNET) != 0) {
+    send_report(fd, kReportResult, 0, 77);
+    return 0;
+  }
+  send_report(fd, kReportReady, 0);
+  if (!await_go(go_fd)) return 0;
+  ds4tp_options o = rank_options(role, 7081);
+  o.transport = DS4TP_TRANSPORT_TCP;
+  o.listen_host = "10.78.1.1";
+  o.leader_host = "10.78.1.1";
+  o.connect_timeout_ms = 10000;
+  o.big_gate_timeout_ms = 20000;
+  o.rails = rails;
+  o.log_fn = keep_rails_line;
+  o.log_level = DS4TP_LOG_INFO;
+  ds4tp_identity id = small_identity(4, 1024);
+  ds4tp_pair *tp = nullptr;
+  int rc = ds4tp_new(&tp, &o, &id);
+  if (rc == 0) rc = ds4tp_connect(tp);
+  if (rc == 0) rc = ds4tp_attach_slab(tp, nullptr, 0);
+  double best = 0;
+  const int rank = role == DS4TP_ROLE_LEADER ? 0 : 1;
+  std::vector<uint32_t> out(kBigBytes / 4), in(kBigBytes / 4);
+  for (uint64_t seq = 1; rc == 0 && seq <= 3; seq++) {
+    for (size_t i = 0; i < out.size(); i++) out[i] = uint32_t(i * 2654435761u + seq) ^ uint32_t(rank);
+    const uint64_t t0 = mono_ns();
+    rc = ds4tp_big_gate_exchange(tp, 1, seq, out.data(), in.data(), kBigBytes);
+    const double s = double(mono_ns() - t0) / 1e9;
+    for (size_t i = 0; rc == 0 && i < in.size(); i++)
+      CHILD_EXPECT(in[i] == (uint32_t(i * 2654435761u + seq) ^ uint32_t(1 - rank)), tp,
+                   "big seq %llu word %zu", (unsigned long long)seq, i);
+    if (rc == 0) best = std::max(best, double(kBigBytes) * 8 / s / 1e6);
+  }
+  // Neither rank leaves while the other still reads its last bytes.
+  if (rc == 0 && final_barrier(tp) != 0) rc = DS4TP_EIO;
+  Report r;
+  r.kind = kReportResult;
+  r.rc = rc;
+  r.value = int64_t(best);
+  r.t_ns = mono_ns();
+  std::snprintf(r.msg, sizeof r.msg, "%s",
+                rc == 0 ? g_rails_line.c_str() : tp ? ds4tp_errmsg(tp) : ds4tp_last_error());
+  (void)!write(fd, &r, sizeof r);
+  ds4tp_free(tp);
+  return 0;
+}
+
+struct Ranks {
+  int go_l[2] = {-1, -1}, go_w[2] = {-1, -1};
+  Child leader, worker;
+  std::string skipped;
+
+  Ranks(const char *leader_rails, const char *worker_rails) {
+    REQUIRE(pipe(go_l) == 0);
+    REQUIRE(pipe(go_w) == 0);
+    leader = Child::spawn(
+        [&](int fd) { return ns_rank(fd, go_l[0], DS4TP_ROLE_LEADER, leader_rails); }, "leader");
+    worker = Child::spawn(
+        [&](int fd) { return ns_rank(fd, go_w[0], DS4TP_ROLE_WORKER, worker_rails); }, "worker");
+    close(go_l[0]);
+    close(go_w[0]);
+    Report rl, rw;
+    if (!(leader.next(rl, 5000) && worker.next(rw, 5000) && rl.kind == kReportReady &&
+          rw.kind == kReportReady)) {
+      skipped = "cannot create network namespaces here (unshare(CLONE_NEWNET) refused)";
+      return;
+    }
+    const pid_t pl = leader.pid(), pw = worker.pid();
+    const std::string p = std::to_string(pl);
+    // Link 1: 10.78.1.0/24, the fast one (bring-up); link 2: 10.78.2.0/24.
+    const std::string a_l = "ra" + p + "l", a_w = "ra" + p + "w", b_l = "rb" + p + "l",
+                      b_w = "rb" + p + "w";
+    if (!veth_between(pl, a_l, "10.78.1.1", pw, a_w, "10.78.1.2") ||
+        !veth_between(pl, b_l, "10.78.2.1", pw, b_w, "10.78.2.2")) {
+      skipped = "cannot make veth pairs between namespaces (needs `ip`, `nsenter`, CAP_NET_ADMIN)";
+      return;
+    }
+    auto shape = [](pid_t pid, const std::string &dev, int mbit) {
+      return run_cmd(in_ns(pid, {"tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+                                 std::to_string(mbit) + "mbit", "burst", "256kb", "latency",
+                                 "20ms"})) == 0;
+    };
+    if (!shape(pl, a_l, kFastMbit) || !shape(pw, a_w, kFastMbit) || !shape(pl, b_l, kSlowMbit) ||
+        !shape(pw, b_w, kSlowMbit))
+      skipped = "cannot shape the veth links (needs `tc` with tbf)";
+  }
+  void go() {
+    (void)!write(go_l[1], "g", 1);
+    (void)!write(go_w[1], "g", 1);
+  }
+  ~Ranks() {
+    leader.signal(SIGKILL);
+    worker.signal(SIGKILL);
+    leader.reap(2000);
+    worker.reap(2000);
+    close(go_l[1]);
+    close(go_w[1]);
+  }
+};
+
+// "link K <rate> Mbit/s <share>/1000" from a rails: log line; -1 when absent.
+int share_of(const char *line, int k) {
+  const std::string key = "link " + std::to_string(k) + " ";
+  const char *at = std::strstr(line, key.c_str());
+  if (at == nullptr) return -1;
+  unsigned mbit = 0;
+  int share = -1;
+  return std::sscanf(at + key.size(), "%u Mbit/s %d/1000", &mbit, &share) == 2 ? share : -1;
+}
+
+}  // namespace
+
+TEST_CASE("netns rails: big gates split over two links of different rates, bit for bit") {
+  Ranks r("10.78.2.1", "10.78.2.1");
+  if (!r.skipped.empty()) {
+    std::printf("ds4tp-skip: %s\n", r.skipped.c_str());
+    return;
+  }
+  r.go();
+  Report rl, rw;
+  const bool gl = r.leader.next_of(kReportResult, rl, 60000);
+  const bool gw = r.worker.next_of(kReportResult, rw, 60000);
+  INFO("leader: " << rl.msg << "\n" << r.leader.failures() << "worker: " << rw.msg << "\n"
+                  << r.worker.failures());
+  REQUIRE(gl);
+  REQUIRE(gw);
+  REQUIRE(rl.rc == 0);
+  REQUIRE(rw.rc == 0);
+  // Both ranks split alike: the leader's plan, in both logs.
+  CHECK(std::strcmp(rl.msg, rw.msg) == 0);
+  const int fast = share_of(rl.msg, 0), slow = share_of(rl.msg, 1);
+  CHECK(fast > slow);
+  CHECK(slow > 0);
+  std::printf("rails-summary: links of %d and %d Mbit/s, shares %d/%d per mille: striped big "
+              "gate (16 MiB) %lld Mbit/s per direction, %.2f of the sum\n",
+              kFastMbit, kSlowMbit, fast, slow, (long long)std::min(rl.value, rw.value),
+              double(std::min(rl.value, rw.value)) / (kFastMbit + kSlowMbit));
+}
+
+TEST_CASE("netns rails: ranks that list their rails in another order fail, naming it") {
+  Ranks r("10.78.1.1,10.78.2.1", "10.78.2.1,10.78.1.1");
+  if (!r.skipped.empty()) {
+    std::printf("ds4tp-skip: %s\n", r.skipped.c_str());
+    return;
+  }
+  r.go();
+  Report rl, rw;
+  const bool gl = r.leader.next_of(kReportResult, rl, 20000);
+  const bool gw = r.worker.next_of(kReportResult, rw, 20000);
+  INFO("leader: " << rl.msg << "\n" << "worker: " << rw.msg);
+  REQUIRE(gl);
+  REQUIRE(gw);
+  CHECK(rl.rc == DS4TP_EUNSUPPORTED);
+  CHECK(rw.rc == DS4TP_EUNSUPPORTED);
+  CHECK(std::strstr(rl.msg, "the worker's rail 0 reached this leader's rail 1 (10.78.2.1)"));
+  CHECK(std::strstr(rw.msg, "the ranks list their rails in another order (crossed)"));
+}
