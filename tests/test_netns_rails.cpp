@@ -30,16 +30,19 @@ namespace {
 constexpr int kFastMbit = 400, kSlowMbit = 200;
 constexpr uint64_t kBigBytes = 16u << 20;
 
-std::string g_rails_line;
+std::string g_rails_line, g_lost_line;
 void keep_rails_line(void *, int, const char *msg) {
-  if (std::strstr(msg, "rails:") != nullptr) g_rails_line = msg;
+  if (std::strstr(msg, "rails:") == nullptr) return;
+  if (std::strstr(msg, " lost ") != nullptr) g_lost_line = msg;
+  else if (g_rails_line.empty()) g_rails_line = msg;
 }
 
 // A rank in its own namespace: READY(0) once unshared; after the go
-// byte, pairs over tcp with `rails` and runs three big gates, each
-// checked bit for bit. RESULT: rc, value = the best big gate's Mbit/s
-// per direction, msg = its "rails:" log line or the error.
-int ns_rank(int fd, int go_fd, int role, const char *rails) {
+// byte, pairs over tcp with `rails` and runs `gates` big gates, each
+// checked bit for bit, with READY(1) after the second. RESULT: rc, value =
+// the best big gate's Mbit/s per direction, msg = its "rails:" log line
+// (and the lost link's, if one was lost) or the error.
+int ns_rank(int fd, int go_fd, int role, const char *rails, int gates = 3) {
   if (unshare(CLONE_NEWNET) != 0) {
     send_report(fd, kReportResult, 0, 77);
     return 0;
@@ -63,7 +66,7 @@ int ns_rank(int fd, int go_fd, int role, const char *rails) {
   double best = 0;
   const int rank = role == DS4TP_ROLE_LEADER ? 0 : 1;
   std::vector<uint32_t> out(kBigBytes / 4), in(kBigBytes / 4);
-  for (uint64_t seq = 1; rc == 0 && seq <= 3; seq++) {
+  for (uint64_t seq = 1; rc == 0 && seq <= uint64_t(gates); seq++) {
     for (size_t i = 0; i < out.size(); i++) out[i] = uint32_t(i * 2654435761u + seq) ^ uint32_t(rank);
     const uint64_t t0 = mono_ns();
     rc = ds4tp_big_gate_exchange(tp, 1, seq, out.data(), in.data(), kBigBytes);
@@ -72,6 +75,7 @@ int ns_rank(int fd, int go_fd, int role, const char *rails) {
       CHILD_EXPECT(in[i] == (uint32_t(i * 2654435761u + seq) ^ uint32_t(1 - rank)), tp,
                    "big seq %llu word %zu", (unsigned long long)seq, i);
     if (rc == 0) best = std::max(best, double(kBigBytes) * 8 / s / 1e6);
+    if (seq == 2) send_report(fd, kReportReady, 1);
   }
   // Neither rank leaves while the other still reads its last bytes.
   if (rc == 0 && final_barrier(tp) != 0) rc = DS4TP_EIO;
@@ -80,8 +84,9 @@ int ns_rank(int fd, int go_fd, int role, const char *rails) {
   r.rc = rc;
   r.value = int64_t(best);
   r.t_ns = mono_ns();
-  std::snprintf(r.msg, sizeof r.msg, "%s",
-                rc == 0 ? g_rails_line.c_str() : tp ? ds4tp_errmsg(tp) : ds4tp_last_error());
+  std::snprintf(r.msg, sizeof r.msg, "%s%s%s",
+                rc == 0 ? g_rails_line.c_str() : tp ? ds4tp_errmsg(tp) : ds4tp_last_error(),
+                g_lost_line.empty() ? "" : " | ", g_lost_line.c_str());
   (void)!write(fd, &r, sizeof r);
   ds4tp_free(tp);
   return 0;
@@ -92,13 +97,17 @@ struct Ranks {
   Child leader, worker;
   std::string skipped;
 
-  Ranks(const char *leader_rails, const char *worker_rails) {
+  std::string rail_dev;  // the leader's end of the rail's veth
+
+  Ranks(const char *leader_rails, const char *worker_rails, int gates = 3) {
     REQUIRE(pipe(go_l) == 0);
     REQUIRE(pipe(go_w) == 0);
     leader = Child::spawn(
-        [&](int fd) { return ns_rank(fd, go_l[0], DS4TP_ROLE_LEADER, leader_rails); }, "leader");
+        [&](int fd) { return ns_rank(fd, go_l[0], DS4TP_ROLE_LEADER, leader_rails, gates); },
+        "leader");
     worker = Child::spawn(
-        [&](int fd) { return ns_rank(fd, go_w[0], DS4TP_ROLE_WORKER, worker_rails); }, "worker");
+        [&](int fd) { return ns_rank(fd, go_w[0], DS4TP_ROLE_WORKER, worker_rails, gates); },
+        "worker");
     close(go_l[0]);
     close(go_w[0]);
     Report rl, rw;
@@ -112,6 +121,7 @@ struct Ranks {
     // Link 1: 10.78.1.0/24, the fast one (bring-up); link 2: 10.78.2.0/24.
     const std::string a_l = "ra" + p + "l", a_w = "ra" + p + "w", b_l = "rb" + p + "l",
                       b_w = "rb" + p + "w";
+    rail_dev = b_l;
     if (!veth_between(pl, a_l, "10.78.1.1", pw, a_w, "10.78.1.2") ||
         !veth_between(pl, b_l, "10.78.2.1", pw, b_w, "10.78.2.2")) {
       skipped = "cannot make veth pairs between namespaces (needs `ip`, `nsenter`, CAP_NET_ADMIN)";
@@ -196,4 +206,28 @@ TEST_CASE("netns rails: ranks that list their rails in another order fail, namin
   CHECK(rw.rc == DS4TP_EUNSUPPORTED);
   CHECK(std::strstr(rl.msg, "the worker's rail 0 reached this leader's rail 1 (10.78.2.1)"));
   CHECK(std::strstr(rw.msg, "the ranks list their rails in another order (crossed)"));
+}
+
+TEST_CASE("netns rails: a rail cut mid big gates, the gate completes on the other link") {
+  Ranks r("10.78.2.1", "10.78.2.1", 8);
+  if (!r.skipped.empty()) {
+    std::printf("ds4tp-skip: %s\n", r.skipped.c_str());
+    return;
+  }
+  r.go();
+  Report rl, rw;
+  REQUIRE(r.leader.next_of(kReportReady, rl, 30000));  // two big gates done
+  REQUIRE(r.worker.next_of(kReportReady, rw, 30000));
+  // The rail's veth goes down under the third or fourth big gate.
+  REQUIRE(run_cmd(in_ns(r.leader.pid(), {"ip", "link", "set", r.rail_dev, "down"})) == 0);
+  const bool gl = r.leader.next_of(kReportResult, rl, 60000);
+  const bool gw = r.worker.next_of(kReportResult, rw, 60000);
+  INFO("leader: " << rl.msg << "\n" << r.leader.failures() << "worker: " << rw.msg << "\n"
+                  << r.worker.failures());
+  REQUIRE(gl);
+  REQUIRE(gw);
+  CHECK(rl.rc == 0);  // every big gate done, bit for bit
+  CHECK(rw.rc == 0);
+  CHECK(std::strstr(rl.msg, "rails: link 1 lost in a big gate, which completed over link 0"));
+  CHECK(std::strstr(rw.msg, "rails: link 1 lost in a big gate, which completed over link 0"));
 }

@@ -62,7 +62,7 @@ std::unique_ptr<Transport> tcp_make(Connection &c, std::unique_ptr<State> prepar
     links.push_back(std::move(c.data));
     for (auto &l : r->links) links.push_back(std::move(l));
     tcp::BigPlan big = tcp::choose_big_plan(links[r->plan.row_link].get(), c.rank, bad);
-    return tcp::make_striped_transport(std::move(links), r->plan, c.data_config, big);
+    return tcp::make_striped_transport(std::move(links), r->plan, c.data_config, big, c.log);
   }
   tcp::BigPlan big = tcp::choose_big_plan(c.data.get(), c.rank, bad);
   if (bad != nullptr)

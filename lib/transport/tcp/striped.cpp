@@ -1,6 +1,8 @@
 #include "transport/tcp/striped.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -35,8 +37,8 @@ using wire::GateKind;
 class StripedTransport final : public Transport {
  public:
   StripedTransport(std::vector<net::Fd> links, const wire::RailPlan &plan, const DataConfig &cfg,
-                   const BigPlan &big)
-      : plan_(plan), cfg_(cfg) {
+                   const BigPlan &big, const Logger &log)
+      : plan_(plan), cfg_(cfg), big_(big), log_(log) {
     for (auto &l : links) fds_.push_back(l.get());
     // The row link's socket goes to its tcp transport; the rest stay here.
     row_ = make_tcp_transport(std::move(links[plan.row_link]), cfg, big);
@@ -52,6 +54,8 @@ class StripedTransport final : public Transport {
 
   const char *name() const override { return "tcp"; }
   int attach(uint8_t *base, const slab::Layout &layout, Error &err) override {
+    base_ = base;
+    layout_ = layout;
     return row_->attach(base, layout, err);
   }
   void detach() override { row_->detach(); }
@@ -83,9 +87,32 @@ class StripedTransport final : public Transport {
  private:
   int striped(uint32_t layer, uint64_t seq, const uint8_t *out, uint8_t *in, uint64_t bytes,
               uint64_t started, Error &err);
+  // After a gate that recovered link k: later gates leave it out, its
+  // share going to link 0, and row gates move to link 0 if they ran on it.
+  void drop_link(int k) {
+    plan_.share[0] = uint16_t(plan_.share[0] + plan_.share[k]);
+    plan_.share[k] = 0;
+    dead_[k] = true;
+    ::shutdown(fds_[size_t(k)], SHUT_RDWR);
+    log_.warn("rails: link {} lost in a big gate, which completed over link 0; later big gates "
+              "split over the other links",
+              k);
+    if (k != plan_.row_link) return;
+    plan_.row_link = 0;
+    row_ = make_tcp_transport(net::Fd(::fcntl(fds_[0], F_DUPFD_CLOEXEC, 0)), cfg_, big_);
+    Error e;
+    if (base_ != nullptr && row_->attach(base_, layout_, e) != DS4TP_OK)
+      log_.warn("rails: row gates on link 0: {}", e.message);
+    log_.warn("rails: row and batch gates move to link 0");
+  }
 
   wire::RailPlan plan_;
   DataConfig cfg_;
+  BigPlan big_;
+  Logger log_;
+  bool dead_[wire::kMaxLinks] = {};
+  uint8_t *base_ = nullptr;
+  slab::Layout layout_;
   std::vector<int> fds_;  // by link; the row link's is row_'s
   std::unique_ptr<Transport> row_;
   std::vector<net::Fd> rest_;
@@ -93,65 +120,184 @@ class StripedTransport final : public Transport {
   os::SpinBudget budget_;
 };
 
+// Link 0 carries, after its share, the gate's control messages: gate
+// headers of the gate whose aux says what they are. kAck: "I have every
+// share"; kResend | k: "link k is lost; here is my share k again" (its
+// bytes follow). A gate is done on a rank once it has every share, sent
+// its own, acknowledged, and read the peer's acknowledgement after any
+// resend, so neither rank leaves a gate the other may still need.
+constexpr uint32_t kAck = 0xA0000000u, kResend = 0xB0000000u;
+
 int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, uint8_t *in,
                               uint64_t bytes, uint64_t started, Error &err) {
   const int n = plan_.links;
+  // Outbound segments of a link: its share, then (link 0) control messages.
+  struct Seg {
+    uint8_t hdr[wire::kGateHeaderBytes];
+    const uint8_t *body = nullptr;
+    uint64_t total = 0, sent = 0;
+  };
   struct Link {
     GateHeader mine;
-    uint8_t hdr[wire::kGateHeaderBytes];
-    uint64_t offset = 0, total = 0, sent = 0;
+    uint64_t offset = 0, length = 0;
+    Seg seg[4];
+    int segs = 1, at = 0;  // segments queued, the one being sent
+    uint64_t last = 0;     // last progress either way (ns)
+    bool dead = false;
   } links[wire::kMaxLinks];
-  // The receiving halves live apart: a GateInbound may point into itself.
   alignas(GateInbound) unsigned char rx_room[wire::kMaxLinks][sizeof(GateInbound)];
   GateInbound *rx[wire::kMaxLinks];
   for (int k = 0; k < n; k++) {
-    uint64_t length = 0;
-    stripe_range(plan_, bytes, k, links[k].offset, length);
-    links[k].mine = GateHeader{uint16_t(GateKind::Big), layer, uint32_t(k), seq, length};
-    wire::encode_gate_header(links[k].mine, links[k].hdr);
-    links[k].total = wire::kGateHeaderBytes + length;
-    rx[k] = new (rx_room[k]) GateInbound(links[k].mine, in + links[k].offset, links[k].total);
+    Link &l = links[k];
+    stripe_range(plan_, bytes, k, l.offset, l.length);
+    l.mine = GateHeader{uint16_t(GateKind::Big), layer, uint32_t(k), seq, l.length};
+    wire::encode_gate_header(l.mine, l.seg[0].hdr);
+    l.seg[0].body = out + l.offset;
+    l.seg[0].total = wire::kGateHeaderBytes + l.length;
+    l.last = started;
+    l.dead = dead_[k];
+    rx[k] = new (rx_room[k]) GateInbound(l.mine, in + l.offset, l.seg[0].total);
   }
+  auto queue = [&](uint32_t aux, const uint8_t *body, uint64_t len) {
+    Link &l = links[0];
+    Seg &s = l.seg[l.segs++];
+    wire::encode_gate_header({uint16_t(GateKind::Big), layer, aux, seq, len}, s.hdr);
+    s.body = body;
+    s.total = wire::kGateHeaderBytes + len;
+  };
+  // Link 0's control messages in: a header, then a resend's bytes.
+  uint8_t chdr[wire::kGateHeaderBytes];
+  uint64_t cgot = 0, cbody = 0, cbody_got = 0;
+  uint8_t *cdst = nullptr;
+  bool acked = false, peer_acked = false, resent = false, peer_resent = false;
+  int lost = -1;  // the link being recovered
+
+  // Link 0 closing is the peer leaving; a rail's end is a lost link.
   os::PeerWatch watch;
-  for (int k = 0; k < n; k++) watch.watch_socket(fds_[size_t(k)], "rail");
+  watch.watch_socket(fds_[0], "data connection");
   talk::watch_peer(watch, cfg_.peer);
   os::Waiter w(policy_, &watch, 0, started);
   const uint64_t meet_ns = cfg_.arrival(true), progress_ns = cfg_.big_gate_timeout_ns;
+  const uint64_t stall_ns = std::max<uint64_t>(cfg_.gate_timeout_ns, 1);
   uint64_t deadline = os::deadline_after(started, meet_ns);
   bool heard = false;
+  uint64_t heard_at = 0;  // links are judged from when the peer was first heard
   auto fail = [&](int k, int code, const char *what) {
     return err.set(code, "big gate (layer {}, seq {}) striped over {} links: link {} {} (sent "
                    "{} and received {} of its {} bytes)",
-                   layer, seq, n, k, what, links[k].sent, rx[k]->got, links[k].total);
+                   layer, seq, n, k, what, links[k].seg[0].sent, rx[k]->got,
+                   links[k].seg[0].total);
+  };
+  // Link k is lost: this rank sends its share k again on link 0.
+  auto recover = [&](int k) {
+    lost = k;
+    links[k].dead = true;
+    acked = false;
+    if (!resent) queue(kResend | uint32_t(k), out + links[k].offset, links[k].length);
+    resent = true;
   };
   for (;;) {
-    bool progress = false, done = true;
+    bool progress = false;
+    const uint64_t now = w.now();
     for (int k = 0; k < n; k++) {
       Link &l = links[k];
+      if (l.dead) continue;
       const int fd = fds_[size_t(k)];
-      if (l.sent < l.total) {
-        const ssize_t r = send_stream(fd, l.hdr, out + l.offset, l.sent, l.total);
+      while (l.at < l.segs) {
+        Seg &s = l.seg[l.at];
+        const ssize_t r = send_stream(fd, s.hdr, s.body, s.sent, s.total);
         if (r > 0) {
-          l.sent += uint64_t(r);
+          s.sent += uint64_t(r);
           progress = true;
-        } else if (r < 0 && !retry_later(errno)) {
-          return fail(k, DS4TP_EPEERCLOSED, std::strerror(errno));
+          l.last = now;
+          if (s.sent == s.total) l.at++;
+          continue;
         }
+        if (r < 0 && !retry_later(errno)) {
+          if (k != 0 && lost < 0) recover(k);
+          else return fail(k, DS4TP_EPEERCLOSED, std::strerror(errno));
+        }
+        break;
       }
-      if (rx[k]->got < l.total) {
+      if (l.dead) continue;
+      if (rx[k]->got < l.seg[0].total) {
         ssize_t r;
         if (int rc = rx[k]->read(fd, r, err)) return rc;
         if (r > 0) {
           progress = heard = true;
+          l.last = now;
+        } else if ((r == 0 || !retry_later(errno)) && k != 0 && lost < 0) {
+          recover(k);
         } else if (r == 0) {
           return fail(k, DS4TP_EPEERCLOSED, "closed by the peer");
         } else if (!retry_later(errno)) {
           return fail(k, DS4TP_EPEERCLOSED, std::strerror(errno));
         }
       }
-      done = done && l.sent == l.total && rx[k]->got == l.total;
     }
-    if (done) return DS4TP_OK;
+    // Link 0's control messages, once the peer's share 0 is in.
+    while (rx[0]->got == links[0].seg[0].total) {
+      ssize_t r;
+      if (cgot < sizeof chdr) {
+        r = ::recv(fds_[0], chdr + cgot, sizeof chdr - cgot, MSG_DONTWAIT);
+      } else {
+        r = ::recv(fds_[0], cdst + cbody_got, cbody - cbody_got, MSG_DONTWAIT);
+      }
+      if (r == 0) return fail(0, DS4TP_EPEERCLOSED, "closed by the peer");
+      if (r < 0) {
+        if (!retry_later(errno)) return fail(0, DS4TP_EPEERCLOSED, std::strerror(errno));
+        break;
+      }
+      progress = heard = true;
+      if (cgot < sizeof chdr) {
+        cgot += uint64_t(r);
+        if (cgot < sizeof chdr) continue;
+        GateHeader h;
+        if (int rc = wire::decode_gate_header(chdr, sizeof chdr, h, err)) return rc;
+        const uint32_t k = h.aux & 0xFFFFu;
+        if (h.kind != uint16_t(GateKind::Big) || h.layer != layer || h.seq != seq ||
+            (h.aux != kAck && ((h.aux & 0xFFFF0000u) != kResend || k == 0 || int(k) >= n ||
+                               h.bytes != links[k].length)))
+          return err.set(DS4TP_EDESYNC, "big gate (layer {}, seq {}) striped over {} links: "
+                         "link 0 carried a control message this gate does not expect "
+                         "(layer {}, aux 0x{:x}, seq {}, {} bytes)",
+                         layer, seq, n, h.layer, h.aux, h.seq, h.bytes);
+        if (h.aux == kAck) {
+          peer_acked = true;
+          cgot = 0;
+          continue;
+        }
+        peer_acked = false;  // an acknowledgement before it is void
+        peer_resent = true;
+        if (lost < 0) recover(int(k));
+        cdst = in + links[k].offset;
+        cbody = h.bytes;
+        cbody_got = 0;
+      } else {
+        cbody_got += uint64_t(r);
+      }
+      if (cgot == sizeof chdr && cbody_got == cbody) cgot = cbody = cbody_got = 0, cdst = nullptr;
+    }
+    // A link that moved nothing for a gate deadline while it still owed
+    // bytes is lost (link 0 carries the recovery: its loss fails the gate).
+    if (heard && heard_at == 0) heard_at = now;
+    for (int k = 1; k < n && lost < 0 && heard_at != 0; k++) {
+      const Link &l = links[k];
+      const bool owed = !l.dead && (l.at < l.segs || rx[k]->got < l.seg[0].total);
+      if (owed && now - std::max(l.last, heard_at) >= stall_ns) recover(k);
+    }
+    bool all_in = cgot == 0;
+    for (int k = 0; k < n; k++)
+      all_in = all_in && (links[k].dead || rx[k]->got == links[k].seg[0].total);
+    if (lost >= 0) all_in = all_in && peer_resent;
+    if (all_in && !acked) {
+      queue(kAck, nullptr, 0);
+      acked = true;
+      continue;
+    }
+    bool all_out = true;
+    for (int k = 0; k < n; k++) all_out = all_out && (links[k].dead || links[k].at == links[k].segs);
+    if (all_in && all_out && peer_acked) break;
     if (progress) {
       w.progress();
       deadline = heard ? w.last_progress() + progress_ns : deadline;
@@ -161,8 +307,7 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
       pollfd p[wire::kMaxLinks];
       for (int k = 0; k < n; k++)
         p[k] = {fds_[size_t(k)],
-                short((rx[k]->got < links[k].total ? POLLIN : 0) |
-                      (links[k].sent < links[k].total ? POLLOUT : 0)),
+                short(links[k].dead ? 0 : POLLIN | (links[k].at < links[k].segs ? POLLOUT : 0)),
                 0};
       ::poll(p, nfds_t(n), std::min(ms_left(deadline), kLivenessSliceMs));
     });
@@ -175,14 +320,17 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
                      "peer {}",
                      layer, seq, n, watch.why());
   }
+  if (lost >= 0) drop_link(lost);
+  return DS4TP_OK;
 }
 
 }  // namespace
 
 std::unique_ptr<Transport> make_striped_transport(std::vector<net::Fd> links,
                                                   const wire::RailPlan &plan,
-                                                  const DataConfig &cfg, const BigPlan &big) {
-  return std::make_unique<StripedTransport>(std::move(links), plan, cfg, big);
+                                                  const DataConfig &cfg, const BigPlan &big,
+                                                  const Logger &log) {
+  return std::make_unique<StripedTransport>(std::move(links), plan, cfg, big, log);
 }
 
 }  // namespace ds4tp::tcp

@@ -5,11 +5,20 @@
 // the share's), so a share that arrives on the wrong link is EDESYNC.
 // Big gates under kStripeMinBytes stay on the row link: splitting them
 // costs more round trips than it saves.
+//
+// A rail lost mid big gate (an error on it, or nothing moved on it for a
+// gate deadline while it still owed bytes) is recovered on link 0: both
+// ranks send their share of it again there, the gate completes, and
+// later gates leave that link out (row gates move to link 0 if they ran
+// on it). Each striped gate ends with an acknowledgement each way on link
+// 0, so no rank leaves a gate whose share its peer may still need. Link 0
+// itself lost fails the gate as a data connection would.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "common/log.hpp"
 #include "net/socket.hpp"
 #include "transport/tcp/big_exchange.hpp"
 #include "transport/transport.hpp"
@@ -22,7 +31,8 @@ constexpr uint64_t kStripeMinBytes = 1u << 20;
 // Takes the links (links[k]: link k of the plan, 0 the data connection).
 std::unique_ptr<Transport> make_striped_transport(std::vector<net::Fd> links,
                                                   const wire::RailPlan &plan,
-                                                  const DataConfig &cfg, const BigPlan &big);
+                                                  const DataConfig &cfg, const BigPlan &big,
+                                                  const Logger &log);
 
 // The byte range of link k's share of a `bytes` big gate: shares rounded
 // down to 4 KiB, the remainder to the last link with a share. Pure.
