@@ -95,6 +95,38 @@ int ds4tp_stats_read(const ds4tp_pair *pair, ds4tp_stats *st) {
   });
 }
 
+int ds4tp_links(const ds4tp_pair *pair, ds4tp_link_info *links, int cap, size_t entry_size) {
+  auto *p = const_cast<ds4tp_pair *>(pair);
+  if (int rc = check_pair(p)) return rc;
+  return guarded(p, [&]() -> int {
+    Error err;
+    if (cap < 0 || (cap > 0 && (links == nullptr || entry_size < sizeof(int32_t) ||
+                                entry_size > (1u << 16))))
+      return finish(p, err.set(DS4TP_EINVAL, "ds4tp_links: links NULL, cap {} or entry size {} "
+                                             "(sizeof(ds4tp_link_info) is {})",
+                               cap, entry_size, sizeof(ds4tp_link_info)),
+                    err);
+    if (!p->impl->connected())
+      return finish(p, err.set(DS4TP_ESTATE, "ds4tp_links needs a connected pair"), err);
+    const auto all = p->impl->links();
+    for (int i = 0; i < cap && size_t(i) < all.size(); i++) {
+      const ds4tp::LinkInfo &l = all[size_t(i)];
+      ds4tp_link_info c{};
+      c.transport = l.transport;
+      c.role = l.role;
+      c.state = l.state;
+      c.row = l.row ? 1 : 0;
+      c.share = l.share;
+      c.rate_mbit = l.rate_mbit;
+      c.rtt_us = l.rtt_us;
+      // An older caller's smaller entries get their prefix.
+      std::memcpy(reinterpret_cast<uint8_t *>(links) + size_t(i) * entry_size, &c,
+                  entry_size < sizeof c ? entry_size : sizeof c);
+    }
+    return int(all.size());
+  });
+}
+
 int ds4tp_stats_reset(ds4tp_pair *pair) {
   if (int rc = check_pair(pair)) return rc;
   pair->impl->stats_reset();

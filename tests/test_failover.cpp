@@ -174,10 +174,21 @@ Body survives(int transport, const char *said) {
     CHILD_EXPECT_OK(connect_attach(tp), tp);
     CHILD_EXPECT(ds4tp_transport_active(tp) == transport, tp);
     CHILD_EXPECT(!logged("failover on: a standby tcp link is open").empty(), tp);
+    ds4tp_link_info li[4];
+    CHILD_EXPECT(ds4tp_links(tp, li, 4, sizeof li[0]) == 2, tp);
+    CHILD_EXPECT(li[0].transport == transport && li[0].role == DS4TP_LINK_DATA &&
+                     li[0].state == 1 && li[0].row == 1,
+                 tp);
+    CHILD_EXPECT(li[1].transport == DS4TP_TRANSPORT_TCP && li[1].role == DS4TP_LINK_STANDBY &&
+                     li[1].state == 0 && li[1].row == 0,
+                 tp);
     Seqs q;
     if (int rc = traffic(tp, q)) return rc;
     CHILD_EXPECT(ds4tp_transport_active(tp) == DS4TP_TRANSPORT_TCP, tp);
     CHILD_EXPECT(failovers(tp) == 1, tp, "failovers %llu", (unsigned long long)failovers(tp));
+    CHILD_EXPECT(ds4tp_links(tp, li, 4, sizeof li[0]) == 2 && li[0].state == -1 &&
+                     li[1].state == 1 && li[1].row == 1,
+                 tp);
     const std::string line = logged("resuming over the standby tcp link");
     CHILD_EXPECT(!line.empty() && line.find(said) != std::string::npos, tp, "log: %s",
                  line.c_str());

@@ -63,6 +63,13 @@ int ns_rank(int fd, int go_fd, int role, const char *rails, int gates = 3) {
   int rc = ds4tp_new(&tp, &o, &id);
   if (rc == 0) rc = ds4tp_connect(tp);
   if (rc == 0) rc = ds4tp_attach_slab(tp, nullptr, 0);
+  // The data connection and one rail, both measured, their shares summing
+  // to the whole.
+  ds4tp_link_info li[4] = {};
+  if (rc == 0 && (ds4tp_links(tp, li, 4, sizeof li[0]) != 2 || li[0].rate_mbit == 0 ||
+                  li[1].rate_mbit == 0 || li[0].share + li[1].share != 1000 ||
+                  li[1].role != DS4TP_LINK_RAIL))
+    rc = DS4TP_EPROTO;
   double best = 0;
   const int rank = role == DS4TP_ROLE_LEADER ? 0 : 1;
   std::vector<uint32_t> out(kBigBytes / 4), in(kBigBytes / 4);

@@ -343,7 +343,7 @@ TEST_CASE("a rail plan round trips, and its shares and links are checked") {
   const Bad bad[] = {{0, 0, "bad rail plan magic"},   {4, 1, "names 1 links"},
                      {4, 9, "names 9 links"},         {6, 3, "row link 3"},
                      {8, 0, "shares sum to 756"},     {14, 1, "fills link 3 of 3"},
-                     {60, 1, "padding is not zero"}};
+                     {90, 1, "padding is not zero"}};
   for (const Bad &x : bad) {
     INFO(x.text);
     uint8_t c[kRailPlanBytes];

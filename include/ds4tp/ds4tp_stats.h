@@ -55,6 +55,30 @@ typedef struct ds4tp_stats {
   uint64_t failovers;
 } ds4tp_stats;
 
+/* A pair's data links: the data connection, and its standby link or its */
+/* rails where it has them (ds4tp_links).                                */
+#define DS4TP_LINK_DATA 0
+#define DS4TP_LINK_RAIL 1
+#define DS4TP_LINK_STANDBY 2
+typedef struct ds4tp_link_info {
+  int32_t transport;  /* DS4TP_TRANSPORT_* it carries */
+  int32_t role;       /* DS4TP_LINK_* */
+  int32_t state;      /* 1 carries gates, 0 idle (a standby), -1 lost */
+  int32_t row;        /* 1: row and batch gates run on it */
+  uint32_t share;     /* rails: thousandths of each big gate it carries */
+  uint32_t rate_mbit; /* rails: measured at bring-up, Mbit/s; else 0 */
+  uint32_t rtt_us;    /* rails: measured round trip, us; else 0 */
+  uint32_t reserved;
+} ds4tp_link_info;
+
+/* The pair's links into links[0..cap) (entry_size = sizeof(ds4tp_link_info) */
+/* as compiled by the caller; a smaller one gets the fields it knows): the */
+/* number of links the pair has (more than cap: call again), or a negative */
+/* status (DS4TP_ESTATE before ds4tp_connect). Call from the gate thread or */
+/* while no gate runs. links may be NULL when cap is 0.                    */
+DS4TP_API int ds4tp_links(const ds4tp_pair *pair, ds4tp_link_info *links, int cap,
+                          size_t entry_size);
+
 /* Fills *st (st->size set by the caller). DS4TP_EINVAL for NULL or a     */
 /* size below 16. Any thread, any time, also on a failed pair.            */
 DS4TP_API int ds4tp_stats_read(const ds4tp_pair *pair, ds4tp_stats *st);

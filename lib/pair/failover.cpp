@@ -33,6 +33,7 @@ int Pair::add_standby(const transport::Connection &c, net::Fd primary_data, Erro
   tr::FailoverConfig fc;
   fc.data = c.data_config;
   fc.rank = rank();
+  fc.primary_kind = transport();
   fc.control_fd = control_.get();
   fc.log = log_;
   // Test only (`ds4tp pair --fail-primary-after N`): give the primary up at gate N.

@@ -171,6 +171,13 @@ class Pair {
   int rank() const { return opt_.role == DS4TP_ROLE_LEADER ? 0 : 1; }
   int port() const;
   int transport() const { return transport_kind_.load(std::memory_order_acquire); }
+  // The data links (ds4tp_links): the transport's, or the one data
+  // connection. Empty before connect. Gate thread, or while no gate runs.
+  std::vector<LinkInfo> links() const {
+    std::vector<LinkInfo> out;
+    if (transport_ && !transport_->links(out)) out.push_back(LinkInfo{transport(), DS4TP_LINK_DATA});
+    return out;
+  }
   uint32_t peer_ctx() const { return peer_.id.ctx_size; }
   const slab::Layout &layout() const { return layout_; }
   const slab::Schedule &schedule() const { return schedule_; }

@@ -65,6 +65,21 @@ class FailoverTransport final : public Transport {
   const std::atomic<uint64_t> *setup_retries() const override {
     return primary_->setup_retries();
   }
+  bool links(std::vector<LinkInfo> &out) const override {
+    LinkInfo p;
+    p.transport = cfg_.primary_kind;
+    p.role = DS4TP_LINK_DATA;
+    p.state = tcp_ || broken_ ? -1 : 1;
+    p.row = !tcp_;
+    LinkInfo s;
+    s.transport = DS4TP_TRANSPORT_TCP;
+    s.role = DS4TP_LINK_STANDBY;
+    s.state = tcp_ ? 1 : broken_ ? -1 : 0;
+    s.row = tcp_ != nullptr;
+    out.push_back(p);
+    out.push_back(s);
+    return true;
+  }
 
   int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
            Error &err) override {

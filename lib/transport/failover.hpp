@@ -38,6 +38,7 @@ namespace ds4tp::transport {
 struct FailoverConfig {
   DataConfig data;       // the standby's deadlines and liveness: the primary's
   int rank = 0;          // 0 leader
+  int primary_kind = 0;  // DS4TP_TRANSPORT_* of the primary
   int control_fd = -1;   // the pair's; watched while the peer's resume is awaited
   // Test only: the primary is given up at this gate (counting row,
   // batch and big gates from 1) as if it had failed; 0: never.

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "common/error.hpp"
 #include "slab/layout.hpp"
@@ -51,6 +52,15 @@ struct DataConfig {
     uint64_t floor = big ? big_gate_timeout_ns : gate_timeout_ns;
     return arrival_ns > floor ? arrival_ns : floor;
   }
+};
+
+// One data link of a pair, as ds4tp_links reports it.
+struct LinkInfo {
+  int transport = 0;  // DS4TP_TRANSPORT_*
+  int role = 0;       // DS4TP_LINK_*
+  int state = 1;      // 1 carries gates, 0 idle, -1 lost
+  bool row = true;    // row and batch gates run on it
+  uint32_t share = 0, rate_mbit = 0, rtt_us = 0;
 };
 
 class Transport {
@@ -95,6 +105,10 @@ class Transport {
   static constexpr uint64_t kSeenAtEnd = UINT64_MAX;
   // Set-up attempts retried with a recreated queue pair (rdma), or null.
   virtual const std::atomic<uint64_t> *setup_retries() const { return nullptr; }
+  // Appends this transport's links when it has more than the one data
+  // connection (a standby, rails); false (nothing appended) otherwise.
+  // Gate thread, or while no gate runs.
+  virtual bool links(std::vector<LinkInfo> &) const { return false; }
 
  protected:
   uint64_t seen_ns_ = 0;  // peer_seen_ns(); each gate sets it

@@ -110,6 +110,7 @@ void encode_rail_plan(const RailPlan &p, uint8_t out[kRailPlanBytes]) {
   for (int i = 0; i < kMaxLinks; i++) {
     put_u16(out + 8 + 2 * i, p.share[i]);
     put_u32(out + 24 + 4 * i, p.mbit[i]);
+    put_u32(out + 56 + 4 * i, p.rtt_us[i]);
   }
 }
 
@@ -127,12 +128,13 @@ int decode_rail_plan(const uint8_t *buf, size_t len, RailPlan &out, Error &err) 
   for (int i = 0; i < kMaxLinks; i++) {
     out.share[i] = get_u16(buf + 8 + 2 * i);
     out.mbit[i] = get_u32(buf + 24 + 4 * i);
-    if (i >= out.links && (out.share[i] != 0 || out.mbit[i] != 0))
+    out.rtt_us[i] = get_u32(buf + 56 + 4 * i);
+    if (i >= out.links && (out.share[i] != 0 || out.mbit[i] != 0 || out.rtt_us[i] != 0))
       return err.set(DS4TP_EPROTO, "rail plan fills link {} of {}", i, out.links);
     sum += out.share[i];
   }
   if (sum != 1000) return err.set(DS4TP_EPROTO, "rail plan shares sum to {}, not 1000", sum);
-  if (get_u64(buf + 56) != 0) return err.set(DS4TP_EPROTO, "rail plan padding is not zero");
+  if (get_u64(buf + 88) != 0) return err.set(DS4TP_EPROTO, "rail plan padding is not zero");
   return DS4TP_OK;
 }
 

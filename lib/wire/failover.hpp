@@ -53,17 +53,19 @@ struct StandbyMsg {
 // The leader's plan for a pair's rails (tcp links beside the data
 // connection, link 0): which link carries row and batch gates, and each
 // link's share of a big gate in thousandths, from what it measured.
-// 64 bytes: u32 magic "D4RP" | u16 links (2..8) | u16 row link |
+// 96 bytes: u32 magic "D4RP" | u16 links (2..8) | u16 row link |
 // u16 share[8] (the first `links` sum to 1000, the rest 0) | u32 rate in
-// Mbit/s [8] (what was measured, for the worker's log) | 8 bytes zero.
+// Mbit/s [8] | u32 round trip in us [8] (what was measured: for the
+// worker's log and ds4tp_links; 0 past `links`) | 8 bytes zero.
 constexpr uint32_t kRailPlanMagic = 0x50523444u;  // "D4RP"
-constexpr size_t kRailPlanBytes = 64;
+constexpr size_t kRailPlanBytes = 96;
 constexpr int kMaxLinks = 8;
 struct RailPlan {
   uint16_t links = 0;
   uint16_t row_link = 0;
   uint16_t share[kMaxLinks] = {};
   uint32_t mbit[kMaxLinks] = {};
+  uint32_t rtt_us[kMaxLinks] = {};
 };
 void encode_rail_plan(const RailPlan &p, uint8_t out[kRailPlanBytes]);
 // EPROTO for a short buffer, a bad magic, a link count outside 2..8, a row

@@ -47,6 +47,7 @@ struct PairResult {
   uint64_t failover_at = 0;  // the row gate that moved to the standby link
   double failover_ms = 0;    // how long that gate took
   std::string metrics;       // Prometheus text (--metrics)
+  std::vector<ds4tp_link_info> data_links;  // ds4tp_links after the run
 };
 
 int fail(PairResult &r, const char *step, int rc, const char *msg) {
@@ -184,6 +185,9 @@ int run_pair(const Args &a, const IdentitySpec &spec, PairResult &r, LogCtx &lc)
     if (big_test(tp, a, round, r, r.links.back().big_gbps)) return r.rc;
     r.big_gbps = r.links.back().big_gbps;
   }
+  ds4tp_link_info li[8];
+  const int nl = ds4tp_links(tp, li, 8, sizeof li[0]);
+  for (int i = 0; i < nl && i < 8; i++) r.data_links.push_back(li[i]);
   if (!a.trace.empty() && (rc = ds4tp_trace_write(tp)))
     return fail(r, "trace", rc, ds4tp_errmsg(tp));
   if (a.metrics) {
@@ -196,6 +200,11 @@ int run_pair(const Args &a, const IdentitySpec &spec, PairResult &r, LogCtx &lc)
   }
   return 0;
 }
+
+const char *role_name(int role) {
+  return role == DS4TP_LINK_RAIL ? "rail" : role == DS4TP_LINK_STANDBY ? "standby" : "data";
+}
+const char *state_name(int state) { return state > 0 ? "carries gates" : state == 0 ? "idle" : "lost"; }
 
 void print_json(const Args &a, const IdentitySpec &spec, const PairResult &r) {
   const char *role = a.role == DS4TP_ROLE_LEADER ? "leader" : "worker";
@@ -217,6 +226,14 @@ void print_json(const Args &a, const IdentitySpec &spec, const PairResult &r) {
                 "\"gate_p50_us\":%.2f,\"gate_p99_us\":%.2f,\"big_gate_gbps\":%.3f}",
                 i ? "," : "", ds4tp_transport_name(l.transport), l.first_gate, l.lat.size(),
                 l.at(0.5), l.at(0.99), l.big_gbps);
+  }
+  std::printf("],\"data_links\":[");
+  for (size_t i = 0; i < r.data_links.size(); i++) {
+    const ds4tp_link_info &l = r.data_links[i];
+    std::printf("%s{\"transport\":\"%s\",\"role\":\"%s\",\"state\":\"%s\",\"row\":%s,"
+                "\"share\":%u,\"rate_mbit\":%u,\"rtt_us\":%u}",
+                i ? "," : "", ds4tp_transport_name(l.transport), role_name(l.role),
+                state_name(l.state), l.row ? "true" : "false", l.share, l.rate_mbit, l.rtt_us);
   }
   std::printf("]");
   if (r.failover_at)
@@ -247,6 +264,16 @@ void print_text(const Args &a, const IdentitySpec &spec, const PairResult &r) {
   if (a.big)
     std::printf("  big gate %" PRIu64 " bytes each way: %.2f GB/s per direction\n", a.big,
                 r.big_gbps);
+  if (r.data_links.size() > 1)
+    for (size_t i = 0; i < r.data_links.size(); i++) {
+      const ds4tp_link_info &l = r.data_links[i];
+      std::printf("  data link %zu: %s %s, %s%s", i, ds4tp_transport_name(l.transport),
+                  role_name(l.role), state_name(l.state), l.row ? ", row gates" : "");
+      if (l.role != DS4TP_LINK_STANDBY && l.rate_mbit)
+        std::printf(", measured %u Mbit/s and %u us round trip, %u/1000 of each big gate",
+                    l.rate_mbit, l.rtt_us, l.share);
+      std::printf("\n");
+    }
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ void share_rails(const uint32_t *mbit, const uint64_t *rtt_ns, int links, wire::
   int left = 1000, best = 0;
   for (int k = 0; k < links; k++) {
     plan.mbit[k] = mbit[k];
+    plan.rtt_us[k] = uint32_t(std::min<uint64_t>(rtt_ns[k] / 1000, UINT32_MAX));
     const int share = std::max(1, int(uint64_t(std::max<uint32_t>(mbit[k], 1)) * 1000 / total));
     plan.share[k] = uint16_t(share);
     left -= share;

@@ -53,6 +53,20 @@ class StripedTransport final : public Transport {
   }
 
   const char *name() const override { return "tcp"; }
+  bool links(std::vector<LinkInfo> &out) const override {
+    for (int k = 0; k < plan_.links; k++) {
+      LinkInfo l;
+      l.transport = DS4TP_TRANSPORT_TCP;
+      l.role = k == 0 ? DS4TP_LINK_DATA : DS4TP_LINK_RAIL;
+      l.state = dead_[k] ? -1 : 1;
+      l.row = k == plan_.row_link;
+      l.share = plan_.share[k];
+      l.rate_mbit = plan_.mbit[k];
+      l.rtt_us = plan_.rtt_us[k];
+      out.push_back(l);
+    }
+    return true;
+  }
   int attach(uint8_t *base, const slab::Layout &layout, Error &err) override {
     base_ = base;
     layout_ = layout;

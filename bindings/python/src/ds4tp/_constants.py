@@ -43,6 +43,9 @@ STAGE_ROW = 1
 STAGE_BATCH = 2
 GATE_POISON = (1 << 64) - 1
 SPIN_ADAPTIVE = -1        # spin_us: learn the spin (the default)
+LINK_DATA = 0             # ds4tp_link_info.role: the data connection
+LINK_RAIL = 1             # a rail (ds4tp_options.rails)
+LINK_STANDBY = 2          # the standby link (ds4tp_options.failover)
 ARRIVAL_UNLIMITED = -1    # peer_arrival_timeout_ms: wait while the peer is alive
 OP_SUM = 0                # ds4tp_reduce_op
 

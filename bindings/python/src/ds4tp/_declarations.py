@@ -5,8 +5,8 @@ import ctypes
 from ctypes import (POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint, c_uint32,
                     c_uint64, c_void_p)
 
-from ._structs import (BatchItem, GateServiceOptions, GroupOptions, Identity, ImageSpan, Options, SlabLayout,
-                       StagingHooks, Stats, WorkerOps, _CommandStruct)
+from ._structs import (BatchItem, GateServiceOptions, GroupOptions, Identity, ImageSpan, LinkInfo, Options,
+                       SlabLayout, StagingHooks, Stats, WorkerOps, _CommandStruct)
 
 # ---------------------------------------------------------------------------
 # The C functions, one block per header section: (name, restype, argtypes).
@@ -130,6 +130,7 @@ DECLARATIONS = {
     ],
     "observability": [
         ("ds4tp_stats_read", c_int, [_P, POINTER(Stats)]),
+        ("ds4tp_links", c_int, [_P, POINTER(LinkInfo), c_int, c_size_t]),
         ("ds4tp_stats_reset", c_int, [_P]),
         ("ds4tp_stats_bucket_le_ns", c_uint64, [c_int]),
         ("ds4tp_stats_prometheus", c_int, [_P, c_void_p, c_size_t, POINTER(c_size_t)]),

@@ -4,14 +4,14 @@ engine integration (the control plane is the :class:`ControlPlane` mixin)."""
 import ctypes
 import os
 from ctypes import c_uint64, c_void_p
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from ._buffers import _NO_OFFSET, _buffer_address, _memory_view, _release_views, _tracked_view
 from ._constants import ServiceState, Status, Transport
 from ._control import ControlPlane
 from ._loader import _Handle, Error, _check, _lib, _text, last_error, transport_name
-from ._structs import (STAGE_AFTER_FN, STAGE_BEFORE_FN, GateServiceOptions, Identity, Options,
-                       SlabLayout, StagingHooks, Stats)
+from ._structs import (STAGE_AFTER_FN, STAGE_BEFORE_FN, GateServiceOptions, Identity, LinkInfo,
+                       Options, SlabLayout, StagingHooks, Stats)
 
 # ---------------------------------------------------------------------------
 # The pair.
@@ -109,6 +109,14 @@ class Pair(ControlPlane, _Handle):
         st.size = ctypes.sizeof(st)
         _check(_lib().ds4tp_stats_read(self._live(), ctypes.byref(st)))
         return st.as_dict()
+
+    def links(self) -> List[Dict[str, Any]]:
+        """The pair's data links (ds4tp_links): the data connection, and its
+        standby link or rails where it has them, each as a dict."""
+        arr = (LinkInfo * 8)()
+        n = _lib().ds4tp_links(self._live(), arr, 8, ctypes.sizeof(LinkInfo))
+        _check(min(n, 0))
+        return [arr[i].as_dict() for i in range(min(n, 8))]
 
     def stats_reset(self) -> None:
         """Later stats() count from now."""

@@ -456,6 +456,18 @@ def slab_layout(identity):
 STATS_BUCKETS = 26  # DS4TP_STATS_BUCKETS
 
 
+class LinkInfo(Structure):
+    """ds4tp_link_info (ds4tp_links); Pair.links() hands them out as dicts."""
+    _fields_ = [("transport", c_int32), ("role", c_int32), ("state", c_int32), ("row", c_int32),
+                ("share", c_uint32), ("rate_mbit", c_uint32), ("rtt_us", c_uint32),
+                ("reserved", c_uint32)]
+
+    def as_dict(self):
+        return {"transport": self.transport, "role": self.role, "state": self.state,
+                "row": bool(self.row), "share": self.share, "rate_mbit": self.rate_mbit,
+                "rtt_us": self.rtt_us}
+
+
 class StatsHist(Structure):
     """ds4tp_stats_hist: bucket i counts values <= 256 ns << i; the last, the rest."""
     _fields_ = [("count", c_uint64), ("sum_ns", c_uint64), ("buckets", c_uint64 * STATS_BUCKETS)]

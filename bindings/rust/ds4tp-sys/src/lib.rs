@@ -646,7 +646,39 @@ pub struct ds4tp_stats {
     pub failovers: u64,
 }
 
+/// `ds4tp_link_info.role`: the data connection.
+pub const DS4TP_LINK_DATA: i32 = 0;
+/// A rail (`ds4tp_options.rails`).
+pub const DS4TP_LINK_RAIL: i32 = 1;
+/// The standby link (`ds4tp_options.failover`).
+pub const DS4TP_LINK_STANDBY: i32 = 2;
+
+/// One of a pair's data links (`ds4tp_links`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ds4tp_link_info {
+    /// DS4TP_TRANSPORT_* it carries.
+    pub transport: i32,
+    /// DS4TP_LINK_*.
+    pub role: i32,
+    /// 1 carries gates, 0 idle (a standby), -1 lost.
+    pub state: i32,
+    /// 1: row and batch gates run on it.
+    pub row: i32,
+    /// Rails: thousandths of each big gate it carries.
+    pub share: u32,
+    /// Rails: measured at bring-up, Mbit/s.
+    pub rate_mbit: u32,
+    /// Rails: measured round trip, us.
+    pub rtt_us: u32,
+    /// `reserved` of `ds4tp_link_info`.
+    pub reserved: u32,
+}
+
 extern "C" {
+    /// The pair's links into `links[0..cap)`: their number, or a negative status.
+    pub fn ds4tp_links(pair: *const ds4tp_pair, links: *mut ds4tp_link_info, cap: c_int,
+                       entry_size: usize) -> c_int;
     /// Fills `st` (st.size set by the caller); DS4TP_EINVAL for NULL or a size below 16.
     pub fn ds4tp_stats_read(pair: *const ds4tp_pair, st: *mut ds4tp_stats) -> c_int;
     /// Later snapshots count from now.
