@@ -94,49 +94,23 @@ struct ScopedVerbs {
   ScopedEnv flt{"DS4TP_VERBS_PROVIDER_FAULT", nullptr};
 };
 
-struct Pair {
-  int go_l[2] = {-1, -1}, go_w[2] = {-1, -1};
-  Child leader, worker;
-  std::string skipped;
-
-  // `cut`: the veth goes down after 64 gates, then the ranks go on.
-  explicit Pair(bool cut) {
-    REQUIRE(pipe(go_l) == 0);
-    REQUIRE(pipe(go_w) == 0);
-    // The worker's first send after the 64th gate fails (wc=12:
-    // IBV_WC_RETRY_EXC_ERR); about 70 sends precede it (warm-up, gates).
-    leader = Child::spawn([&](int fd) { return ns_rank(fd, go_l[0], DS4TP_ROLE_LEADER, cut, nullptr); },
-                          "leader");
-    worker = Child::spawn(
-        [&](int fd) { return ns_rank(fd, go_w[0], DS4TP_ROLE_WORKER, cut, "wc=12@80"); }, "worker");
-    close(go_l[0]);
-    close(go_w[0]);
-    Report rl, rw;
-    if (!(leader.next(rl, 5000) && worker.next(rw, 5000) && rl.kind == kReportReady &&
-          rw.kind == kReportReady)) {
-      skipped = "cannot create network namespaces here (unshare(CLONE_NEWNET) refused)";
-      return;
-    }
-    const std::string dl = "f4l" + std::to_string(leader.pid()),
-                      dw = "f4w" + std::to_string(worker.pid());
-    if (!veth_between(leader.pid(), dl, "10.77.0.1", worker.pid(), dw, "10.77.0.2"))
-      skipped = "cannot make a veth pair between namespaces (needs `ip`, `nsenter` and "
-                "CAP_NET_ADMIN)";
-    dev = dl;
+// The two ranks over rdma, joined by a veth (their control and standby
+// links). The worker's first send after the 64th gate fails (wc=12:
+// IBV_WC_RETRY_EXC_ERR); about 70 sends precede it (warm-up, gates).
+// `cut`: the ranks wait after 64 gates for a second go.
+struct Pair : NsRanks {
+  explicit Pair(bool cut)
+      : NsRanks([cut](int fd, int go_fd, int role) {
+          return ns_rank(fd, go_fd, role, cut, role == DS4TP_ROLE_WORKER ? "wc=12@80" : nullptr);
+        }) {
+    if (!skipped().empty()) return;
+    dev = "f4l" + std::to_string(leader.pid());
+    if (!veth_between(leader.pid(), dev, "10.77.0.1", worker.pid(),
+                      "f4w" + std::to_string(worker.pid()), "10.77.0.2"))
+      skip("cannot make a veth pair between namespaces (needs `ip`, `nsenter` and "
+           "CAP_NET_ADMIN)");
   }
-  void go() {
-    (void)!write(go_l[1], "g", 1);
-    (void)!write(go_w[1], "g", 1);
-  }
-  ~Pair() {
-    leader.signal(SIGKILL);
-    worker.signal(SIGKILL);
-    leader.reap(2000);
-    worker.reap(2000);
-    close(go_l[1]);
-    close(go_w[1]);
-  }
-  std::string dev;
+  std::string dev;  // the leader's end of the veth
 };
 
 }  // namespace
@@ -144,16 +118,15 @@ struct Pair {
 TEST_CASE("netns failover: the rdma link lost, the pair goes on over the veth, bit for bit") {
   ScopedVerbs verbs;
   Pair p(false);
-  if (!p.skipped.empty()) {
-    std::printf("ds4tp-skip: %s\n", p.skipped.c_str());
+  if (!p.skipped().empty()) {
+    std::printf("ds4tp-skip: %s\n", p.skipped().c_str());
     return;
   }
   p.go();
   Report rl, rw;
   const bool gl = p.leader.next_of(kReportResult, rl, 20000);
   const bool gw = p.worker.next_of(kReportResult, rw, 20000);
-  INFO("leader: " << rl.msg << "\n" << p.leader.failures() << "worker: " << rw.msg << "\n"
-                  << p.worker.failures());
+  INFO(p.describe(rl, rw));
   REQUIRE(gl);
   REQUIRE(gw);
   CHECK(rl.rc == 0);
@@ -165,8 +138,8 @@ TEST_CASE("netns failover: the rdma link lost, the pair goes on over the veth, b
 TEST_CASE("netns failover: the rdma link and the veth both lost end both ranks in time") {
   ScopedVerbs verbs;
   Pair p(true);
-  if (!p.skipped.empty()) {
-    std::printf("ds4tp-skip: %s\n", p.skipped.c_str());
+  if (!p.skipped().empty()) {
+    std::printf("ds4tp-skip: %s\n", p.skipped().c_str());
     return;
   }
   p.go();
@@ -184,8 +157,7 @@ TEST_CASE("netns failover: the rdma link and the veth both lost end both ranks i
   std::printf("fault-summary: rdma lost and the veth cut | leader %s after %.1f ms | worker %s "
               "after %.1f ms\n",
               ds4tp_err_name(rl.rc), ml, ds4tp_err_name(rw.rc), mw);
-  INFO("leader: " << rl.msg << "\n" << p.leader.failures() << "worker: " << rw.msg << "\n"
-                  << p.worker.failures());
+  INFO(p.describe(rl, rw));
   REQUIRE(gl);
   REQUIRE(gw);
   // The leader's wait ends on the worker's silence; the worker's own

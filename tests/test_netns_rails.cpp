@@ -99,39 +99,23 @@ int ns_rank(int fd, int go_fd, int role, const char *rails, int gates = 3) {
   return 0;
 }
 
-struct Ranks {
-  int go_l[2] = {-1, -1}, go_w[2] = {-1, -1};
-  Child leader, worker;
-  std::string skipped;
-
-  std::string rail_dev;  // the leader's end of the rail's veth
-
-  Ranks(const char *leader_rails, const char *worker_rails, int gates = 3) {
-    REQUIRE(pipe(go_l) == 0);
-    REQUIRE(pipe(go_w) == 0);
-    leader = Child::spawn(
-        [&](int fd) { return ns_rank(fd, go_l[0], DS4TP_ROLE_LEADER, leader_rails, gates); },
-        "leader");
-    worker = Child::spawn(
-        [&](int fd) { return ns_rank(fd, go_w[0], DS4TP_ROLE_WORKER, worker_rails, gates); },
-        "worker");
-    close(go_l[0]);
-    close(go_w[0]);
-    Report rl, rw;
-    if (!(leader.next(rl, 5000) && worker.next(rw, 5000) && rl.kind == kReportReady &&
-          rw.kind == kReportReady)) {
-      skipped = "cannot create network namespaces here (unshare(CLONE_NEWNET) refused)";
-      return;
-    }
+// The two ranks, joined by two veth links shaped by tbf: 10.78.1.0/24
+// (the fast one, bring-up) and 10.78.2.0/24.
+struct Ranks : NsRanks {
+  Ranks(const char *leader_rails, const char *worker_rails, int gates = 3)
+      : NsRanks([=](int fd, int go_fd, int role) {
+          return ns_rank(fd, go_fd, role,
+                         role == DS4TP_ROLE_LEADER ? leader_rails : worker_rails, gates);
+        }) {
+    if (!skipped().empty()) return;
     const pid_t pl = leader.pid(), pw = worker.pid();
     const std::string p = std::to_string(pl);
-    // Link 1: 10.78.1.0/24, the fast one (bring-up); link 2: 10.78.2.0/24.
     const std::string a_l = "ra" + p + "l", a_w = "ra" + p + "w", b_l = "rb" + p + "l",
                       b_w = "rb" + p + "w";
     rail_dev = b_l;
     if (!veth_between(pl, a_l, "10.78.1.1", pw, a_w, "10.78.1.2") ||
         !veth_between(pl, b_l, "10.78.2.1", pw, b_w, "10.78.2.2")) {
-      skipped = "cannot make veth pairs between namespaces (needs `ip`, `nsenter`, CAP_NET_ADMIN)";
+      skip("cannot make veth pairs between namespaces (needs `ip`, `nsenter`, CAP_NET_ADMIN)");
       return;
     }
     auto shape = [](pid_t pid, const std::string &dev, int mbit) {
@@ -141,20 +125,9 @@ struct Ranks {
     };
     if (!shape(pl, a_l, kFastMbit) || !shape(pw, a_w, kFastMbit) || !shape(pl, b_l, kSlowMbit) ||
         !shape(pw, b_w, kSlowMbit))
-      skipped = "cannot shape the veth links (needs `tc` with tbf)";
+      skip("cannot shape the veth links (needs `tc` with tbf)");
   }
-  void go() {
-    (void)!write(go_l[1], "g", 1);
-    (void)!write(go_w[1], "g", 1);
-  }
-  ~Ranks() {
-    leader.signal(SIGKILL);
-    worker.signal(SIGKILL);
-    leader.reap(2000);
-    worker.reap(2000);
-    close(go_l[1]);
-    close(go_w[1]);
-  }
+  std::string rail_dev;  // the leader's end of the rail's veth
 };
 
 // "link K <rate> Mbit/s <share>/1000" from a rails: log line; -1 when absent.
@@ -171,16 +144,15 @@ int share_of(const char *line, int k) {
 
 TEST_CASE("netns rails: big gates split over two links of different rates, bit for bit") {
   Ranks r("10.78.2.1", "10.78.2.1");
-  if (!r.skipped.empty()) {
-    std::printf("ds4tp-skip: %s\n", r.skipped.c_str());
+  if (!r.skipped().empty()) {
+    std::printf("ds4tp-skip: %s\n", r.skipped().c_str());
     return;
   }
   r.go();
   Report rl, rw;
   const bool gl = r.leader.next_of(kReportResult, rl, 60000);
   const bool gw = r.worker.next_of(kReportResult, rw, 60000);
-  INFO("leader: " << rl.msg << "\n" << r.leader.failures() << "worker: " << rw.msg << "\n"
-                  << r.worker.failures());
+  INFO(r.describe(rl, rw));
   REQUIRE(gl);
   REQUIRE(gw);
   REQUIRE(rl.rc == 0);
@@ -198,15 +170,15 @@ TEST_CASE("netns rails: big gates split over two links of different rates, bit f
 
 TEST_CASE("netns rails: ranks that list their rails in another order fail, naming it") {
   Ranks r("10.78.1.1,10.78.2.1", "10.78.2.1,10.78.1.1");
-  if (!r.skipped.empty()) {
-    std::printf("ds4tp-skip: %s\n", r.skipped.c_str());
+  if (!r.skipped().empty()) {
+    std::printf("ds4tp-skip: %s\n", r.skipped().c_str());
     return;
   }
   r.go();
   Report rl, rw;
   const bool gl = r.leader.next_of(kReportResult, rl, 20000);
   const bool gw = r.worker.next_of(kReportResult, rw, 20000);
-  INFO("leader: " << rl.msg << "\n" << "worker: " << rw.msg);
+  INFO(r.describe(rl, rw));
   REQUIRE(gl);
   REQUIRE(gw);
   CHECK(rl.rc == DS4TP_EUNSUPPORTED);
@@ -217,8 +189,8 @@ TEST_CASE("netns rails: ranks that list their rails in another order fail, namin
 
 TEST_CASE("netns rails: a rail cut mid big gates, the gate completes on the other link") {
   Ranks r("10.78.2.1", "10.78.2.1", 8);
-  if (!r.skipped.empty()) {
-    std::printf("ds4tp-skip: %s\n", r.skipped.c_str());
+  if (!r.skipped().empty()) {
+    std::printf("ds4tp-skip: %s\n", r.skipped().c_str());
     return;
   }
   r.go();
@@ -229,8 +201,7 @@ TEST_CASE("netns rails: a rail cut mid big gates, the gate completes on the othe
   REQUIRE(run_cmd(in_ns(r.leader.pid(), {"ip", "link", "set", r.rail_dev, "down"})) == 0);
   const bool gl = r.leader.next_of(kReportResult, rl, 60000);
   const bool gw = r.worker.next_of(kReportResult, rw, 60000);
-  INFO("leader: " << rl.msg << "\n" << r.leader.failures() << "worker: " << rw.msg << "\n"
-                  << r.worker.failures());
+  INFO(r.describe(rl, rw));
   REQUIRE(gl);
   REQUIRE(gw);
   CHECK(rl.rc == 0);  // every big gate done, bit for bit

@@ -52,6 +52,40 @@ bool veth_between(pid_t a, const std::string &da, const std::string &addr_a, pid
          run_cmd(in_ns(b, {"ip", "link", "set", "lo", "up"})) == 0;
 }
 
+NsRanks::NsRanks(const Body &body) {
+  if (pipe(go_l_) != 0 || pipe(go_w_) != 0) {
+    skipped_ = "pipe() failed";
+    return;
+  }
+  leader = Child::spawn([&](int fd) { return body(fd, go_l_[0], DS4TP_ROLE_LEADER); }, "leader");
+  worker = Child::spawn([&](int fd) { return body(fd, go_w_[0], DS4TP_ROLE_WORKER); }, "worker");
+  close(go_l_[0]);
+  close(go_w_[0]);
+  Report rl, rw;
+  if (!(leader.next(rl, 5000) && worker.next(rw, 5000) && rl.kind == kReportReady &&
+        rw.kind == kReportReady))
+    skipped_ = "cannot create network namespaces here (unshare(CLONE_NEWNET) refused)";
+}
+
+NsRanks::~NsRanks() {
+  leader.signal(SIGKILL);
+  worker.signal(SIGKILL);
+  leader.reap(2000);
+  worker.reap(2000);
+  if (go_l_[1] >= 0) close(go_l_[1]);
+  if (go_w_[1] >= 0) close(go_w_[1]);
+}
+
+void NsRanks::go() {
+  (void)!write(go_l_[1], "g", 1);
+  (void)!write(go_w_[1], "g", 1);
+}
+
+std::string NsRanks::describe(const Report &l, const Report &w) {
+  return std::string("leader: ") + l.msg + "\n" + leader.failures() + "worker: " + w.msg +
+         "\n" + worker.failures();
+}
+
 bool await_go(int go_fd) {
   char b;
   pollfd p{go_fd, POLLIN, 0};

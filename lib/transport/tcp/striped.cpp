@@ -207,6 +207,7 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
     lost = k;
     links[k].dead = true;
     acked = false;
+    peer_acked = false;  // the peer acknowledges again after its resend
     if (!resent) queue(kResend | uint32_t(k), out + links[k].offset, links[k].length);
     resent = true;
   };
@@ -249,8 +250,15 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
         }
       }
     }
-    // Link 0's control messages, once the peer's share 0 is in.
-    while (rx[0]->got == links[0].seg[0].total) {
+    // Link 0's control messages, once the peer's share 0 is in, until its
+    // acknowledgement with every share in: what follows is the next gate's.
+    auto shares_in = [&] {
+      for (int k = 0; k < n; k++)
+        if (!links[k].dead && rx[k]->got < links[k].seg[0].total) return false;
+      return true;
+    };
+    while (rx[0]->got == links[0].seg[0].total &&
+           !(peer_acked && cgot == 0 && shares_in() && (lost < 0 || peer_resent))) {
       ssize_t r;
       if (cgot < sizeof chdr) {
         r = ::recv(fds_[0], chdr + cgot, sizeof chdr - cgot, MSG_DONTWAIT);
@@ -300,10 +308,7 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
       const bool owed = !l.dead && (l.at < l.segs || rx[k]->got < l.seg[0].total);
       if (owed && now - std::max(l.last, heard_at) >= stall_ns) recover(k);
     }
-    bool all_in = cgot == 0;
-    for (int k = 0; k < n; k++)
-      all_in = all_in && (links[k].dead || rx[k]->got == links[k].seg[0].total);
-    if (lost >= 0) all_in = all_in && peer_resent;
+    bool all_in = cgot == 0 && shares_in() && (lost < 0 || peer_resent);
     if (all_in && !acked) {
       queue(kAck, nullptr, 0);
       acked = true;
