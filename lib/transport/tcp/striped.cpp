@@ -325,9 +325,8 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
     const int rc = w.idle(deadline, [&](uint64_t) {
       pollfd p[wire::kMaxLinks];
       for (int k = 0; k < n; k++)
-        p[k] = {fds_[size_t(k)],
-                short(links[k].dead ? 0 : POLLIN | (links[k].at < links[k].segs ? POLLOUT : 0)),
-                0};
+        p[k] = {links[k].dead ? -1 : fds_[size_t(k)],  // poll skips a lost link
+                short(POLLIN | (links[k].at < links[k].segs ? POLLOUT : 0)), 0};
       ::poll(p, nfds_t(n), std::min(ms_left(deadline), kLivenessSliceMs));
     });
     if (rc == DS4TP_ETIMEDOUT)
