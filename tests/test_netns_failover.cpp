@@ -118,10 +118,7 @@ struct Pair : NsRanks {
 TEST_CASE("netns failover: the rdma link lost, the pair goes on over the veth, bit for bit") {
   ScopedVerbs verbs;
   Pair p(false);
-  if (!p.skipped().empty()) {
-    std::printf("ds4tp-skip: %s\n", p.skipped().c_str());
-    return;
-  }
+  if (!p.runnable()) return;
   p.go();
   Report rl, rw;
   const bool gl = p.leader.next_of(kReportResult, rl, 20000);
@@ -138,10 +135,7 @@ TEST_CASE("netns failover: the rdma link lost, the pair goes on over the veth, b
 TEST_CASE("netns failover: the rdma link and the veth both lost end both ranks in time") {
   ScopedVerbs verbs;
   Pair p(true);
-  if (!p.skipped().empty()) {
-    std::printf("ds4tp-skip: %s\n", p.skipped().c_str());
-    return;
-  }
+  if (!p.runnable()) return;
   p.go();
   Report rl, rw;
   REQUIRE(p.leader.next_of(kReportReady, rl, 15000));

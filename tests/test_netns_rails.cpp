@@ -144,10 +144,7 @@ int share_of(const char *line, int k) {
 
 TEST_CASE("netns rails: big gates split over two links of different rates, bit for bit") {
   Ranks r("10.78.2.1", "10.78.2.1");
-  if (!r.skipped().empty()) {
-    std::printf("ds4tp-skip: %s\n", r.skipped().c_str());
-    return;
-  }
+  if (!r.runnable()) return;
   r.go();
   Report rl, rw;
   const bool gl = r.leader.next_of(kReportResult, rl, 60000);
@@ -170,10 +167,7 @@ TEST_CASE("netns rails: big gates split over two links of different rates, bit f
 
 TEST_CASE("netns rails: ranks that list their rails in another order fail, naming it") {
   Ranks r("10.78.1.1,10.78.2.1", "10.78.2.1,10.78.1.1");
-  if (!r.skipped().empty()) {
-    std::printf("ds4tp-skip: %s\n", r.skipped().c_str());
-    return;
-  }
+  if (!r.runnable()) return;
   r.go();
   Report rl, rw;
   const bool gl = r.leader.next_of(kReportResult, rl, 20000);
@@ -189,10 +183,7 @@ TEST_CASE("netns rails: ranks that list their rails in another order fail, namin
 
 TEST_CASE("netns rails: a rail cut mid big gates, the gate completes on the other link") {
   Ranks r("10.78.2.1", "10.78.2.1", 8);
-  if (!r.skipped().empty()) {
-    std::printf("ds4tp-skip: %s\n", r.skipped().c_str());
-    return;
-  }
+  if (!r.runnable()) return;
   r.go();
   Report rl, rw;
   REQUIRE(r.leader.next_of(kReportReady, rl, 30000));  // two big gates done

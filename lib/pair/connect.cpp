@@ -138,8 +138,17 @@ int Pair::connect_once(Error &err) {
   c.frame_timeout_ns = ms_to_ns(opt_.frame_timeout_ms);
   c.forced = mine.transport_request == chosen || peer_.transport_request == chosen;
   c.log = log_;
-  // The tcp transport's set-up opens and measures them (transport/tcp/rails.hpp).
-  if ((mine.caps & peer_.caps & wire::kCapRails) != 0) c.rails = opt_.rails;
+  // Rails need both ranks to list them (the same list, checked as the
+  // links open); the tcp transport's set-up opens and measures them
+  // (transport/tcp/rails.hpp).
+  if (((mine.caps ^ peer_.caps) & wire::kCapRails) != 0) {
+    const char *me = rank() == 0 ? "leader" : "worker";
+    const bool mine_has = (mine.caps & wire::kCapRails) != 0;
+    return err.set(DS4TP_EINVAL, "rails: the {} lists rails, the {} none; give both ranks the "
+                   "same list",
+                   mine_has ? me : peer_state_.peer, mine_has ? peer_state_.peer : me);
+  }
+  if ((mine.caps & wire::kCapRails) != 0) c.rails = opt_.rails;
   const tr::Descriptor *d = tr::find(chosen);
   if (d == nullptr)
     return err.set(DS4TP_EUNSUPPORTED, "transport {} is not built into this library",
@@ -153,13 +162,6 @@ int Pair::connect_once(Error &err) {
     transport_kind_ = d->id;
     if ((rc = d->setup(c, offer(d->id), prepared, fallback, err))) return rc;
   }
-  // Rails need both ranks to list them (the same list, checked as the
-  // links open), and stripe tcp only.
-  if (((mine.caps ^ peer_.caps) & wire::kCapRails) != 0)
-    return err.set(DS4TP_EINVAL, "rails: the {} lists rails, the {} none; give both ranks the "
-                   "same list",
-                   (peer_.caps & wire::kCapRails) ? peer_state_.peer : rank() == 0 ? "leader" : "worker",
-                   (peer_.caps & wire::kCapRails) ? (rank() == 0 ? "leader" : "worker") : peer_state_.peer);
   if (d->id != DS4TP_TRANSPORT_TCP && !c.rails.empty())
     log_.warn("rails stripe tcp pairs; this pair runs {}: the rails are not used", d->name);
   // Both ranks decide alike whether to open a standby beside the primary.

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "transport/descriptor.hpp"
 #include "transport/failover.hpp"
 #include "transport/standby.hpp"
 
@@ -39,7 +40,7 @@ int Pair::add_standby(const transport::Connection &c, net::Fd primary_data, Erro
   // Test only (`ds4tp pair --fail-primary-after N`): give the primary up at gate N.
   if (const char *v = std::getenv("DS4TP_TEST_FAIL_PRIMARY_AFTER"); v != nullptr && *v != 0)
     fc.drop_primary_at = std::strtoull(v, nullptr, 10);
-  fc.switched = [this](const char *, const std::string &) {
+  fc.switched = [this] {
     transport_kind_.store(DS4TP_TRANSPORT_TCP, std::memory_order_release);
     failovers_.fetch_add(1, std::memory_order_relaxed);
   };

@@ -25,7 +25,6 @@
 #include "slab/schedule.hpp"
 #include "stats/stats.hpp"
 #include "stats/trace.hpp"
-#include "transport/descriptor.hpp"
 #include "transport/transport.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/hello.hpp"
@@ -38,6 +37,7 @@ class Session;
 class WorkerEngine;
 }  // namespace session
 namespace talk { class Liveness; }
+namespace transport { struct Connection; }
 
 // Where a leader listens and a worker looks for it unless told otherwise.
 inline constexpr const char *kDefaultHost = "127.0.0.1";

@@ -277,7 +277,7 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
     cfg_.log.warn("{} link lost at {}: {}; resuming over the standby tcp link from {} (the "
                   "peer: {})",
                   primary_->name(), describe(mine.in_flight), lost, from, peer.reason);
-  if (cfg_.switched) cfg_.switched(primary_->name(), lost);
+  if (cfg_.switched) cfg_.switched();
 
   if (ahead || behind)
     if (int crc = catch_up(ahead ? done_ : c, ahead, err)) return crc;

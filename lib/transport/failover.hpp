@@ -44,9 +44,9 @@ struct FailoverConfig {
   // batch and big gates from 1) as if it had failed; 0: never.
   uint64_t drop_primary_at = 0;
   Logger log;
-  // Runs on the gate thread once the standby carries the pair: the
-  // primary's name and why it was left.
-  std::function<void(const char *primary, const std::string &why)> switched;
+  // Runs on the gate thread once the standby carries the pair (the
+  // transport has logged which gate moved and why).
+  std::function<void()> switched;
 };
 
 // `primary_data`: a duplicate of the primary's data connection, shut down

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 namespace ds4tp::test {
 
 int run_cmd(const std::vector<std::string> &argv, int timeout_ms) {
@@ -74,6 +76,12 @@ NsRanks::~NsRanks() {
   worker.reap(2000);
   if (go_l_[1] >= 0) close(go_l_[1]);
   if (go_w_[1] >= 0) close(go_w_[1]);
+}
+
+bool NsRanks::runnable() const {
+  if (skipped_.empty()) return true;
+  std::printf("ds4tp-skip: %s\n", skipped_.c_str());
+  return false;
 }
 
 void NsRanks::go() {

@@ -42,6 +42,9 @@ class NsRanks {
   NsRanks &operator=(const NsRanks &) = delete;
   const std::string &skipped() const { return skipped_; }
   void skip(const std::string &why) { skipped_ = why; }
+  // False, after printing "ds4tp-skip: <why>" (ctest's skip mark), when
+  // the namespaces or links could not be made.
+  bool runnable() const;
   // Writes the go byte to both (again for a second phase).
   void go();
   // "leader: ...\nworker: ..." of both ranks' last reports and failed checks.

@@ -56,20 +56,21 @@ int tcp_setup(Connection &c, const Availability &, std::unique_ptr<State> &prepa
 }
 
 std::unique_ptr<Transport> tcp_make(Connection &c, std::unique_ptr<State> prepared) {
+  auto *r = dynamic_cast<Rails *>(prepared.get());
+  // Big gates under the striping size run on the row link: its plan.
+  const int row_fd = r != nullptr && r->plan.row_link > 0 ? r->links[r->plan.row_link - 1].get()
+                                                           : c.data.get();
   const char *bad = nullptr;
-  if (auto *r = dynamic_cast<Rails *>(prepared.get())) {
-    std::vector<net::Fd> links;
-    links.push_back(std::move(c.data));
-    for (auto &l : r->links) links.push_back(std::move(l));
-    tcp::BigPlan big = tcp::choose_big_plan(links[r->plan.row_link].get(), c.rank, bad);
-    return tcp::make_striped_transport(std::move(links), r->plan, c.data_config, big, c.log);
-  }
-  tcp::BigPlan big = tcp::choose_big_plan(c.data.get(), c.rank, bad);
+  tcp::BigPlan big = tcp::choose_big_plan(row_fd, c.rank, bad);
   if (bad != nullptr)
     c.log.warn("DS4TP_BIG_GATE={} is not duplex, alternate or auto: using auto", bad);
   c.log.debug("tcp big gates: {} ({})",
               big.mode == tcp::BigMode::Alternate ? "alternating rounds" : "full duplex", big.why);
-  return make_tcp_transport(std::move(c.data), c.data_config, big);
+  if (r == nullptr) return make_tcp_transport(std::move(c.data), c.data_config, big);
+  std::vector<net::Fd> links;
+  links.push_back(std::move(c.data));
+  for (auto &l : r->links) links.push_back(std::move(l));
+  return tcp::make_striped_transport(std::move(links), r->plan, c.data_config, big, c.log);
 }
 
 int tcp_mesh_setup(const MeshConnection &, const Availability &, std::unique_ptr<State> &,
