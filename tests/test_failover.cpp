@@ -502,3 +502,25 @@ TEST_CASE("failover: a big gate's last message lost leaves a named error on both
   Outcome o = run_pair(s, body, body);
   REQUIRE_RANKS_OK(o);
 }
+
+TEST_CASE("failover: ranks at different gates stay a named desync, not a failover") {
+  Provider p;
+  RankSetup s = setup(DS4TP_TRANSPORT_RDMA);
+  // The leader calls a row gate where the worker calls a batch gate: the
+  // primary's header barrier finds it, and the resume messages agree.
+  auto body = [](ds4tp_pair *tp, Ctx &c) -> int {
+    CHILD_EXPECT_OK(connect_attach(tp), tp);
+    Seqs q;
+    if (int rc = rows(tp, 4, q)) return rc;
+    const int rc = c.rank == 0 ? ds4tp_gate_exchange(tp, 2, 0, 5)
+                               : ds4tp_batch_gate_exchange(tp, 0, 1, 1);
+    CHILD_EXPECT_RC(rc, DS4TP_EDESYNC, tp);
+    CHILD_EXPECT(std::strstr(ds4tp_errmsg(tp), "failover to the standby tcp link failed: the "
+                                               "ranks are at different gates") != nullptr,
+                 tp);
+    CHILD_EXPECT(failovers(tp) == 0, tp);
+    return 0;
+  };
+  Outcome o = run_pair(s, body, body);
+  REQUIRE_RANKS_OK(o);
+}

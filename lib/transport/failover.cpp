@@ -206,9 +206,10 @@ class FailoverTransport final : public Transport {
 
 int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await) {
   const std::string lost = err.message;
-  auto give_up = [&](const std::string &why) {
+  auto give_up = [&](const std::string &why, int code = 0) {
     broken_ = true;
-    return err.set(rc, "{}; failover to the standby tcp link failed: {}", lost, why);
+    return err.set(code != 0 ? code : rc, "{}; failover to the standby tcp link failed: {}", lost,
+                   why);
   };
   // Nothing of the primary lands in the slab from now on, and the peer's
   // primary waits see its data connection go.
@@ -242,11 +243,14 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   const bool same = peer.in_flight == mine.in_flight;
   const bool ahead = !same && mine.done.kind != 0 && peer.in_flight == mine.done;
   const bool behind = !same && !ahead && peer.done.kind != 0 && peer.done == mine.in_flight;
+  // A desync on both ranks, whichever saw it first (the other may only
+  // have seen the data connection close).
   if (!same && !ahead && !behind)
     return give_up(fmt::format("the ranks are at different gates: this rank at {} (last "
                                "completed {}), the peer at {} (last completed {})",
                                describe(mine.in_flight), describe(mine.done),
-                               describe(peer.in_flight), describe(peer.done)));
+                               describe(peer.in_flight), describe(peer.done)),
+                   DS4TP_EDESYNC);
   if (ahead && !mine.holds_done)
     return give_up(fmt::format("this rank completed {} but the peer did not, and this rank no "
                                "longer holds its partial of that gate",
