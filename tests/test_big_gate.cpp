@@ -244,3 +244,18 @@ TEST_CASE("rails: shares follow the measured rates and a big gate's ranges cover
     CHECK(next == bytes);
   }
 }
+
+TEST_CASE("rails on one rank only fail bring-up on both, naming which rank has them") {
+  RankSetup s;
+  s.transport = DS4TP_TRANSPORT_TCP;
+  s.leader_tweak = [](ds4tp_options &o) { o.rails = "127.0.0.2"; };
+  auto body = [](ds4tp_pair *tp, Ctx &) -> int {
+    CHILD_EXPECT_RC(ds4tp_connect(tp), DS4TP_EINVAL, tp);
+    CHILD_EXPECT(std::strstr(ds4tp_errmsg(tp), "rails: the leader lists rails, the worker none") !=
+                     nullptr,
+                 tp);
+    return 0;
+  };
+  Outcome o = run_pair(s, body, body);
+  REQUIRE_RANKS_OK(o);
+}

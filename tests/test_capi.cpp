@@ -67,6 +67,14 @@ TEST_CASE("ds4tp_new validates options and identity with a message") {
       {"spin_us", [](ds4tp_options &x, ds4tp_identity &) { x.spin_us = -2; }},
       {"size", [](ds4tp_options &x, ds4tp_identity &) { x.size = 0; }},
       {"leader_port", [](ds4tp_options &x, ds4tp_identity &) { x.role = DS4TP_ROLE_WORKER; }},
+      {"options.failover 2 must be 0 or 1", [](ds4tp_options &x, ds4tp_identity &) { x.failover = 2; }},
+      {"options.rails: '10.0.0' is not an IPv4 address",
+       [](ds4tp_options &x, ds4tp_identity &) { x.rails = "10.0.0.1,10.0.0"; }},
+      {"options.rails: 10.0.0.1 is listed twice",
+       [](ds4tp_options &x, ds4tp_identity &) { x.rails = "10.0.0.1,10.0.0.1"; }},
+      {"options.rails lists 8 addresses: at most 7", [](ds4tp_options &x, ds4tp_identity &) {
+         x.rails = "10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,10.0.0.7,10.0.0.8";
+       }},
       {"n_layer", [](ds4tp_options &, ds4tp_identity &i) { i.n_layer = 0; }},
       {"engine_blob", [](ds4tp_options &, ds4tp_identity &i) { i.engine_blob_bytes = 4; }},
       {"gates_per_token", [](ds4tp_options &, ds4tp_identity &i) {
