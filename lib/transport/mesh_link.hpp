@@ -3,6 +3,7 @@
 // transport is: one step moves this rank's message to each peer and each
 // peer's message to this rank. Each message is a step header (the
 // caller's bytes, checked by the caller's function once whole) and a body.
+// Over tcp a pair's gates are steps of a two-member mesh too (GateStep).
 #pragma once
 
 #include <cstddef>
@@ -11,8 +12,41 @@
 
 #include "common/error.hpp"
 #include "os/wait.hpp"
+#include "wire/gate_header.hpp"
+
+namespace ds4tp::talk { struct PeerState; }
 
 namespace ds4tp::transport {
+
+// How a pair's gate step failed, for the pair to word (a group's steps
+// are worded by the mesh). kNone on failure: `err` is set already (the
+// peer's header did not match).
+struct StepEnd {
+  enum class How : uint8_t { kNone, kClosed, kIo, kTimeout, kWatch };
+  How how = How::kNone;
+  int sys_errno = 0;  // kIo
+  bool met = false;  // the peer's bytes came, or its heartbeats put it in the gate
+  uint64_t sent = 0, got = 0, total = 0;  // the peer's link: header + body bytes
+};
+
+// What a pair's gate (row, batch, duplex big: tcp/transport.cpp) adds to
+// a step over its two-member mesh: its own landings, the peer's header
+// checked against this rank's gate, the arrival wait until the peer is
+// met (its first bytes, or its heartbeats saying it is in the gate) and
+// the progress wait after, the pair's watch (data socket, the peer's
+// liveness), and what the pair's stats and messages read back. A group's
+// step has none (StepHeader::gate null).
+struct GateStep {
+  const wire::GateHeader *mine = nullptr;
+  uint8_t *const *dst = nullptr;  // dst[r]: peer r's body lands here
+  bool room = false;              // its header in the `size` bytes before dst[r]
+  uint64_t start_ns = 0;          // the caller's clock read as the gate began
+  uint64_t meet_ns = 0, progress_ns = 0;
+  os::PeerWatch *watch = nullptr;
+  const talk::PeerState *peer = nullptr;  // the pair's; null: no heartbeats
+  uint64_t seen_ns = 0;  // out: Transport::peer_seen_ns()
+  StepEnd end;           // out, on failure
+};
 
 // A step's header: `bytes` of it go first on every link; `check` judges
 // the header a peer sent (EDESYNC naming both when it is on another step).
@@ -25,6 +59,7 @@ struct StepHeader {
   uint64_t body;  // body bytes of every message of the step
   int (*check)(const uint8_t *got, uint64_t step, uint64_t body, int peer, Error &err);
   const uint8_t *alone = nullptr;  // `size` bytes: the header of a message without a body
+  GateStep *gate = nullptr;        // a pair's gate (then `check` is not used)
   // The header for a peer that gets `body_out` bytes of body.
   const uint8_t *for_body(uint64_t body_out) const {
     return body_out == 0 && alone != nullptr ? alone : bytes;
@@ -44,7 +79,8 @@ class MeshLink {
   // rank hears every rank at every step). views[r] then points at rank
   // r's body (this rank's: src[rank]; null where none came). `hdr.bytes`
   // encodes this rank's body size and may sit in the kRoom before src[r].
-  // Waits at most the link's step deadline without progress.
+  // Waits at most the link's step deadline without progress (a pair's
+  // gate: as hdr.gate says, on a mesh that runs them).
   virtual int step(const StepHeader &hdr, int root, const uint8_t *const *src,
                    const void **views, Error &err) = 0;
   // Fails this step and every later one, and shuts the links down, so

@@ -222,6 +222,8 @@ int Mesh::post_ring(Link &l, uint64_t from, uint64_t count, Error &err) {
 int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *src,
                const void **views, Error &err) {
   if (aborted()) return err.set(DS4TP_EFAILED, "group failed: marked failed");
+  if (h.gate != nullptr)  // a pair over rdma writes its gates into the slab (transport.cpp)
+    return err.set(DS4TP_EINVAL, "a pair's gate is not a step of an rdma group's mesh");
   bool shared = true;
   for (int r = 0; src != nullptr && r < n_; r++) shared = shared && src[r] == src[0];
   // Each peer's message goes from the registered staging: once for all

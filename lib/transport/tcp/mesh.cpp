@@ -7,6 +7,7 @@
 #include <cstring>
 #include <optional>
 
+#include "talk/peer_state.hpp"
 #include "transport/tcp/gate_stream.hpp"
 #include "transport/transport.hpp"
 
@@ -33,6 +34,7 @@ Mesh::Mesh(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout_ns
 int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const void **views,
                Error &err) {
   if (aborted()) return err.set(DS4TP_EFAILED, "group failed: marked failed");
+  transport::GateStep *const g = h.gate;
   Peer peers[kMaxPeers];
   int pending = 0;
   // Every rank is heard at every step, even in a rooted one: a rank
@@ -49,13 +51,20 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
   if (src != nullptr) views[rank_] = src[rank_];
   // The waiter (and its clock read) starts at the first round that does
   // not finish the step: a step whose bytes are there at once (the usual
-  // case) never reads the clock.
-  os::PeerWatch watch;
-  watch.watch_flag(raised, &aborted_);
+  // case) never reads the clock. A gate's waiter starts at the gate's own
+  // clock read, and a gate's passes that begin right after a read date
+  // their progress at it.
+  os::PeerWatch own;
+  os::PeerWatch *watch = g != nullptr ? g->watch : &own;
+  if (g == nullptr) own.watch_flag(raised, &aborted_);
   std::optional<os::Waiter> w;
   uint64_t deadline = 0;
+  bool heard = false;  // some bytes came from a peer (a gate's arrival wait ends)
+  bool met = false;    // heard, or a gate's peer is known to be in it
+  if (g != nullptr) g->seen_ns = 0;
   while (pending > 0) {
     bool moved = false;
+    const bool heard_before = heard;
     for (int r = 0; r < n_; r++) {
       Peer &p = peers[r];
       if (p.send) {  // first: the peer may be waiting for these bytes already
@@ -64,30 +73,56 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
       }
       if (p.recv) {
         if (int rc = pump_recv(h, r, p, moved, err)) return fail(rc, r);
+        heard = heard || p.got > 0;
         if (!p.recv) {
           pending--;
-          if (root < 0 || r == root) views[r] = landing(r);
+          if (root < 0 || r == root) views[r] = g != nullptr ? g->dst[r] : landing(r);
         }
       }
     }
-    if (pending == 0) break;
+    const bool first_heard = heard && !heard_before;
+    met = met || heard;
+    if (pending == 0) {
+      if (g != nullptr && first_heard) g->seen_ns = Transport::kSeenAtEnd;
+      if (g != nullptr && w) w->progress_at_last_read();  // no clock read: the stats read the end
+      break;
+    }
     if (!w) {
-      w.emplace(policy_, &watch);
-      deadline = os::deadline_after(w->now(), timeout_);
+      w.emplace(policy_, watch, 0, g != nullptr ? g->start_ns : 0);
+      if (g != nullptr && moved) w->progress_at_last_read();
     } else if (moved) {
       w->progress();
-      deadline = os::deadline_after(w->last_progress(), timeout_);
     }
+    if (g != nullptr && first_heard) g->seen_ns = w->last_progress();
+    if (moved || deadline == 0)
+      deadline = g == nullptr ? os::deadline_after(w->last_progress(), timeout_)
+                 : met        ? os::deadline_after(w->last_progress(), g->progress_ns)
+                              : os::deadline_after(g->start_ns, g->meet_ns);
     if (moved) continue;
+    // A gate's peer whose heartbeats say it entered this gate (or passed
+    // it) has sent its bytes: their loss is told by the progress deadline.
+    if (g != nullptr && !met && g->peer != nullptr &&
+        (g->peer->peer_passed(g->mine->kind, g->mine->seq) || g->peer->peer_reached())) {
+      met = true;
+      deadline = os::deadline_after(w->now(), g->progress_ns);
+    }
     int perr = 0;
     const int rc = w->idle(deadline, [&](uint64_t left) { perr = block(peers, left); });
+    if (perr == 0 && rc == DS4TP_OK) continue;
+    int late = 0;  // the first member the step still waits on
+    while (late < n_ && !peers[late].send && !peers[late].recv) late++;
+    if (g != nullptr) {
+      using How = transport::StepEnd::How;
+      const Peer &p = peers[late];
+      g->end = {perr != 0 ? How::kIo : rc == DS4TP_ETIMEDOUT ? How::kTimeout : How::kWatch, perr,
+                met, p.sent, p.got, h.size + p.body_in};
+      return fail(perr != 0 ? DS4TP_EIO : rc == DS4TP_ETIMEDOUT ? rc : watch->code(), late);
+    }
     if (perr != 0) return fail(err.set(DS4TP_EIO, "poll: {}", std::strerror(perr)));
     if (rc == DS4TP_ETIMEDOUT) {
-      int late = 0;
-      while (late < n_ && !peers[late].send && !peers[late].recv) late++;
-      culprit_ = late;
       return fail(err.set(DS4TP_ETIMEDOUT, "step {}: rank {} made no progress within {} ms",
-                          h.step, name(late), timeout_ / 1'000'000));
+                          h.step, name(late), timeout_ / 1'000'000),
+                  late);
     }
     if (rc != DS4TP_OK) return err.set(DS4TP_EFAILED, "group failed: marked failed");
   }
@@ -120,22 +155,23 @@ int Mesh::block(const Peer *peers, uint64_t left_ns) {
 // call, into the header room and the landing after it.
 int Mesh::pump_recv(const StepHeader &h, int r, Peer &p, bool &moved, Error &err) {
   const size_t total = h.size + p.body_in;
-  uint8_t *body = landing(r), *hdr = body - h.size;
+  const transport::GateStep *g = h.gate;
+  uint8_t *body = g != nullptr ? g->dst[r] : landing(r);
+  uint8_t *hdr = (g == nullptr || g->room ? body : landing(r)) - h.size;
   while (p.recv) {
     const ssize_t k = net::recv_stream(fds_[r].get(), hdr, h.size, body, p.got, total);
-    if (k == 0)
-      return err.set(DS4TP_EPEERCLOSED, "rank {} closed its connection (step {})", name(r),
-                     h.step);
+    if (k == 0) return lost(h, r, p, 0, err);
     if (k < 0) {
       if (retry_later(errno)) return DS4TP_OK;
-      return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", name(r), std::strerror(errno),
-                     h.step);
+      return lost(h, r, p, errno, err);
     }
     const bool hdr_done = p.got < h.size && p.got + size_t(k) >= h.size;
     p.got += size_t(k);
     moved = true;
     if (hdr_done)
-      if (int rc = h.check(hdr, h.step, p.body_in, name(r), err)) return rc;
+      if (int rc = g != nullptr ? wire::check_peer_gate_header(*g->mine, hdr, err)
+                                : h.check(hdr, h.step, p.body_in, name(r), err))
+        return rc;
     if (p.got == total) p.recv = false;
   }
   return DS4TP_OK;
@@ -149,14 +185,26 @@ int Mesh::pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, boo
         net::send_stream(fds_[r].get(), h.for_body(p.body_out), h.size, src, p.sent, total);
     if (k < 0) {
       if (retry_later(errno)) return DS4TP_OK;
-      return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", name(r), std::strerror(errno),
-                     h.step);
+      return lost(h, r, p, errno, err);
     }
     p.sent += size_t(k);
     moved = true;
     if (p.sent == total) p.send = false;
   }
   return DS4TP_OK;
+}
+
+int Mesh::lost(const StepHeader &h, int r, const Peer &p, int e, Error &err) {
+  if (transport::GateStep *g = h.gate) {
+    using How = transport::StepEnd::How;
+    g->end = {e == 0 ? How::kClosed : How::kIo, e, p.got > 0, p.sent, p.got, h.size + p.body_in};
+    return e == 0 || e == EPIPE || e == ECONNRESET || e == ENOTCONN ? DS4TP_EPEERCLOSED
+                                                                   : DS4TP_EIO;
+  }
+  if (e == 0)
+    return err.set(DS4TP_EPEERCLOSED, "rank {} closed its connection (step {})", name(r),
+                   h.step);
+  return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", name(r), std::strerror(e), h.step);
 }
 
 int Mesh::fail(int rc, int culprit) {

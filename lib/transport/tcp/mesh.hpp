@@ -16,8 +16,12 @@
 // moving is not a stopped rank. A failed step leaves the links up: the
 // caller first tells the others why (the group's heartbeat), then
 // abort() shuts every socket down, so the peers see this rank leave; a
-// peer that closes fails the step with EPEERCLOSED naming it. Staging is allocated once, here. One thread
-// steps at a time; abort() may come from any thread.
+// peer that closes fails the step with EPEERCLOSED naming it. Staging is
+// allocated once, here. One thread steps at a time; abort() may come from
+// any thread.
+//
+// A pair's tcp gates are steps of a two-member mesh (transport.cpp): the
+// same loop, with the gate's landings, deadlines and watch (GateStep).
 #pragma once
 
 #include <atomic>
@@ -51,6 +55,10 @@ class Mesh final : public transport::MeshLink {
   void abort() override;
   int culprit() const override { return culprit_ < 0 ? -1 : name(culprit_); }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  // The link to member r, and the wait policy its steps use (a pair's
+  // alternating big gate shares both).
+  int socket(int r) const { return fds_[size_t(r)].get(); }
+  const os::WaitPolicy &policy() const { return policy_; }
 
  private:
   struct Peer {
@@ -64,6 +72,8 @@ class Mesh final : public transport::MeshLink {
   int pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, bool &moved, Error &err);
   int block(const Peer *peers, uint64_t left_ns);
   int fail(int rc, int culprit = -1);  // notes the culprit; the links stay up
+  // Link r failed (closed: e == 0): the group's words, or a gate's StepEnd.
+  int lost(const StepHeader &h, int r, const Peer &p, int e, Error &err);
 
   std::vector<net::Fd> fds_;
   int rank_;

@@ -1,16 +1,11 @@
 #include "transport/tcp/transport.hpp"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include <poll.h>
-#include <sys/socket.h>
-
-#include "common/clock.hpp"
 #include "os/wait.hpp"
 #include "transport/tcp/big_exchange.hpp"
-#include "transport/tcp/gate_stream.hpp"
+#include "transport/tcp/mesh.hpp"
 #include "wire/gate_header.hpp"
 #include "talk/peer_state.hpp"
 
@@ -25,14 +20,21 @@ static_assert(slab::kGateRoom >= wire::kGateHeaderBytes, "row slots hold a gate 
 // After a hang-up, bytes the peer sent before it still drain this long.
 constexpr uint64_t kGoneGraceNs = 2000000;
 
+// A pair's gate is a step of a two-member mesh (mesh.hpp): this rank is
+// member 0, the peer member 1, and the step lands in the slab.
+constexpr int kSelf = 0, kPeer = 1;
+
+std::vector<net::Fd> mesh_fds(net::Fd fd) {
+  std::vector<net::Fd> fds(2);
+  fds[kPeer] = std::move(fd);
+  return fds;
+}
+
 class TcpTransport final : public Transport {
  public:
   TcpTransport(net::Fd fd, const DataConfig &cfg, const tcp::BigPlan &big)
-      : fd_(std::move(fd)), cfg_(cfg), big_(big) {
-    os::set_spin(policy_, budget_, cfg.spin_ns, cfg.adaptive_spin);
-    policy_.clock_every = 8;  // a spin round is a recvmsg already: no clock read each time
-    policy_.grace_ns = kGoneGraceNs;
-  }
+      : cfg_(cfg), big_(big),
+        link_(mesh_fds(std::move(fd)), kSelf, 0, 0, with_spin(cfg), cfg.adaptive_spin) {}
 
   const char *name() const override { return "tcp"; }
 
@@ -66,97 +68,70 @@ class TcpTransport final : public Transport {
                uint64_t start_ns, Error &err) override {
     GateHeader h{uint16_t(GateKind::Big), layer, 0, seq, bytes};
     if (big_.mode == tcp::BigMode::Alternate)
-      return tcp::alternate_exchange({fd_.get(), &cfg_, &policy_, start_ns, &seen_ns_}, big_,
-                                     h, static_cast<const uint8_t *>(out),
-                                     static_cast<uint8_t *>(in), bytes, err);
+      return tcp::alternate_exchange(
+          {link_.socket(kPeer), &cfg_, &link_.policy(), start_ns, &seen_ns_}, big_, h,
+          static_cast<const uint8_t *>(out), static_cast<uint8_t *>(in), bytes, err);
     return exchange(h, static_cast<const uint8_t *>(out), static_cast<uint8_t *>(in),
                     bytes, start_ns, cfg_.arrival(true), cfg_.big_gate_timeout_ns, err);
   }
 
  private:
-  // Full-duplex exchange of header+payload. `meet_ns` after `started`
-  // bounds the wait for the peer's first bytes; after that `progress_ns`
-  // applies to every stretch without progress. With `room` (row slots)
-  // the headers go in the slab's header room before `out` and `in`: one
-  // buffer each way.
+  static os::WaitPolicy with_spin(const DataConfig &cfg) {
+    os::WaitPolicy p;
+    p.spin_ns = cfg.spin_ns;
+    p.grace_ns = kGoneGraceNs;
+    return p;
+  }
+
+  // Full-duplex exchange of header+payload, one step of the link. `meet_ns`
+  // after `started` bounds the wait for the peer's first bytes; after that
+  // `progress_ns` applies to every stretch without progress. With `room`
+  // (row slots) the headers go in the slab's header room before `out` and
+  // `in`: one buffer each way.
   int exchange(const GateHeader &mine, const uint8_t *out, uint8_t *in, uint64_t bytes,
                uint64_t started, uint64_t meet_ns, uint64_t progress_ns, Error &err,
                bool room = false) {
     uint8_t own[wire::kGateHeaderBytes];
     uint8_t *shdr = room ? const_cast<uint8_t *>(out) - wire::kGateHeaderBytes : own;
     wire::encode_gate_header(mine, shdr);
-
-    const int fd = fd_.get();
-    const uint64_t total = wire::kGateHeaderBytes + bytes;
-    uint64_t sent = 0;
-    tcp::GateInbound rx{mine, in, total, room};
-    // The data path reads the socket itself, so a closed peer normally
-    // shows as EOF there; the watch covers a peer that is gone while
-    // neither direction can move.
+    // The step reads the socket itself, so a closed peer normally shows as
+    // EOF there; the watch covers a peer that is gone while neither
+    // direction can move.
     os::PeerWatch watch;
-    watch.watch_socket(fd, "data connection");
+    watch.watch_socket(link_.socket(kPeer), "data connection");
     talk::watch_peer(watch, cfg_.peer);
-    os::Waiter w(policy_, &watch, 0, started);
-    seen_ns_ = 0;
-    uint64_t deadline = os::deadline_after(started, meet_ns);
-    bool first_pass = true;
-
-    while (sent < total || rx.got < total) {
-      bool progress = false;
-      if (sent < total) {
-        ssize_t r = tcp::send_stream(fd, shdr, out, sent, total);
-        if (r > 0) {
-          sent += uint64_t(r);
-          progress = true;
-        } else if (r < 0 && !tcp::retry_later(errno)) {
-          return io_fail(mine, errno, sent, rx.got, total, err);
-        }
-      }
-      if (rx.got < total) {
-        const bool first = rx.got == 0;
-        ssize_t r;
-        if (int rc = rx.read(fd, r, err)) return rc;
-        if (r > 0) {
-          if (first) seen_ns_ = 1;  // stamped below with the progress clock read
-          progress = true;
-        } else if (r == 0) {
-          return closed(mine, rx.got, total, err);
-        } else if (!tcp::retry_later(errno)) {
-          return io_fail(mine, errno, sent, rx.got, total, err);
-        }
-      }
-      if (progress) {
-        // No clock read when the gate is done (Stats reads the end) or
-        // when this was the first pass (the Waiter's read dated it).
-        if (sent == total && rx.got == total) {
-          w.progress_at_last_read();
-          if (seen_ns_ == 1) seen_ns_ = kSeenAtEnd;
-          break;
-        }
-        if (first_pass) w.progress_at_last_read(); else w.progress();
-        first_pass = false;
-        if (seen_ns_ == 1) seen_ns_ = w.last_progress();
-        // Once the peer has shown up, the in-gate timeout applies.
-        deadline = rx.got > 0 ? w.last_progress() + progress_ns : os::deadline_after(started, meet_ns);
-        continue;
-      }
-      first_pass = false;
-      int perr = 0;
-      int rc = w.idle(deadline, [&](uint64_t) {
-        pollfd p{fd, short((rx.got < total ? POLLIN : 0) | (sent < total ? POLLOUT : 0)), 0};
-        // In slices, so the peer's liveness verdict is read while blocked.
-        if (::poll(&p, 1, std::min(ms_left(deadline), kLivenessSliceMs)) < 0 && errno != EINTR)
-          perr = errno;
-      });
-      if (perr != 0) return io_fail(mine, perr, sent, rx.got, total, err);
-      if (rc == DS4TP_ETIMEDOUT && rx.got == 0 && cfg_.peer != nullptr)
-        return never_reached(mine, meet_ns, err);
-      if (rc == DS4TP_ETIMEDOUT)
-        return timeout(mine, rx.got == 0 ? meet_ns : progress_ns, sent, rx.got, total, err);
-      if (rc == DS4TP_EPEERCLOSED && watch.silent()) return silent(mine, watch, rx.got, total, err);
-      if (rc == DS4TP_EPEERCLOSED) return closed(mine, rx.got, total, err);
+    uint8_t *dst[2] = {nullptr, in};
+    const uint8_t *src[2] = {out, out};
+    transport::GateStep g;
+    g.mine = &mine;
+    g.dst = dst;
+    g.room = room;
+    g.start_ns = started;
+    g.meet_ns = meet_ns;
+    g.progress_ns = progress_ns;
+    g.watch = &watch;
+    g.peer = cfg_.peer;
+    transport::StepHeader h{shdr, wire::kGateHeaderBytes, mine.seq, bytes, nullptr};
+    h.gate = &g;
+    const void *views[2];
+    const int rc = link_.step(h, -1, src, views, err);
+    seen_ns_ = g.seen_ns;
+    if (rc == DS4TP_OK) return rc;
+    using How = transport::StepEnd::How;
+    const transport::StepEnd &e = g.end;
+    const uint64_t total = wire::kGateHeaderBytes + bytes;
+    switch (e.how) {
+      case How::kNone: return rc;  // the peer's header: worded by its check
+      case How::kClosed: return closed(mine, e.got, total, err);
+      case How::kIo: return io_fail(mine, e.sys_errno, e.sent, e.got, total, err);
+      case How::kTimeout:
+        if (!e.met && cfg_.peer != nullptr) return never_reached(mine, meet_ns, err);
+        return timeout(mine, e.met ? progress_ns : meet_ns, e.sent, e.got, total, err);
+      case How::kWatch:
+        return watch.silent() ? silent(mine, watch, e.got, total, err)
+                              : closed(mine, e.got, total, err);
     }
-    return DS4TP_OK;
+    return rc;
   }
 
   int never_reached(const GateHeader &m, uint64_t limit_ns, Error &err) {
@@ -208,11 +183,9 @@ class TcpTransport final : public Transport {
                    limit_ns / 1000000, sent, got, total);
   }
 
-  net::Fd fd_;
   DataConfig cfg_;
   tcp::BigPlan big_;
-  os::WaitPolicy policy_;
-  os::SpinBudget budget_;  // the adaptive policy's window, learned across gates
+  tcp::Mesh link_;  // its wait policy's adaptive window is learned across gates
   uint8_t *base_ = nullptr;
   slab::Layout layout_;
 };

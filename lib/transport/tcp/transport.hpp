@@ -1,6 +1,8 @@
 // TCP data plane: one dedicated socket, every payload preceded by a gate
 // header, both directions driven at once on a non-blocking socket so two
-// ranks writing large payloads simultaneously can never deadlock.
+// ranks writing large payloads simultaneously can never deadlock. The
+// socket is a two-member tcp::Mesh (mesh.hpp): a gate is one of its
+// steps, the loop a group's steps run too.
 #pragma once
 
 #include <memory>
