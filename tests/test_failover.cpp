@@ -169,25 +169,31 @@ uint64_t failovers(ds4tp_pair *tp) {
 
 // The whole traffic, bit for bit, then: the pair runs over tcp, counted
 // one failover, and this rank's log has `said` (a line of the failover).
-Body survives(int transport, const char *said) {
+// With `rails` the primary is a tcp pair's data connection and one rail,
+// the row gates on the rail.
+Body survives(int transport, const char *said, bool rails = false) {
   return [=](ds4tp_pair *tp, Ctx &) -> int {
     CHILD_EXPECT_OK(connect_attach(tp), tp);
     CHILD_EXPECT(ds4tp_transport_active(tp) == transport, tp);
     CHILD_EXPECT(!logged("failover on: a standby tcp link is open").empty(), tp);
+    const int n = rails ? 3 : 2;
     ds4tp_link_info li[4];
-    CHILD_EXPECT(ds4tp_links(tp, li, 4, sizeof li[0]) == 2, tp);
+    CHILD_EXPECT(ds4tp_links(tp, li, 4, sizeof li[0]) == n, tp);
     CHILD_EXPECT(li[0].transport == transport && li[0].role == DS4TP_LINK_DATA &&
-                     li[0].state == 1 && li[0].row == 1,
+                     li[0].state == 1 && li[0].row == !rails,
                  tp);
-    CHILD_EXPECT(li[1].transport == DS4TP_TRANSPORT_TCP && li[1].role == DS4TP_LINK_STANDBY &&
-                     li[1].state == 0 && li[1].row == 0,
+    CHILD_EXPECT(!rails || (li[1].role == DS4TP_LINK_RAIL && li[1].state == 1 && li[1].row == 1),
+                 tp);
+    CHILD_EXPECT(li[n - 1].transport == DS4TP_TRANSPORT_TCP &&
+                     li[n - 1].role == DS4TP_LINK_STANDBY && li[n - 1].state == 0 &&
+                     li[n - 1].row == 0,
                  tp);
     Seqs q;
     if (int rc = traffic(tp, q)) return rc;
     CHILD_EXPECT(ds4tp_transport_active(tp) == DS4TP_TRANSPORT_TCP, tp);
     CHILD_EXPECT(failovers(tp) == 1, tp, "failovers %llu", (unsigned long long)failovers(tp));
-    CHILD_EXPECT(ds4tp_links(tp, li, 4, sizeof li[0]) == 2 && li[0].state == -1 &&
-                     li[1].state == 1 && li[1].row == 1,
+    CHILD_EXPECT(ds4tp_links(tp, li, 4, sizeof li[0]) == n && li[0].state == -1 &&
+                     li[n - 2].state == -1 && li[n - 1].state == 1 && li[n - 1].row == 1,
                  tp);
     const std::string line = logged("resuming over the standby tcp link");
     CHILD_EXPECT(!line.empty() && line.find(said) != std::string::npos, tp, "log: %s",
@@ -298,6 +304,39 @@ TEST_CASE("failover: a shm pair moves to tcp when its primary is given up") {
   };
   Outcome o = run_pair(s, b, w);
   REQUIRE_RANKS_OK(o);
+}
+
+// A tcp pair with a rail on loopback (127.0.0.2), its row gates on the
+// rail (a test option), whose worker gives its links up at gate `at`
+// (DS4TP_TEST_FAIL_PRIMARY_AFTER): it shuts every link down, the leader's
+// wait on them ends, and both go on over the standby.
+void rails_given_up_at(const char *at, const char *said) {
+  RankSetup s = setup(DS4TP_TRANSPORT_TCP);
+  auto tweak = [](ds4tp_options &o) {
+    o.log_fn = capture;
+    o.rails = "127.0.0.2";
+  };
+  s.leader_tweak = s.worker_tweak = tweak;
+  Body b = survives(DS4TP_TRANSPORT_TCP, said, /*rails=*/true);
+  Body l = [b](ds4tp_pair *tp, Ctx &c) -> int {
+    ScopedEnv row("DS4TP_TEST_ROW_LINK", "1");
+    return b(tp, c);
+  };
+  Body w = [b, at](ds4tp_pair *tp, Ctx &c) -> int {
+    ScopedEnv drop("DS4TP_TEST_FAIL_PRIMARY_AFTER", at);
+    return b(tp, c);
+  };
+  Outcome o = run_pair(s, l, w);
+  REQUIRE_RANKS_OK(o);
+}
+
+TEST_CASE("failover: a tcp pair's rails given up mid row gates on the rail go on over the standby") {
+  rails_given_up_at("20", "tcp link lost at gate (layer 1, gate 1, seq 20)");
+}
+
+TEST_CASE("failover: a tcp pair's rails given up mid a striped big gate go on over the standby") {
+  // Gate 50: the second 4 MiB big gate (40 rows and 8 batch gates before it).
+  rails_given_up_at("50", "tcp link lost at big gate (layer 3, seq 2, 4194304 bytes)");
 }
 
 TEST_CASE("failover: a peer that exits still fails the pair at once, naming both links") {

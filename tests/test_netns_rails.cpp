@@ -32,17 +32,56 @@ constexpr uint64_t kBigBytes = 16u << 20;
 
 std::string g_rails_line, g_lost_line;
 void keep_rails_line(void *, int, const char *msg) {
+  if (std::strstr(msg, "resuming over the standby tcp link") != nullptr) g_lost_line = msg;
   if (std::strstr(msg, "rails:") == nullptr) return;
   if (std::strstr(msg, " lost ") != nullptr) g_lost_line = msg;
   else if (g_rails_line.empty()) g_rails_line = msg;
 }
 
+// Row gates on the rail (the leader's plan puts them there: a test
+// option), 300 before READY(1), then after a second go byte 300 more, the
+// first of which finds the rail cut: each checked bit for bit. Then the
+// pair runs over its standby tcp link, and says so.
+int row_gates_over_the_rail(int fd, int go_fd, ds4tp_pair *tp) {
+  const int rank = ds4tp_rank(tp);
+  auto *slab = static_cast<uint8_t *>(ds4tp_slab_base(tp));
+  const ds4tp_slab_layout l = layout_of(tp);
+  ds4tp_link_info li[4] = {};
+  CHILD_EXPECT(ds4tp_links(tp, li, 4, sizeof li[0]) == 3 && li[1].row == 1 &&
+                   li[2].role == DS4TP_LINK_STANDBY && li[2].state == 0,
+               tp);
+  for (uint64_t seq = 1; seq <= 600; seq++) {
+    const uint32_t g = uint32_t((seq - 1) % l.slots);
+    auto *out = reinterpret_cast<uint32_t *>(slab + ds4tp_slab_out_offset(tp, g / 2, g % 2));
+    auto *in = reinterpret_cast<uint32_t *>(slab + ds4tp_slab_in_offset(tp, g / 2, g % 2));
+    for (uint64_t i = 0; i < l.vec_bytes / 4; i++) out[i] = uint32_t(i * 40503u + seq) ^ uint32_t(rank);
+    CHILD_EXPECT_OK(ds4tp_gate_exchange(tp, g / 2, g % 2, seq), tp, "row seq %llu",
+                    (unsigned long long)seq);
+    for (uint64_t i = 0; i < l.vec_bytes / 4; i++)
+      CHILD_EXPECT(in[i] == (uint32_t(i * 40503u + seq) ^ uint32_t(1 - rank)), tp,
+                   "row seq %llu word %llu", (unsigned long long)seq, (unsigned long long)i);
+    if (seq == 300) {
+      send_report(fd, kReportReady, 1);
+      CHILD_EXPECT(await_go(go_fd), tp);
+    }
+  }
+  CHILD_EXPECT(ds4tp_transport_active(tp) == DS4TP_TRANSPORT_TCP, tp);
+  ds4tp_stats st{};
+  st.size = sizeof st;
+  CHILD_EXPECT(ds4tp_stats_read(tp, &st) == DS4TP_OK && st.failovers == 1, tp);
+  CHILD_EXPECT(ds4tp_links(tp, li, 4, sizeof li[0]) == 3 && li[0].state == -1 &&
+                   li[1].state == -1 && li[2].state == 1 && li[2].row == 1,
+               tp);
+  return DS4TP_OK;
+}
+
 // A rank in its own namespace: READY(0) once unshared; after the go
 // byte, pairs over tcp with `rails` and runs `gates` big gates, each
-// checked bit for bit, with READY(1) after the second. RESULT: rc, value =
-// the best big gate's Mbit/s per direction, msg = its "rails:" log line
-// (and the lost link's, if one was lost) or the error.
-int ns_rank(int fd, int go_fd, int role, const char *rails, int gates = 3) {
+// checked bit for bit, with READY(1) after the second (or, with `rows`,
+// row_gates_over_the_rail). RESULT: rc, value = the best big gate's
+// Mbit/s per direction, msg = its "rails:" log line (and the lost link's,
+// if one was lost) or the error.
+int ns_rank(int fd, int go_fd, int role, const char *rails, int gates = 3, bool rows = false) {
   if (unshare(CLONE_NEWNET) != 0) {
     send_report(fd, kReportResult, 0, 77);
     return 0;
@@ -58,18 +97,24 @@ int ns_rank(int fd, int go_fd, int role, const char *rails, int gates = 3) {
   o.rails = rails;
   o.log_fn = keep_rails_line;
   o.log_level = DS4TP_LOG_INFO;
+  if (rows) {
+    o.gate_timeout_ms = 1000;  // the cut rail's gate fails over within it
+    setenv("DS4TP_TEST_ROW_LINK", "1", 1);
+  }
   ds4tp_identity id = small_identity(4, 1024);
   ds4tp_pair *tp = nullptr;
   int rc = ds4tp_new(&tp, &o, &id);
   if (rc == 0) rc = ds4tp_connect(tp);
   if (rc == 0) rc = ds4tp_attach_slab(tp, nullptr, 0);
   // The data connection and one rail, both measured, their shares summing
-  // to the whole.
+  // to the whole, and the standby.
   ds4tp_link_info li[4] = {};
-  if (rc == 0 && (ds4tp_links(tp, li, 4, sizeof li[0]) != 2 || li[0].rate_mbit == 0 ||
+  if (rc == 0 && (ds4tp_links(tp, li, 4, sizeof li[0]) != 3 || li[0].rate_mbit == 0 ||
                   li[1].rate_mbit == 0 || li[0].share + li[1].share != 1000 ||
-                  li[1].role != DS4TP_LINK_RAIL))
+                  li[1].role != DS4TP_LINK_RAIL || li[2].role != DS4TP_LINK_STANDBY))
     rc = DS4TP_EPROTO;
+  if (rc == 0 && rows) rc = row_gates_over_the_rail(fd, go_fd, tp);
+  if (rows) gates = 0;
   double best = 0;
   const int rank = role == DS4TP_ROLE_LEADER ? 0 : 1;
   std::vector<uint32_t> out(kBigBytes / 4), in(kBigBytes / 4);
@@ -102,10 +147,10 @@ int ns_rank(int fd, int go_fd, int role, const char *rails, int gates = 3) {
 // The two ranks, joined by two veth links shaped by tbf: 10.78.1.0/24
 // (the fast one, bring-up) and 10.78.2.0/24.
 struct Ranks : NsRanks {
-  Ranks(const char *leader_rails, const char *worker_rails, int gates = 3)
+  Ranks(const char *leader_rails, const char *worker_rails, int gates = 3, bool rows = false)
       : NsRanks([=](int fd, int go_fd, int role) {
           return ns_rank(fd, go_fd, role,
-                         role == DS4TP_ROLE_LEADER ? leader_rails : worker_rails, gates);
+                         role == DS4TP_ROLE_LEADER ? leader_rails : worker_rails, gates, rows);
         }) {
     if (!skipped().empty()) return;
     const pid_t pl = leader.pid(), pw = worker.pid();
@@ -199,4 +244,25 @@ TEST_CASE("netns rails: a rail cut mid big gates, the gate completes on the othe
   CHECK(rw.rc == 0);
   CHECK(std::strstr(rl.msg, "rails: link 1 lost in a big gate, which completed over link 0"));
   CHECK(std::strstr(rw.msg, "rails: link 1 lost in a big gate, which completed over link 0"));
+}
+
+TEST_CASE("netns rails: the row gates' rail cut, the pair fails over to its standby link") {
+  Ranks r("10.78.2.1", "10.78.2.1", 0, /*rows=*/true);
+  if (!r.runnable()) return;
+  r.go();
+  Report rl, rw;
+  REQUIRE(r.leader.next_of(kReportReady, rl, 30000));  // 300 row gates done on the rail
+  REQUIRE(r.worker.next_of(kReportReady, rw, 30000));
+  REQUIRE(run_cmd(in_ns(r.leader.pid(), {"ip", "link", "set", r.rail_dev, "down"})) == 0);
+  r.go();
+  const bool gl = r.leader.next_of(kReportResult, rl, 60000);
+  const bool gw = r.worker.next_of(kReportResult, rw, 60000);
+  INFO(r.describe(rl, rw));
+  REQUIRE(gl);
+  REQUIRE(gw);
+  CHECK(rl.rc == 0);  // every row gate done, bit for bit, the last 300 over the standby
+  CHECK(rw.rc == 0);
+  // The first gate after the cut (seq 301: slot 300 % 8, layer 2 gate 0) moved.
+  CHECK(std::strstr(rl.msg, "tcp link lost at gate (layer 2, gate 0, seq 301)"));
+  CHECK(std::strstr(rw.msg, "tcp link lost at gate (layer 2, gate 0, seq 301)"));
 }

@@ -80,7 +80,8 @@ typedef struct ds4tp_options {
   int32_t peer_arrival_timeout_ms;
 
   /* Failover (docs/RELIABILITY.md): 1 (the default) opens a standby tcp
-   * link beside an rdma or shm transport when the peer offers one too;
+   * link beside an rdma or shm transport, or beside a tcp pair's rails,
+   * when the peer offers one too;
    * a primary that fails mid-gate is left for it, the gate runs again
    * there and the call succeeds (ds4tp_transport_active then says tcp,
    * ds4tp_stats.failovers counts it). 0: no standby; a failed primary

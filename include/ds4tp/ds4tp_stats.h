@@ -50,13 +50,13 @@ typedef struct ds4tp_stats {
   /* Tiered groups (ds4tp_group_topology): per collective, the time in  */
   /* its shm steps within the host and, on leaders, in the steps across. */
   ds4tp_stats_hist group_host_step, group_across_step;
-  /* Pairs: times the primary link (rdma, shm) failed and the pair went */
-  /* on over its standby tcp link (ds4tp_options.failover).             */
+  /* Pairs: times the primary link (rdma, shm, tcp rails) failed and   */
+  /* the pair went on over its standby tcp link (ds4tp_options.failover). */
   uint64_t failovers;
 } ds4tp_stats;
 
-/* A pair's data links: the data connection, and its standby link or its */
-/* rails where it has them (ds4tp_links).                                */
+/* A pair's data links: the data connection, its rails and its standby */
+/* link where it has them, in that order (ds4tp_links).                 */
 #define DS4TP_LINK_DATA 0
 #define DS4TP_LINK_RAIL 1
 #define DS4TP_LINK_STANDBY 2

@@ -164,15 +164,17 @@ int Pair::connect_once(Error &err) {
   }
   if (d->id != DS4TP_TRANSPORT_TCP && !c.rails.empty())
     log_.warn("rails stripe tcp pairs; this pair runs {}: the rails are not used", d->name);
-  // Both ranks decide alike whether to open a standby beside the primary.
-  const bool standby = d->id != DS4TP_TRANSPORT_TCP &&
+  // Both ranks decide alike whether to open a standby beside the primary:
+  // rdma, shm, or tcp rails (a lost row rail fails over like a primary).
+  const bool striped = d->id == DS4TP_TRANSPORT_TCP && !c.rails.empty();
+  const bool standby = (d->id != DS4TP_TRANSPORT_TCP || striped) &&
                        (mine.caps & peer_.caps & wire::kCapStandby) != 0;
   net::Fd primary_data;
   if (standby) primary_data = net::Fd(::fcntl(c.data.get(), F_DUPFD_CLOEXEC, 0));
   transport_ = d->make(c, std::move(prepared));
   if (standby) {
     if ((rc = add_standby(c, std::move(primary_data), err))) return rc;
-  } else if (d->id != DS4TP_TRANSPORT_TCP) {
+  } else if (d->id != DS4TP_TRANSPORT_TCP || striped) {
     log_.info("no failover: {}", !opt_.failover ? "this rank's options turn it off"
                                                 : "the peer does not offer a standby link");
   }

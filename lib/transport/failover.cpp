@@ -66,17 +66,22 @@ class FailoverTransport final : public Transport {
     return primary_->setup_retries();
   }
   bool links(std::vector<LinkInfo> &out) const override {
-    LinkInfo p;
-    p.transport = cfg_.primary_kind;
-    p.role = DS4TP_LINK_DATA;
-    p.state = tcp_ || broken_ ? -1 : 1;
-    p.row = !tcp_;
+    const size_t first = out.size();
+    if (!primary_->links(out)) {  // rails report their own
+      LinkInfo p;
+      p.transport = cfg_.primary_kind;
+      p.role = DS4TP_LINK_DATA;
+      out.push_back(p);
+    }
+    for (size_t i = first; i < out.size(); i++) {
+      if (tcp_ || broken_) out[i].state = -1;
+      if (tcp_) out[i].row = false;
+    }
     LinkInfo s;
     s.transport = DS4TP_TRANSPORT_TCP;
     s.role = DS4TP_LINK_STANDBY;
     s.state = tcp_ ? 1 : broken_ ? -1 : 0;
     s.row = tcp_ != nullptr;
-    out.push_back(p);
     out.push_back(s);
     return true;
   }
@@ -214,6 +219,7 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   // Nothing of the primary lands in the slab from now on, and the peer's
   // primary waits see its data connection go.
   primary_->detach();
+  primary_->give_up();
   ::shutdown(primary_data_.get(), SHUT_RDWR);
 
   // A peer that gave up first has its resume here already: this rank's

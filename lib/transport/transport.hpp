@@ -72,6 +72,10 @@ class Transport {
   virtual int attach(uint8_t *base, const slab::Layout &layout, Error &err) = 0;
   // Stops using the slab; no gate may follow until the next attach.
   virtual void detach() = 0;
+  // A failover left this transport for good (transport/failover.hpp):
+  // shuts down the links it owns beyond the data connection, so the
+  // peer's waits on them end. No gate follows.
+  virtual void give_up() {}
   // A slab the transport allocated in memory the peer reaches directly
   // (shm: this rank's segment), which ds4tp_attach_slab(pair, NULL, 0)
   // hands out instead of private memory; nullptr when it has none.

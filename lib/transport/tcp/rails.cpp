@@ -1,6 +1,7 @@
 #include "transport/tcp/rails.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -83,6 +84,9 @@ int plan_rails(int rank, const std::vector<int> &fds, uint64_t deadline, wire::R
   for (int k = 0; k < links; k++)
     if (int rc = leader_measure(fds[size_t(k)], deadline, rtt[k], mbit[k], err)) return rc;
   share_rails(mbit, rtt, links, plan);
+  // Test only: row gates on the link this names, whatever the round trips.
+  if (const char *v = std::getenv("DS4TP_TEST_ROW_LINK"); v != nullptr && *v != 0)
+    if (const int k = std::atoi(v); k >= 0 && k < links) plan.row_link = uint16_t(k);
   wire::encode_rail_plan(plan, b);
   return net::write_all(fds[0], b, sizeof b, deadline, "rail plan", err);
 }

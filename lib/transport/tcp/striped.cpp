@@ -73,6 +73,9 @@ class StripedTransport final : public Transport {
     return row_->attach(base, layout, err);
   }
   void detach() override { row_->detach(); }
+  void give_up() override {
+    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+  }
 
   int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
            Error &err) override {

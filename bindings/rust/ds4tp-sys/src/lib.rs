@@ -216,7 +216,7 @@ pub struct ds4tp_options {
     pub peer_silence_ms: i32,
     /// A live peer may reach a gate or answer this late (ms; -1 no limit; default 300000).
     pub peer_arrival_timeout_ms: i32,
-    /// 1 (default): a standby tcp link beside rdma or shm, taken when the primary fails; 0: off.
+    /// 1 (default): a standby tcp link beside rdma, shm or tcp rails, taken when they fail; 0: off.
     pub failover: i32,
     /// The leader's IPv4 addresses of more tcp links ("10.0.2.1,10.0.3.1") a tcp pair
     /// stripes its big gates over; NULL = none.

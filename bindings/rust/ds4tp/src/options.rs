@@ -67,8 +67,8 @@ pub struct Options {
     /// A live peer may reach a gate or answer a control call this late
     /// (default 300000; `ARRIVAL_UNLIMITED`: as long as it stays alive).
     pub peer_arrival_timeout_ms: i32,
-    /// A standby tcp link beside an rdma or shm transport, taken when the
-    /// primary fails mid-gate (default true).
+    /// A standby tcp link beside an rdma or shm transport or tcp rails,
+    /// taken when they fail mid-gate (default true).
     pub failover: bool,
     /// The leader's IPv4 addresses of more tcp links a tcp pair stripes
     /// its big gates over, the same list on both ranks (None: none).
