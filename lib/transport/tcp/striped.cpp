@@ -197,7 +197,7 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
   const uint64_t meet_ns = cfg_.arrival(true), progress_ns = cfg_.big_gate_timeout_ns;
   const uint64_t stall_ns = std::max<uint64_t>(cfg_.gate_timeout_ns, 1);
   uint64_t deadline = os::deadline_after(started, meet_ns);
-  bool heard = false;
+  bool heard = false, met = false;  // met: the peer's heartbeats put it in the gate
   uint64_t heard_at = 0;  // links are judged from when the peer was first heard
   auto fail = [&](int k, int code, const char *what) {
     return err.set(code, "big gate (layer {}, seq {}) striped over {} links: link {} {} (sent "
@@ -322,8 +322,15 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
     if (all_in && all_out && peer_acked) break;
     if (progress) {
       w.progress();
-      deadline = heard ? w.last_progress() + progress_ns : deadline;
+      deadline = heard || met ? w.last_progress() + progress_ns : deadline;
       continue;
+    }
+    // A peer whose heartbeats say it entered this gate has sent its shares:
+    // their loss is told by the progress deadline (as a plain tcp gate's).
+    if (!heard && !met && cfg_.peer != nullptr &&
+        (cfg_.peer->peer_passed(uint16_t(GateKind::Big), seq) || cfg_.peer->peer_reached())) {
+      met = true;
+      deadline = os::deadline_after(w.now(), progress_ns);
     }
     const int rc = w.idle(deadline, [&](uint64_t) {
       pollfd p[wire::kMaxLinks];
@@ -335,7 +342,7 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
     if (rc == DS4TP_ETIMEDOUT)
       return err.set(rc, "big gate (layer {}, seq {}) striped over {} links timed out: no "
                      "progress for {} ms",
-                     layer, seq, n, (heard ? progress_ns : meet_ns) / 1000000);
+                     layer, seq, n, (heard || met ? progress_ns : meet_ns) / 1000000);
     if (rc != DS4TP_OK)
       return err.set(watch.code(), "big gate (layer {}, seq {}) striped over {} links: the "
                      "peer {}",
