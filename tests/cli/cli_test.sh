@@ -106,6 +106,22 @@ for pid in (0,1):
     grep -qE "p50 [0-9.]+ us, p99 [0-9.]+ us" "$T/ok.leader.out" || fail "no latency line"
     /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and d["transport"]==sys.argv[2] and d["gates"]==300 and d["gate_p50_us"]>0 and d["big_gate_gbps"]>0' "$T/ok.worker.out" "$tr" || fail "worker JSON"
     ;;
+  rails)
+    # A loopback tcp pair with a rail (127.0.0.2): both links measured and
+    # listed with the standby; the leader gives the striped links up after
+    # 100 gates and both ranks report the move to the standby.
+    pair_run rails "--transport tcp --rail 127.0.0.2 --count 300 --big 4194304 --fail-primary-after 100" "--transport tcp --rail 127.0.0.2 --count 300 --big 4194304 --json"
+    [ $LRC -eq 0 ] && [ $WRC -eq 0 ] || fail "a rails pair that fails over must finish ($LRC/$WRC): $(cat "$T/rails.leader.err")"
+    grep -q "ds4tp pair OK: leader, transport tcp, then tcp after a failover at gate 101" "$T/rails.leader.out" || fail "leader failover output: $(cat "$T/rails.leader.out")"
+    grep -qE "^  data link 1: tcp rail, lost, measured [0-9]+ Mbit/s" "$T/rails.leader.out" || fail "no rail line: $(cat "$T/rails.leader.out")"
+    grep -q "^  data link 2: tcp standby, carries gates, row gates" "$T/rails.leader.out" || fail "no standby line: $(cat "$T/rails.leader.out")"
+    /usr/bin/python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+assert d["ok"] and d["failover_at_gate"]==101, d
+assert [(l["role"],l["state"]) for l in d["data_links"]]==[("data","lost"),("rail","lost"),("standby","carries gates")], d
+assert sum(l["share"] for l in d["data_links"][:2])==1000, d
+assert all(l["big_gate_gbps"]>0 for l in d["links"]), d' "$T/rails.worker.out" || fail "worker rails JSON: $(cat "$T/rails.worker.out")"
+    ;;
   pair-auto)
     # `ds4tp pair` prints the transport bring-up negotiated, and probe's
     # auto answer is the library's: for two ranks on this host they agree.
