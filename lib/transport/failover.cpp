@@ -216,16 +216,18 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
     return err.set(code != 0 ? code : rc, "{}; failover to the standby tcp link failed: {}", lost,
                    why);
   };
+  // A peer that gave up first has its resume here already: this rank's
+  // primary error is then only the peer leaving. Looked at before this
+  // rank shuts its primary down, so a peer that only follows this rank
+  // (its resume comes after that) is never taken for the first.
+  pollfd pf{standby_.get(), POLLIN, 0};
+  const bool followed = ::poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN) != 0;
+
   // Nothing of the primary lands in the slab from now on, and the peer's
   // primary waits see its data connection go.
   primary_->detach();
   primary_->give_up();
   ::shutdown(primary_data_.get(), SHUT_RDWR);
-
-  // A peer that gave up first has its resume here already: this rank's
-  // primary error is then only the peer leaving.
-  pollfd pf{standby_.get(), POLLIN, 0};
-  const bool followed = ::poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN) != 0;
   wire::Resume mine;
   mine.in_flight = c.header();
   mine.done = done_.header();
