@@ -50,6 +50,12 @@ struct PeerState {
     const uint64_t mine = my_entered.load(std::memory_order_relaxed);
     return mine != 0 && peer_entered.load(std::memory_order_relaxed) >= mine;
   }
+  // Either: the peer is in this rank's gate (of `kind` and `seq`) or past
+  // it, so its data for the gate left it; a wait for them is bounded by
+  // the gate's progress deadline, not the arrival one.
+  bool peer_in_gate(uint16_t kind, uint64_t seq) const {
+    return peer_passed(kind, seq) || peer_reached();
+  }
   void entering() { my_entered.store(my_entered.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
   void completed(uint16_t kind, uint32_t layer, uint64_t seq) {
     my_kind_layer.store(uint64_t(kind) << 32 | layer, std::memory_order_relaxed);

@@ -142,7 +142,7 @@ class FailoverTransport final : public Transport {
     // heartbeat not yet here, or not at it: it gets one progress deadline
     // to take the standby too.
     if (ps != nullptr && ps->silent()) return rc;
-    const bool there = ps != nullptr && (ps->peer_passed(c.kind, c.seq) || ps->peer_reached());
+    const bool there = ps != nullptr && ps->peer_in_gate(c.kind, c.seq);
     return fail_over(c, rc, err, there ? Await::Arrival : Await::Progress);
   }
 

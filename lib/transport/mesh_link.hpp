@@ -26,7 +26,7 @@ struct StepEnd {
   How how = How::kNone;
   int sys_errno = 0;  // kIo
   bool met = false;  // the peer's bytes came, or its heartbeats put it in the gate
-  uint64_t sent = 0, got = 0, total = 0;  // the peer's link: header + body bytes
+  uint64_t sent = 0, got = 0;  // header + body bytes on the peer's link
 };
 
 // What a pair's gate (row, batch, duplex big: tcp/transport.cpp) adds to

@@ -109,7 +109,7 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
     }
     // A peer that entered or completed this gate (its heartbeats say so)
     // is there: from now on, a lost message is told by the progress deadline.
-    if (!met && (ps->peer_passed(op.kind, op.seq) || ps->peer_reached())) {
+    if (!met && ps->peer_in_gate(op.kind, op.seq)) {
       met = true;
       deadline = w.now() + idle_ns;
     }

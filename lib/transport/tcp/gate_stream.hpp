@@ -1,10 +1,11 @@
 // A gate on the tcp data connection is one byte stream each way: the
-// gate header (wire::kGateHeaderBytes), then the payload. Both tcp
-// strategies, the full-duplex exchange (transport.cpp) and the alternating
-// big gate (big_exchange.cpp), move their part of it with these.
-// When the header sits right before the payload (row gates: the slab's
-// header room) the stream is one buffer and moves with plain send/recv;
-// a two-piece sendmsg/recvmsg measured ~8% slower at 16 KiB on loopback.
+// gate header (wire::kGateHeaderBytes), then the payload. The duplex
+// gate is a step of the tcp mesh (mesh.cpp, over net::send_stream and
+// recv_stream); the alternating big gate (big_exchange.cpp) and the
+// striped one (striped.cpp) move their part with these. When the header
+// sits right before the payload (row gates: the slab's header room) the
+// stream is one buffer and moves with plain send/recv; a two-piece
+// sendmsg/recvmsg measured ~8% slower at 16 KiB on loopback.
 // Non-blocking, no allocation: gate path.
 #pragma once
 
@@ -30,20 +31,15 @@ inline ssize_t recv_stream(int fd, uint8_t *hdr, uint8_t *body, uint64_t got, ui
 }
 
 // The receiving half of one gate's stream: the peer's header, checked
-// against ours once it is whole, then the payload into `body`. With
-// `room` the header lands in the kGateHeaderBytes before `body`.
+// against ours once it is whole, then the payload into `body`.
 struct GateInbound {
-  GateInbound(const wire::GateHeader &m, uint8_t *b, uint64_t t, bool room = false)
-      : mine(m), body(b), total(t), hdr(room ? b - wire::kGateHeaderBytes : own) {}
-  GateInbound(const GateInbound &) = delete;  // hdr may point into itself
-  GateInbound &operator=(const GateInbound &) = delete;
+  GateInbound(const wire::GateHeader &m, uint8_t *b, uint64_t t) : mine(m), body(b), total(t) {}
   const wire::GateHeader &mine;
   uint8_t *body;
   uint64_t total;  // header + payload bytes
   uint64_t got = 0;
   bool header_checked = false;
-  uint8_t own[wire::kGateHeaderBytes];
-  uint8_t *hdr;
+  uint8_t hdr[wire::kGateHeaderBytes];
 
   // Reads what the socket holds: DS4TP_OK with `r` the recvmsg result (> 0
   // bytes, 0 at EOF, -1 with errno untouched), or the header check's error

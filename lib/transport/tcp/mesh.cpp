@@ -102,7 +102,7 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
     // A gate's peer whose heartbeats say it entered this gate (or passed
     // it) has sent its bytes: their loss is told by the progress deadline.
     if (g != nullptr && !met && g->peer != nullptr &&
-        (g->peer->peer_passed(g->mine->kind, g->mine->seq) || g->peer->peer_reached())) {
+        g->peer->peer_in_gate(g->mine->kind, g->mine->seq)) {
       met = true;
       deadline = os::deadline_after(w->now(), g->progress_ns);
     }
@@ -115,7 +115,7 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
       using How = transport::StepEnd::How;
       const Peer &p = peers[late];
       g->end = {perr != 0 ? How::kIo : rc == DS4TP_ETIMEDOUT ? How::kTimeout : How::kWatch, perr,
-                met, p.sent, p.got, h.size + p.body_in};
+                met, p.sent, p.got};
       return fail(perr != 0 ? DS4TP_EIO : rc == DS4TP_ETIMEDOUT ? rc : watch->code(), late);
     }
     if (perr != 0) return fail(err.set(DS4TP_EIO, "poll: {}", std::strerror(perr)));
@@ -197,7 +197,7 @@ int Mesh::pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, boo
 int Mesh::lost(const StepHeader &h, int r, const Peer &p, int e, Error &err) {
   if (transport::GateStep *g = h.gate) {
     using How = transport::StepEnd::How;
-    g->end = {e == 0 ? How::kClosed : How::kIo, e, p.got > 0, p.sent, p.got, h.size + p.body_in};
+    g->end = {e == 0 ? How::kClosed : How::kIo, e, p.got > 0, p.sent, p.got};
     return e == 0 || e == EPIPE || e == ECONNRESET || e == ENOTCONN ? DS4TP_EPEERCLOSED
                                                                    : DS4TP_EIO;
   }

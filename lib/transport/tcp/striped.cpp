@@ -328,7 +328,7 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
     // A peer whose heartbeats say it entered this gate has sent its shares:
     // their loss is told by the progress deadline (as a plain tcp gate's).
     if (!heard && !met && cfg_.peer != nullptr &&
-        (cfg_.peer->peer_passed(uint16_t(GateKind::Big), seq) || cfg_.peer->peer_reached())) {
+        cfg_.peer->peer_in_gate(uint16_t(GateKind::Big), seq)) {
       met = true;
       deadline = os::deadline_after(w.now(), progress_ns);
     }
