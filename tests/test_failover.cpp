@@ -1,5 +1,6 @@
 // Failover (transport/failover.hpp): a pair over rdma (the test verbs
-// provider) or shm keeps a standby tcp link; when the primary fails mid
+// provider), shm or tcp rails (loopback) keeps a standby tcp link; when
+// the primary fails mid
 // row, batch or big gate, on one rank or both, or a message is lost so
 // that one rank is a gate ahead, the pair goes on over tcp, every payload
 // bit for bit, and says so (ds4tp_transport_active, stats, a log line). A
