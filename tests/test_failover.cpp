@@ -140,12 +140,12 @@ void rails_given_up_at(const char *at, const char *said) {
 }
 
 TEST_CASE("failover: a tcp pair's rails given up mid row gates on the rail go on over the standby") {
-  rails_given_up_at("20", "tcp link lost at gate (layer 1, gate 1, seq 20)");
+  rails_given_up_at("20", "tcp rails lost at gate (layer 1, gate 1, seq 20)");
 }
 
 TEST_CASE("failover: a tcp pair's rails given up mid a striped big gate go on over the standby") {
   // Gate 50: the second 4 MiB big gate (40 rows and 8 batch gates before it).
-  rails_given_up_at("50", "tcp link lost at big gate (layer 3, seq 2, 4194304 bytes)");
+  rails_given_up_at("50", "tcp rails lost at big gate (layer 3, seq 2, 4194304 bytes)");
 }
 
 TEST_CASE("failover: a peer that exits still fails the pair at once, naming both links") {

@@ -48,7 +48,11 @@ class FailoverTransport final : public Transport {
   FailoverTransport(std::unique_ptr<Transport> primary, net::Fd primary_data, net::Fd standby,
                     const FailoverConfig &cfg)
       : primary_(std::move(primary)), primary_data_(std::move(primary_data)),
-        standby_(std::move(standby)), cfg_(cfg), live_(primary_.get()) {}
+        standby_(std::move(standby)), cfg_(cfg), live_(primary_.get()) {
+    std::vector<LinkInfo> links;
+    lost_name_ = primary_->links(links) ? std::string(primary_->name()) + " rails"
+                                        : std::string(primary_->name()) + " link";
+  }
 
   const char *name() const override { return live_->name(); }
 
@@ -201,6 +205,7 @@ class FailoverTransport final : public Transport {
   net::Fd standby_;
   FailoverConfig cfg_;
   Transport *live_;
+  std::string lost_name_;  // the primary in the log: "rdma link", "tcp rails"
   std::unique_ptr<Transport> tcp_;  // once failed over
   Call done_;                       // the last completed gate
   uint64_t gates_ = 0;              // the test hook's count
@@ -282,13 +287,13 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
       : behind ? describe(mine.in_flight) + ", which the peer completed"
                : describe(mine.in_flight);
   if (followed)
-    cfg_.log.warn("{} link lost at {}, as the peer found: {}; resuming over the standby tcp "
+    cfg_.log.warn("{} lost at {}, as the peer found: {}; resuming over the standby tcp "
                   "link from {}",
-                  primary_->name(), describe(mine.in_flight), peer.reason, from);
+                  lost_name_, describe(mine.in_flight), peer.reason, from);
   else
-    cfg_.log.warn("{} link lost at {}: {}; resuming over the standby tcp link from {} (the "
+    cfg_.log.warn("{} lost at {}: {}; resuming over the standby tcp link from {} (the "
                   "peer: {})",
-                  primary_->name(), describe(mine.in_flight), lost, from, peer.reason);
+                  lost_name_, describe(mine.in_flight), lost, from, peer.reason);
   if (cfg_.switched) cfg_.switched();
 
   if (ahead || behind)

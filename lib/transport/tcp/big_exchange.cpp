@@ -109,7 +109,7 @@ struct Fail {
     int code = (e == EPIPE || e == ECONNRESET || e == ENOTCONN) ? DS4TP_EPEERCLOSED
                                                                  : DS4TP_EIO;
     return err.set(code,
-                   "data connection failed during {} (layer {}, seq {}): {} (sent {} and "
+                   "the data connection failed during {} (layer {}, seq {}): {} (sent {} and "
                    "received {} of {} bytes, alternating rounds of {} KiB)",
                    kind(m), m.layer, m.seq, std::strerror(e), sent, got, total,
                    plan.round >> 10);

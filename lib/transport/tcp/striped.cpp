@@ -34,6 +34,14 @@ namespace {
 using wire::GateHeader;
 using wire::GateKind;
 
+// Link k in messages: the socket a row gate failed on is named.
+const char *link_name(int k) {
+  static const char *const kNames[wire::kMaxLinks] = {
+      "data connection", "rail 1 link", "rail 2 link", "rail 3 link",
+      "rail 4 link",     "rail 5 link", "rail 6 link", "rail 7 link"};
+  return kNames[k];
+}
+
 class StripedTransport final : public Transport {
  public:
   StripedTransport(std::vector<net::Fd> links, const wire::RailPlan &plan, const DataConfig &cfg,
@@ -41,7 +49,8 @@ class StripedTransport final : public Transport {
       : plan_(plan), cfg_(cfg), big_(big), log_(log) {
     for (auto &l : links) fds_.push_back(l.get());
     // The row link's socket goes to its tcp transport; the rest stay here.
-    row_ = make_tcp_transport(std::move(links[plan.row_link]), cfg, big);
+    row_ = make_tcp_transport(std::move(links[plan.row_link]), cfg, big,
+                              link_name(plan.row_link));
     for (size_t k = 0; k < links.size(); k++)
       if (links[k].valid()) {
         net::set_nonblocking(links[k].get());

@@ -32,8 +32,8 @@ std::vector<net::Fd> mesh_fds(net::Fd fd) {
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(net::Fd fd, const DataConfig &cfg, const tcp::BigPlan &big)
-      : cfg_(cfg), big_(big),
+  TcpTransport(net::Fd fd, const DataConfig &cfg, const tcp::BigPlan &big, const char *link)
+      : cfg_(cfg), big_(big), what_(link),
         link_(mesh_fds(std::move(fd)), kSelf, 0, 0, with_spin(cfg), cfg.adaptive_spin) {}
 
   const char *name() const override { return "tcp"; }
@@ -98,7 +98,7 @@ class TcpTransport final : public Transport {
     // EOF there; the watch covers a peer that is gone while neither
     // direction can move.
     os::PeerWatch watch;
-    watch.watch_socket(link_.socket(kPeer), "data connection");
+    watch.watch_socket(link_.socket(kPeer), what_);
     talk::watch_peer(watch, cfg_.peer);
     uint8_t *dst[2] = {nullptr, in};
     const uint8_t *src[2] = {out, out};
@@ -154,9 +154,9 @@ class TcpTransport final : public Transport {
 
   int closed(const GateHeader &m, uint64_t got, uint64_t total, Error &err) {
     return err.set(DS4TP_EPEERCLOSED,
-                   "peer closed the data connection during {} (layer {}, {} {}, seq {}; "
+                   "peer closed the {} during {} (layer {}, {} {}, seq {}; "
                    "received {} of {} bytes)",
-                   wire::gate_kind_name(m.kind), m.layer,
+                   what_, wire::gate_kind_name(m.kind), m.layer,
                    m.kind == uint16_t(GateKind::Batch) ? "rows" : "gate", m.aux, m.seq, got,
                    total);
   }
@@ -166,25 +166,26 @@ class TcpTransport final : public Transport {
     int code = (e == EPIPE || e == ECONNRESET || e == ENOTCONN) ? DS4TP_EPEERCLOSED
                                                                  : DS4TP_EIO;
     return err.set(code,
-                   "data connection failed during {} (layer {}, seq {}): {} (sent {} "
+                   "the {} failed during {} (layer {}, seq {}): {} (sent {} "
                    "and received {} of {} bytes)",
-                   wire::gate_kind_name(m.kind), m.layer, m.seq, std::strerror(e),
+                   what_, wire::gate_kind_name(m.kind), m.layer, m.seq, std::strerror(e),
                    sent, got, total);
   }
 
   int timeout(const GateHeader &m, uint64_t limit_ns, uint64_t sent, uint64_t got,
               uint64_t total, Error &err) {
     return err.set(DS4TP_ETIMEDOUT,
-                   "{} (layer {}, {} {}, seq {}) timed out: no progress from the peer "
-                   "for {} ms (sent {} and received {} of {} bytes); the peer is "
+                   "{} (layer {}, {} {}, seq {}) timed out on the {}: no progress from the "
+                   "peer for {} ms (sent {} and received {} of {} bytes); the peer is "
                    "stalled or not at this gate",
                    wire::gate_kind_name(m.kind), m.layer,
-                   m.kind == uint16_t(GateKind::Batch) ? "rows" : "gate", m.aux, m.seq,
+                   m.kind == uint16_t(GateKind::Batch) ? "rows" : "gate", m.aux, m.seq, what_,
                    limit_ns / 1000000, sent, got, total);
   }
 
   DataConfig cfg_;
   tcp::BigPlan big_;
+  const char *what_;  // the link in messages: "data connection", "rail 1 link"
   tcp::Mesh link_;  // its wait policy's adaptive window is learned across gates
   uint8_t *base_ = nullptr;
   slab::Layout layout_;
@@ -193,8 +194,8 @@ class TcpTransport final : public Transport {
 }  // namespace
 
 std::unique_ptr<Transport> make_tcp_transport(net::Fd fd, const DataConfig &cfg,
-                                              const tcp::BigPlan &big) {
-  return std::make_unique<TcpTransport>(std::move(fd), cfg, big);
+                                              const tcp::BigPlan &big, const char *link) {
+  return std::make_unique<TcpTransport>(std::move(fd), cfg, big, link);
 }
 
 }  // namespace ds4tp

@@ -14,8 +14,10 @@
 namespace ds4tp {
 
 // Takes ownership of the connected data socket `fd`; big gates move as
-// `big` says (big_exchange.hpp).
+// `big` says (big_exchange.hpp). `link` names the socket in messages (a
+// string literal: a rails pair's row link may be "rail 1 link").
 std::unique_ptr<Transport> make_tcp_transport(net::Fd fd, const DataConfig &cfg,
-                                              const tcp::BigPlan &big);
+                                              const tcp::BigPlan &big,
+                                              const char *link = "data connection");
 
 }  // namespace ds4tp
