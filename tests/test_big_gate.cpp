@@ -245,6 +245,29 @@ TEST_CASE("rails: shares follow the measured rates and a big gate's ranges cover
   }
 }
 
+TEST_CASE("rails: after the last link is dropped its share and the remainder go to the others") {
+  // What drop_link leaves (striped.cpp): link 2's share moved to link 0.
+  ds4tp::wire::RailPlan plan;
+  plan.links = 3;
+  plan.share[0] = 700;
+  plan.share[1] = 300;
+  plan.share[2] = 0;
+  for (uint64_t bytes :
+       {uint64_t(1) << 20, (uint64_t(1) << 20) + 4095, (uint64_t(16) << 20) + 12345}) {
+    INFO(bytes);
+    uint64_t next = 0;
+    for (int k = 0; k < plan.links; k++) {
+      uint64_t off = 0, len = 0;
+      ds4tp::tcp::stripe_range(plan, bytes, k, off, len);
+      INFO("link " << k << " offset " << off << " length " << len);
+      CHECK(off == next);
+      if (k == 2) CHECK(len == 0);  // the dropped link carries nothing
+      next = off + len;
+    }
+    CHECK(next == bytes);  // every byte on a live link
+  }
+}
+
 TEST_CASE("rails on one rank only fail bring-up on both, naming which rank has them") {
   RankSetup s;
   s.transport = DS4TP_TRANSPORT_TCP;

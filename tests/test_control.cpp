@@ -370,7 +370,7 @@ TEST_CASE("frames that arrive together are read in one go and returned one by on
   // The session is not reading: the watcher takes the buffered heartbeat.
   REQUIRE(ch.drain_heartbeats() > 0);  // the ack is still unread behind it
   REQUIRE(peer.heartbeats.load() == 1);
-  REQUIRE(peer.peer_seq.load() == 99);
+  REQUIRE(ds4tp::talk::PeerState::seq_of(peer.peer_gate.load()) == 99);
   REQUIRE(ch.recv(f, 1000, "third", err) == DS4TP_OK);
   REQUIRE(f.type() == FrameType::CommandAck);
   REQUIRE(f.header.counter == 3);

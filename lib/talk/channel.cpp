@@ -222,8 +222,8 @@ void Channel::heard(const uint8_t *payload) {
   Error e;
   if (cfg_.peer == nullptr || wire::decode(payload, wire::kHeartbeatBytes, m, e) != DS4TP_OK)
     return;
-  cfg_.peer->peer_kind_layer.store(uint64_t(m.kind) << 32 | m.layer, std::memory_order_relaxed);
-  cfg_.peer->peer_seq.store(m.seq, std::memory_order_relaxed);
+  cfg_.peer->peer_layer.store(m.layer, std::memory_order_relaxed);
+  cfg_.peer->peer_gate.store(PeerState::gate_word(m.kind, m.seq), std::memory_order_relaxed);
   cfg_.peer->peer_entered.store(m.gates, std::memory_order_relaxed);
   cfg_.peer->heartbeats.fetch_add(1, std::memory_order_relaxed);
 }

@@ -108,10 +108,10 @@ struct Liveness::Impl {
     const uint64_t now = now_ns();
     talk::PeerState &ps = *cfg.peer;
     wire::HeartbeatMsg m;
-    uint64_t kl = ps.my_kind_layer.load(std::memory_order_relaxed);
-    m.kind = uint16_t(kl >> 32);
-    m.layer = uint32_t(kl);
-    m.seq = ps.my_seq.load(std::memory_order_relaxed);
+    const uint64_t g = ps.my_gate.load(std::memory_order_relaxed);
+    m.kind = talk::PeerState::kind_of(g);
+    m.seq = talk::PeerState::seq_of(g);
+    m.layer = uint32_t(ps.my_layer.load(std::memory_order_relaxed));
     m.gates = ps.my_entered.load(std::memory_order_relaxed);
     cfg.channel->send_heartbeat(m);
     const uint64_t heard_before = ps.heartbeats.load(std::memory_order_relaxed);

@@ -7,13 +7,14 @@
 namespace ds4tp::talk {
 
 std::string PeerState::where_peer_is() const {
-  uint64_t kl = peer_kind_layer.load(std::memory_order_relaxed);
-  uint64_t seq = peer_seq.load(std::memory_order_relaxed);
+  const uint64_t g = peer_gate.load(std::memory_order_relaxed);
+  const uint64_t seq = seq_of(g);
   if (heartbeats.load(std::memory_order_relaxed) == 0)
     return fmt::format("no heartbeat from the {} arrived yet", peer);
   if (seq == 0) return fmt::format("the {} is alive and has completed no gate yet", peer);
   return fmt::format("the {} is alive, its last completed gate is {} layer {} seq {}", peer,
-                     wire::gate_kind_name(uint16_t(kl >> 32)), uint32_t(kl), seq);
+                     wire::gate_kind_name(kind_of(g)), peer_layer.load(std::memory_order_relaxed),
+                     seq);
 }
 
 std::string PeerState::silence() const {

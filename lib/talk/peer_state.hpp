@@ -24,10 +24,17 @@ struct PeerState {
   std::atomic<uint64_t> silent_for_ns{0};  // when judged silent, how long it had been
   uint64_t silence_ns = 0;                 // the limit (set before the watcher starts)
   const char *peer = "peer";               // "worker" / "leader", for messages
-  // Last completed gates: kind << 32 | layer, and seq. Two relaxed words:
-  // a message may pair a kind with the next gate's seq, nothing worse.
-  std::atomic<uint64_t> my_kind_layer{0}, my_seq{0};
-  std::atomic<uint64_t> peer_kind_layer{0}, peer_seq{0};
+  // Last completed gates: kind and seq in one word (gate_word), so no
+  // reader pairs one gate's kind with another's seq (the waits decide on
+  // them), and the gate's layer beside it, for messages only.
+  static constexpr int kSeqBits = 56;
+  static uint64_t gate_word(uint16_t kind, uint64_t seq) {
+    return uint64_t(kind) << kSeqBits | (seq & ((uint64_t(1) << kSeqBits) - 1));
+  }
+  static uint16_t kind_of(uint64_t word) { return uint16_t(word >> kSeqBits); }
+  static uint64_t seq_of(uint64_t word) { return word & ((uint64_t(1) << kSeqBits) - 1); }
+  std::atomic<uint64_t> my_gate{0}, my_layer{0};
+  std::atomic<uint64_t> peer_gate{0}, peer_layer{0};
   // Gates entered so far (any kind): this rank's, counted as each gate
   // begins (the gate thread writes it), and the peer's from its heartbeat
   // (0 from a library that does not send it). In lockstep the counts name
@@ -41,8 +48,8 @@ struct PeerState {
   // True once the peer's heartbeats say it completed the gate of this
   // kind and seq (or a later one of the kind): it was there.
   bool peer_passed(uint16_t kind, uint64_t seq) const {
-    return (peer_kind_layer.load(std::memory_order_relaxed) >> 32) == kind &&
-           peer_seq.load(std::memory_order_relaxed) >= seq;
+    const uint64_t w = peer_gate.load(std::memory_order_relaxed);
+    return kind_of(w) == kind && seq_of(w) >= seq;
   }
   // True when the peer's heartbeats say it entered the gate this rank is
   // in (or a later one): it is there, its data lost if none came.
@@ -58,8 +65,8 @@ struct PeerState {
   }
   void entering() { my_entered.store(my_entered.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
   void completed(uint16_t kind, uint32_t layer, uint64_t seq) {
-    my_kind_layer.store(uint64_t(kind) << 32 | layer, std::memory_order_relaxed);
-    my_seq.store(seq, std::memory_order_relaxed);
+    my_layer.store(layer, std::memory_order_relaxed);
+    my_gate.store(gate_word(kind, seq), std::memory_order_relaxed);
   }
   // "the worker is alive, its last completed gate is row gate layer 12
   // seq 3409" (or "... has completed no gate yet"). Allocates: failures only.

@@ -50,8 +50,8 @@ class FailoverTransport final : public Transport {
       : primary_(std::move(primary)), primary_data_(std::move(primary_data)),
         standby_(std::move(standby)), cfg_(cfg), live_(primary_.get()) {
     std::vector<LinkInfo> links;
-    lost_name_ = primary_->links(links) ? std::string(primary_->name()) + " rails"
-                                        : std::string(primary_->name()) + " link";
+    rails_ = primary_->links(links);
+    lost_name_ = std::string(primary_->name()) + (rails_ ? " rails" : " link");
   }
 
   const char *name() const override { return live_->name(); }
@@ -120,14 +120,14 @@ class FailoverTransport final : public Transport {
   // After a failover that did not help: the primary is detached and no
   // standby carries the pair (the pair has latched the failure already).
   int refuse(Error &err) const {
-    return err.set(DS4TP_EFAILED, "the {} link failed and so did the failover to the standby "
+    return err.set(DS4TP_EFAILED, "the {} failed and so did the failover to the standby "
                    "tcp link: the pair cannot go on",
-                   primary_->name());
+                   lost_name_);
   }
   int dropped(Error &err) const {
-    return err.set(DS4TP_EIO, "the {} link was given up on request (DS4TP_TEST_FAIL_PRIMARY_AFTER, "
+    return err.set(DS4TP_EIO, "the {} {} given up on request (DS4TP_TEST_FAIL_PRIMARY_AFTER, "
                    "a test option)",
-                   primary_->name());
+                   lost_name_, rails_ ? "were" : "was");
   }
 
   int after(const Call &c, int rc, Error &err) {
@@ -205,7 +205,8 @@ class FailoverTransport final : public Transport {
   net::Fd standby_;
   FailoverConfig cfg_;
   Transport *live_;
-  std::string lost_name_;  // the primary in the log: "rdma link", "tcp rails"
+  bool rails_ = false;     // the primary is a tcp pair's rails
+  std::string lost_name_;  // the primary in messages: "rdma link", "tcp rails"
   std::unique_ptr<Transport> tcp_;  // once failed over
   Call done_;                       // the last completed gate
   uint64_t gates_ = 0;              // the test hook's count
@@ -275,7 +276,7 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
 
   const char *bad = nullptr;
   const tcp::BigPlan plan = tcp::choose_big_plan(standby_.get(), cfg_.rank, bad);
-  tcp_ = make_tcp_transport(std::move(standby_), cfg_.data, plan);
+  tcp_ = make_tcp_transport(std::move(standby_), cfg_.data, plan, "standby link");
   if (int arc = tcp_->attach(base_, layout_, err)) {
     broken_ = true;
     return arc;

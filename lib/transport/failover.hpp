@@ -1,11 +1,11 @@
-// A pair's transport with a standby: the primary (rdma or shm) carries
-// every gate until it fails; then both ranks agree on the standby tcp
-// link (standby.hpp) which gate to resume from, run it again there from
+// A pair's transport with a standby: the primary (rdma, shm or tcp rails)
+// carries every gate until it fails; then both ranks agree on the standby
+// tcp link (standby.hpp) which gate to resume from, run it again there from
 // the slab, and go on over tcp for the pair's life. The engine's call
 // returns success; `switched` tells the pair (its metric, its log line,
 // ds4tp_transport_active).
 //
-// The agreement (docs/PROTOCOL.md, "Failover"): the rank that gives up
+// The agreement (docs/PROTOCOL.md §6.2): the rank that gives up
 // detaches the primary (rdma: its queue pair and registration go, so
 // nothing lands in the slab later), shuts the primary's data connection
 // down (the peer's primary waits watch it, so the peer leaves its gate

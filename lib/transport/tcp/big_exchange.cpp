@@ -95,31 +95,32 @@ namespace {
 // The error texts of exchange() (transport.cpp), plus the round size, so
 // a log tells which strategy was running.
 struct Fail {
+  const char *what;
   const GateHeader &m;
   const BigPlan &plan;
   uint64_t sent, got, total;
 
   int closed(Error &err) const {
     return err.set(DS4TP_EPEERCLOSED,
-                   "peer closed the data connection during {} (layer {}, gate {}, seq {}; "
+                   "peer closed the {} during {} (layer {}, gate {}, seq {}; "
                    "received {} of {} bytes, alternating rounds of {} KiB)",
-                   kind(m), m.layer, m.aux, m.seq, got, total, plan.round >> 10);
+                   what, kind(m), m.layer, m.aux, m.seq, got, total, plan.round >> 10);
   }
   int io(int e, Error &err) const {
     int code = (e == EPIPE || e == ECONNRESET || e == ENOTCONN) ? DS4TP_EPEERCLOSED
                                                                  : DS4TP_EIO;
     return err.set(code,
-                   "the data connection failed during {} (layer {}, seq {}): {} (sent {} and "
+                   "the {} failed during {} (layer {}, seq {}): {} (sent {} and "
                    "received {} of {} bytes, alternating rounds of {} KiB)",
-                   kind(m), m.layer, m.seq, std::strerror(e), sent, got, total,
+                   what, kind(m), m.layer, m.seq, std::strerror(e), sent, got, total,
                    plan.round >> 10);
   }
   int timeout(uint64_t limit_ns, Error &err) const {
     return err.set(DS4TP_ETIMEDOUT,
-                   "{} (layer {}, gate {}, seq {}) timed out: no progress from the peer for "
-                   "{} ms (sent {} and received {} of {} bytes, alternating rounds of {} "
-                   "KiB); the peer is stalled or not at this gate",
-                   kind(m), m.layer, m.aux, m.seq, limit_ns / 1000000, sent, got, total,
+                   "{} (layer {}, gate {}, seq {}) timed out on the {}: no progress from the "
+                   "peer for {} ms (sent {} and received {} of {} bytes, alternating rounds "
+                   "of {} KiB); the peer is stalled or not at this gate",
+                   kind(m), m.layer, m.aux, m.seq, what, limit_ns / 1000000, sent, got, total,
                    plan.round >> 10);
   }
   int never(const talk::PeerState &peer, uint64_t limit_ns, Error &err) const {
@@ -164,9 +165,9 @@ int alternate_exchange(const BigLink &link, const BigPlan &plan, const GateHeade
   const uint64_t total = wire::kGateHeaderBytes + bytes;
   uint64_t sent = 0;
   GateInbound rx{mine, in, total};
-  Fail f{mine, plan, 0, 0, total};
+  Fail f{link.what, mine, plan, 0, 0, total};
   os::PeerWatch watch;
-  watch.watch_socket(fd, "data connection");
+  watch.watch_socket(fd, link.what);
   talk::watch_peer(watch, cfg.peer);
   // Several rounds: no busy-polling. A rank then waits at least the
   // peer's whole round (ms), and on loopback the peer's core does the TCP

@@ -62,6 +62,7 @@ struct BigLink {
   const os::WaitPolicy *policy = nullptr;
   uint64_t start_ns = 0;        // the gate's start (Transport::big_gate's start_ns)
   uint64_t *seen_ns = nullptr;  // Transport::seen_ns_
+  const char *what = "data connection";  // the socket in messages
 };
 
 // One big gate in alternating rounds: `mine` then `bytes` from `out`, the

@@ -20,13 +20,16 @@ namespace ds4tp::tcp {
 void stripe_range(const wire::RailPlan &plan, uint64_t bytes, int k, uint64_t &offset,
                   uint64_t &length) {
   constexpr uint64_t kAlign = 4096;
+  // A link dropped in an earlier gate has share 0: the remainder goes to
+  // the last link that still has a share, never to a dropped one.
+  int last = plan.links - 1;
+  while (last > 0 && plan.share[last] == 0) last--;
   offset = 0;
   length = 0;
   for (int i = 0; i <= k; i++) {
     offset += length;
-    length = bytes * plan.share[i] / 1000 / kAlign * kAlign;
+    length = i == last ? bytes - offset : bytes * plan.share[i] / 1000 / kAlign * kAlign;
   }
-  if (k == plan.links - 1) length = bytes - offset;
 }
 
 namespace {
@@ -83,7 +86,8 @@ class StripedTransport final : public Transport {
   }
   void detach() override { row_->detach(); }
   void give_up() override {
-    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+    for (int fd : fds_)
+      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
   }
 
   int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
@@ -123,9 +127,18 @@ class StripedTransport final : public Transport {
     log_.warn("rails: link {} lost in a big gate, which completed over link 0; later big gates "
               "split over the other links",
               k);
-    if (k != plan_.row_link) return;
+    if (k != plan_.row_link) {
+      fds_[size_t(k)] = -1;  // rest_ owns it until the end; nothing uses it again
+      return;
+    }
+    const int dup = ::fcntl(fds_[0], F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) {  // the row gates stay on the lost link: the next fails the rails over
+      log_.warn("rails: row gates cannot move to link 0: {}", std::strerror(errno));
+      return;
+    }
     plan_.row_link = 0;
-    row_ = make_tcp_transport(net::Fd(::fcntl(fds_[0], F_DUPFD_CLOEXEC, 0)), cfg_, big_);
+    row_ = make_tcp_transport(net::Fd(dup), cfg_, big_);  // closes link k's socket
+    fds_[size_t(k)] = -1;
     Error e;
     if (base_ != nullptr && row_->attach(base_, layout_, e) != DS4TP_OK)
       log_.warn("rails: row gates on link 0: {}", e.message);
@@ -139,7 +152,7 @@ class StripedTransport final : public Transport {
   bool dead_[wire::kMaxLinks] = {};
   uint8_t *base_ = nullptr;
   slab::Layout layout_;
-  std::vector<int> fds_;  // by link; the row link's is row_'s
+  std::vector<int> fds_;  // by link (-1 once dropped); the row link's is row_'s
   std::unique_ptr<Transport> row_;
   std::vector<net::Fd> rest_;
   os::WaitPolicy policy_;
@@ -301,6 +314,12 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
           cgot = 0;
           continue;
         }
+        // Two links lost in one gate (each rank lost another): neither
+        // rank has every share, so the striped links fail as a whole.
+        if (lost >= 0 && int(k) != lost)
+          return err.set(DS4TP_EIO, "big gate (layer {}, seq {}) striped over {} links: the "
+                         "peer lost link {} while this rank lost link {}",
+                         layer, seq, n, k, lost);
         peer_acked = false;  // an acknowledgement before it is void
         peer_resent = true;
         if (lost < 0) recover(int(k));
@@ -342,10 +361,16 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
       deadline = os::deadline_after(w.now(), progress_ns);
     }
     const int rc = w.idle(deadline, [&](uint64_t) {
+      // Only links that still owe bytes (link 0: its control messages may
+      // come until the end): a finished rail that hangs up must not wake
+      // this wait over and over. poll skips a negative fd.
       pollfd p[wire::kMaxLinks];
-      for (int k = 0; k < n; k++)
-        p[k] = {links[k].dead ? -1 : fds_[size_t(k)],  // poll skips a lost link
-                short(POLLIN | (links[k].at < links[k].segs ? POLLOUT : 0)), 0};
+      for (int k = 0; k < n; k++) {
+        const Link &l = links[k];
+        const bool in_due = k == 0 || rx[k]->got < l.seg[0].total, out_due = l.at < l.segs;
+        p[k] = {l.dead || !(in_due || out_due) ? -1 : fds_[size_t(k)],
+                short((in_due ? POLLIN : 0) | (out_due ? POLLOUT : 0)), 0};
+      }
       ::poll(p, nfds_t(n), std::min(ms_left(deadline), kLivenessSliceMs));
     });
     if (rc == DS4TP_ETIMEDOUT)

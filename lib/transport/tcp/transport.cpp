@@ -69,7 +69,7 @@ class TcpTransport final : public Transport {
     GateHeader h{uint16_t(GateKind::Big), layer, 0, seq, bytes};
     if (big_.mode == tcp::BigMode::Alternate)
       return tcp::alternate_exchange(
-          {link_.socket(kPeer), &cfg_, &link_.policy(), start_ns, &seen_ns_}, big_, h,
+          {link_.socket(kPeer), &cfg_, &link_.policy(), start_ns, &seen_ns_, what_}, big_, h,
           static_cast<const uint8_t *>(out), static_cast<uint8_t *>(in), bytes, err);
     return exchange(h, static_cast<const uint8_t *>(out), static_cast<uint8_t *>(in),
                     bytes, start_ns, cfg_.arrival(true), cfg_.big_gate_timeout_ns, err);
