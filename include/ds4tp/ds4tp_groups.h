@@ -61,7 +61,8 @@ typedef struct ds4tp_group_options {
    * chunks. Also the size of ds4tp_group_buffer. Default 1 MiB. */
   uint32_t chunk_bytes;
   /* Pre-shared key (>= 16 bytes): every rank proves it to rank 0 with an
-   * HMAC-SHA256 over a fresh nonce. NULL/0 = DS4TP_PSK, else none. */
+   * HMAC-SHA256 over a fresh nonce. NULL/0 = DS4TP_PSK, else the file
+   * DS4TP_PSK_FILE names, else none. */
   const void *psk;
   uint32_t psk_bytes;
   /* How a rank waits for its peers (shm and tcp): busy-poll spin_us,
@@ -71,9 +72,9 @@ typedef struct ds4tp_group_options {
    * more cores than ranks (else none: spinning would keep the awaited
    * rank off the CPU); 0 = never spin; else 1..10000000 us.
    * DS4TP_GROUP_SPIN_US, when set, fixes it (a negative value: none).
-   * A caller built before yield_us existed (its `size` ends before it)
-   * used the older meaning, which is mapped: 0 (its default) is
-   * DS4TP_SPIN_ADAPTIVE, -1 (its "never") is 0. */
+   * A caller whose `size` ends before yield_us gets the older meaning,
+   * mapped: 0 (its default) is DS4TP_SPIN_ADAPTIVE, -1 (its "never")
+   * is 0. */
   int32_t spin_us;
   /* tcp groups: every rank beats on its rendezvous connection; a rank
    * not heard for peer_silence_ms (stopped, frozen, link cut) fails the

@@ -81,11 +81,11 @@ typedef struct ds4tp_options {
 
   /* Failover (docs/RELIABILITY.md): 1 (the default) opens a standby tcp
    * link beside an rdma or shm transport, or beside a tcp pair's rails,
-   * when the peer offers one too;
-   * a primary that fails mid-gate is left for it, the gate runs again
-   * there and the call succeeds (ds4tp_transport_active then says tcp,
-   * ds4tp_stats.failovers counts it). 0: no standby; a failed primary
-   * fails the pair, as before. */
+   * when the peer offers one too; a primary that fails mid-gate is left
+   * for it, the gate runs again there and the call succeeds
+   * (ds4tp_transport_active then says tcp, ds4tp_stats.failovers counts
+   * it). 0: no standby; a failed primary fails the pair, as any
+   * data-plane failure of a pair without a standby does. */
   int32_t failover;
 
   /* Rails (docs/TRANSPORTS.md): a tcp pair given the leader's IPv4

@@ -1,6 +1,6 @@
 // The pair's standby link: opened at bring-up beside an rdma or shm
-// transport, and the failover transport that moves to it
-// (transport/failover.hpp).
+// transport or a tcp pair's rails, and the failover transport that moves
+// to it (transport/failover.hpp).
 #include "pair/pair.hpp"
 
 #include <cerrno>

@@ -71,8 +71,8 @@ struct Options {
   int rdma_gid_index = -1;
   // Control plane: largest frame payload sent or accepted.
   uint32_t max_frame_bytes = 64u << 20;
-  // A standby tcp link beside an rdma or shm transport, taken when the
-  // primary fails (transport/failover.hpp).
+  // A standby tcp link beside an rdma or shm transport or a tcp pair's
+  // rails, taken when the primary fails (transport/failover.hpp).
   bool failover = true;
   // Rails: the leader's IPv4 addresses of extra tcp links a tcp pair
   // stripes its big gates over (transport/tcp/rails.hpp); both ranks
@@ -260,8 +260,9 @@ class Pair {
   std::string failure_;
 };
 
-// 16 bytes naming this host (hashed boot id + hostname); equal on both ranks
-// exactly when they run on the same machine.
+// 16 bytes naming this host (a hash of os::host_seed, on Linux the boot id,
+// host name and /dev/shm); equal on both ranks exactly when they run on the
+// same host and share /dev/shm.
 std::array<uint8_t, 16> host_identity();
 
 }  // namespace ds4tp

@@ -1,6 +1,6 @@
 // The worker loop behind ds4tp_worker_run: receives each command, has the
 // engine run it and sends the replies the protocol requires
-// (docs/PROTOCOL.md, "Worker loop"). The engine is reached through
+// (docs/PROTOCOL.md §5.2). The engine is reached through
 // WorkerEngine; the C layer adapts ds4tp_worker_ops onto it.
 //
 // Threading: runs on the caller's thread (the engine thread); the engine

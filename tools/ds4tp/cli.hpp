@@ -27,7 +27,7 @@ struct Args {
   std::string identity;  // "k=v,k=v" or "@file"
   bool metrics = false;   // print the Prometheus text after the run
   std::string trace;      // write a Chrome/Perfetto trace here
-  bool failover = true;   // a standby tcp link beside rdma or shm
+  bool failover = true;   // a standby tcp link beside rdma, shm or tcp rails
   uint64_t fail_after = 0;  // test: give the primary up after this many row gates
   std::string rails;        // the leader's addresses of more tcp links, comma-separated
 };
