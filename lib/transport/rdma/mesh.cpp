@@ -274,6 +274,7 @@ int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *s
         if (root < 0 || r == root) views[r] = landing_.data() + size_t(r) * (kRoom + cfg_.chunk) + kRoom;
       }
     }
+    if (moved) count_moved();
     if (pending == 0) break;
     if (!w) {
       w.emplace(policy_, &watch);

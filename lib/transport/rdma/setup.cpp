@@ -120,8 +120,8 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
                    "window or two {}-row batch gates of {} messages per {} byte vector at a {} "
                    "byte message size); raise the maximum message size or the queue depth",
                    depth_, armed, row_window_, L_.batch_rows, row_msgs_, L_.vec_bytes, msg_);
-  direct_round_msgs_ = std::max(1u, std::min(depth_ / 4, sdepth_));
-  round_bytes_ = std::min<uint64_t>(uint64_t(direct_round_msgs_) * msg_, L_.big_staging / 2);
+  const uint32_t round_msgs = std::max(1u, std::min(depth_ / 4, sdepth_));
+  round_bytes_ = std::min<uint64_t>(uint64_t(round_msgs) * msg_, L_.big_staging / 2);
   ring_.assign(depth_ + 1, Expect{});
   have_last_batch_ = false;
 

@@ -84,7 +84,9 @@ int RdmaTransport::handle(const Completion &c, const Op &op, Error &err) {
 
 int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op, Error &err,
                             uint64_t idle_ns, uint64_t meet_ns) {
-  if (idle_ns == 0) idle_ns = cfg_.gate_timeout_ns;
+  // A big gate's waits have its own deadline, as over tcp and shm.
+  if (idle_ns == 0)
+    idle_ns = op.kind == uint16_t(GateKind::Big) ? cfg_.big_gate_timeout_ns : cfg_.gate_timeout_ns;
   const talk::PeerState *ps = cfg_.peer;
   bool met = ps == nullptr || meet_ns <= idle_ns;
   Completion wc[kPollBatch];
@@ -329,9 +331,11 @@ int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void
     return a >= b && a - b <= L_.total && bytes <= L_.total - (a - b);
   };
   // Caller memory inside the registered slab moves without staging copies;
-  // anything else goes through the big out/in staging halves.
+  // anything else goes through the big out/in staging halves. The round
+  // size is the same either way: the peer, whose buffers may lie
+  // elsewhere, posts and credits rounds of the same size.
   const bool direct = bytes > 0 && inside(out) && inside(in);
-  const uint64_t H = direct ? uint64_t(direct_round_msgs_) * msg_ : round_bytes_;
+  const uint64_t H = round_bytes_;
   const uint64_t rounds = bytes == 0 ? 0 : (bytes + H - 1) / H;
   if (rounds > 0xFFFFFFFFull)
     return err.set(DS4TP_EINVAL, "rdma {}: {} bytes need more than 2^32 rounds", op.str(), bytes);
@@ -368,14 +372,14 @@ int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void
       GateHeader credit{uint16_t(GateKind::Big), layer, uint32_t(r + 1), seq, bytes};
       uint8_t cb[wire::kGateHeaderBytes];
       wire::encode_gate_header(credit, cb);
-      if ((rc = net::write_all(data_.get(), cb, sizeof cb, now_ns() + cfg_.gate_timeout_ns,
+      if ((rc = net::write_all(data_.get(), cb, sizeof cb, now_ns() + cfg_.big_gate_timeout_ns,
                                "rdma big gate credit", err)))
         return rc;
     }
     if (r > 0) {
       GateHeader want{uint16_t(GateKind::Big), layer, uint32_t(r), seq, bytes};
       uint8_t cb[wire::kGateHeaderBytes];
-      if ((rc = net::read_exact(data_.get(), cb, sizeof cb, now_ns() + cfg_.gate_timeout_ns,
+      if ((rc = net::read_exact(data_.get(), cb, sizeof cb, now_ns() + cfg_.big_gate_timeout_ns,
                                 "rdma big gate credit", err)))
         return rc;
       GateHeader got;

@@ -286,8 +286,7 @@ class RdmaTransport final : public Transport {
   uint32_t row_msgs_ = 0;  // messages per row vector
   uint32_t row_window_ = 0;
   bool staged_rows_ = false;  // consecutive row gates can share a slot
-  uint64_t round_bytes_ = 0;  // big gate round through staging
-  uint32_t direct_round_msgs_ = 0;  // big gate round straight from/to the slab
+  uint64_t round_bytes_ = 0;  // a big gate's round, staged or straight from/to the slab
 
   std::vector<Expect> ring_;
   uint64_t recv_posted_ = 0, recv_done_ = 0, send_posted_ = 0, send_done_ = 0;
