@@ -220,6 +220,61 @@ TEST_CASE("netns tiers: a cut, a dead or a stopped rank ends every other rank in
   }
 }
 
+// The link between the hosts shaped to 8 Mbit/s (each end's egress, a
+// queue deeper than the bytes in flight, so nothing is dropped) and 4 MiB
+// chunks: one chunk's all-reduce across hosts takes about 4 s, longer
+// than the host ranks' deadline on their leader (op_timeout_ms 500 plus
+// twice peer_silence_ms and the verdict: 2.7 s). The leaders' bytes keep
+// moving, so every rank must complete the call, with the right sum.
+TEST_CASE("netns tiers: a slow link that keeps moving is not taken for a stalled leader",
+          "[group][tiers][netns]") {
+  Hosts hosts;
+  if (!hosts.why.empty()) {
+    std::printf("ds4tp-skip: %s\n", hosts.why.c_str());
+    return;
+  }
+  for (int i = 0; i < 2; i++)
+    if (run_cmd(in_ns(hosts.h[i]->pid(), {"tc", "qdisc", "add", "dev", hosts.dev(i), "root",
+                                          "tbf", "rate", "8mbit", "burst", "16kb", "limit",
+                                          "8mb"})) != 0) {
+      std::printf("ds4tp-skip: cannot shape the veth (needs `tc` with tbf)\n");
+      return;
+    }
+  constexpr uint64_t kFloats = 1u << 20;  // 4 MiB: one chunk
+  GroupRun run = run_group_procs(
+      4, DS4TP_TRANSPORT_AUTO,
+      [](ds4tp_group *g, int, uint64_t &ms, std::string &why) {
+        std::vector<float> v(kFloats, 1.0f);
+        const uint64_t t0 = mono_ns();
+        const int rc = ds4tp_group_all_reduce(g, v.data(), v.size(), DS4TP_DTYPE_F32, DS4TP_OP_SUM);
+        ms = (mono_ns() - t0) / 1000000;
+        if (rc != 0) {
+          why = std::string(ds4tp_err_name(rc)) + ": " + ds4tp_group_errmsg(g);
+          return rc;
+        }
+        for (uint64_t i = 0; i < kFloats; i++)
+          if (v[i] != 4.0f) {
+            why = "element " + std::to_string(i) + " is " + std::to_string(v[i]) + ", not 4";
+            return -1;
+          }
+        return 0;
+      },
+      [&hosts](int r, ds4tp_group_options &o, ds4tp_identity &) {
+        if (!hosts.enter(r)) std::printf("rank %d could not enter its namespace\n", r);
+        const int port = o.rendezvous_port;
+        options_for(r, hosts, o);
+        o.rendezvous_port = port;
+        o.op_timeout_ms = 500;
+        o.chunk_bytes = 4u << 20;
+      },
+      60000);
+  INFO(run.why);
+  REQUIRE(run.rc == 0);
+  std::printf("slow-link-summary: a 4 MiB all-reduce over an 8 Mbit/s link between 2 hosts x 2 "
+              "ranks took %llu ms on rank 3 (op_timeout_ms 500)\n",
+              (unsigned long long)run.digests[3]);
+}
+
 namespace {
 
 // A fresh /dev/shm of this process's own, as on another machine: true

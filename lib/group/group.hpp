@@ -107,6 +107,12 @@ class Medium {
   // The rank this rank's last failed step named; -1 when none.
   virtual int culprit() const { return -1; }
   virtual int transport() const = 0;
+  // A tiered leader's lanes. The host lane's word that counts this rank's
+  // progress elsewhere (shm: a wait on this rank that sees it move
+  // restarts its deadline), or null; the cross lane counts every move of
+  // its steps into it, from whichever thread runs them.
+  virtual std::atomic<uint64_t> *progress_word() { return nullptr; }
+  virtual void count_progress_in(std::atomic<uint64_t> *) {}
 };
 
 struct Roster;  // group/wire.hpp

@@ -199,6 +199,9 @@ void Group::take_links(const Roster &ro, Links &links, bool rdma, std::vector<in
     cross_.m = make_mesh(links, mesh);
     cross_.n = layout_.hosts();
     cross_.me = layout_.host;
+    // A call across hosts may outlast the host ranks' deadline while it
+    // keeps moving: every move restarts their waits on this leader.
+    if (local_.m) cross_.m->count_progress_in(local_.m->progress_word());
   }
 }
 

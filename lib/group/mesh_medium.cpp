@@ -46,6 +46,7 @@ class MeshMedium final : public Medium {
   }
 
   void done(uint64_t) override {}
+  void count_progress_in(std::atomic<uint64_t> *word) override { mesh_->count_progress_in(word); }
   void abort(int, int) override { mesh_->abort(); }  // the heartbeat carries the verdict
   int culprit() const override { return mesh_->culprit(); }
   int transport() const override { return transport_; }

@@ -55,7 +55,12 @@ struct alignas(64) RankLine {
   std::atomic<uint64_t> pid;
   std::atomic<uint64_t> start_time;
   std::atomic<uint32_t> sleepers;  // ranks blocked in the kernel on this line's words
+  // A tiered leader's moves across hosts so far (progress_word): a wait
+  // on this rank that sees it change restarts its deadline. 0 from a
+  // build without it (it sits in the line's padding).
+  std::atomic<uint64_t> progress;
 };
+static_assert(sizeof(RankLine) == 64, "a rank line stays one cache line");
 
 // The futex word of a 64-bit stamp: its low half (little-endian hosts).
 inline uint32_t *low_word(std::atomic<uint64_t> &w) {
@@ -206,7 +211,7 @@ class ShmMedium final : public Medium {
     const int n = a_->n;
     if (mine != nullptr) {
       if (int rc = wait_done(step - 2, err)) return rc;
-      if (bytes) std::memcpy(a_->slot(rank_, b), mine, bytes);
+      if (bytes) shm::copy(a_->slot(rank_, b), static_cast<const uint8_t *>(mine), bytes);
     }
     // Every rank stamps every step, even one it sends nothing in, and
     // waits for every stamp: no step completes on a rank while another
@@ -257,7 +262,10 @@ class ShmMedium final : public Medium {
     const bool inside = buf != home && b < h + a_->chunk && b + bytes > h;
     uint8_t *out = inside ? home : buf;
     if (int rc = wait_done(step - 2, err)) return rc;
-    if (buf != home) std::memmove(home, buf, bytes);  // no peer reads it now (see the end)
+    if (buf != home) {
+      std::memmove(home, buf, bytes);  // no peer reads it now (see the end)
+      shm::fence_copied(bytes);
+    }
     publish(a_->line(rank_)->stamp[step & 1], step);
     const void *views[kMaxRanks];
     for (int r = 0; r < n; r++) {
@@ -294,6 +302,7 @@ class ShmMedium final : public Medium {
 
   int transport() const override { return DS4TP_TRANSPORT_SHM; }
   int culprit() const override { return culprit_; }
+  std::atomic<uint64_t> *progress_word() override { return &a_->line(rank_)->progress; }
 
  private:
   static void wake_word_of(std::atomic<uint64_t> &w) { os::wake_word(low_word(w)); }
@@ -348,7 +357,8 @@ class ShmMedium final : public Medium {
         watch.watch_socket(ctl_fd_[i], "group connection", ctl_rank_[i]);
     watch_pid();
     os::Waiter w(policy_, &watch);
-    const uint64_t deadline = os::deadline_after(w.now(), timeout_);
+    uint64_t deadline = os::deadline_after(w.now(), timeout_);
+    uint64_t progress = l->progress.load(std::memory_order_relaxed);
     for (;;) {
       if (cond()) return DS4TP_OK;
       const int rc = w.idle(deadline, [&](uint64_t left) {
@@ -359,6 +369,14 @@ class ShmMedium final : public Medium {
         l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
       });
       if (rc == DS4TP_OK) continue;
+      // Rank r moved the call on elsewhere within the window (a tiered
+      // leader across hosts): it is not stalled, so it gets another.
+      if (const uint64_t p = l->progress.load(std::memory_order_relaxed);
+          rc == DS4TP_ETIMEDOUT && p != progress) {
+        progress = p;
+        deadline = os::deadline_after(w.now(), timeout_);
+        continue;
+      }
       if (rc == DS4TP_ETIMEDOUT) {
         culprit_ = name(r);
         return err.set(DS4TP_ETIMEDOUT, "rank {} did not {} {} within {} ms", name(r), what, step,

@@ -6,6 +6,7 @@
 // Over tcp a pair's gates are steps of a two-member mesh too (GateStep).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -88,6 +89,18 @@ class MeshLink {
   virtual void abort() = 0;
   // The peer the last failed step was about (its name); -1 when none.
   virtual int culprit() const = 0;
+  // Also counts every move of a step (bytes sent or received) into
+  // `word`, for ranks that wait on this one meanwhile (a tiered leader's
+  // host); null: none. Set before the first step.
+  void count_progress_in(std::atomic<uint64_t> *word) { progress_word_ = word; }
+
+ protected:
+  void count_moved() {
+    if (progress_word_ != nullptr) progress_word_->fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<uint64_t> *progress_word_ = nullptr;
 };
 
 // One rank's end of a group's mesh, as bring-up left it: the tcp links to

@@ -82,6 +82,7 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
     }
     const bool first_heard = heard && !heard_before;
     met = met || heard;
+    if (moved) count_moved();
     if (pending == 0) {
       if (g != nullptr && first_heard) g->seen_ns = Transport::kSeenAtEnd;
       if (g != nullptr && w) w->progress_at_last_read();  // no clock read: the stats read the end
