@@ -243,3 +243,18 @@ TEST_CASE("group stream: the C++ wrapper starts and stops it", "[group]") {
     return 0;
   });
 }
+
+TEST_CASE("group stream: a count whose slot would pass 1 GiB is refused, never wrapped", "[group]") {
+  Local l(2);
+  ds4tp_stream_options o;
+  ds4tp_stream_options_init(&o);
+  o.dtype = DS4TP_DTYPE_F32;
+  o.count = (uint64_t(1) << 62) + 1;  // times 4 bytes wraps to 4
+  ds4tp_stream_words w{};
+  w.size = sizeof w;
+  const int rc = ds4tp_group_stream_start(l.gs[0], nullptr, &o, &w);
+  INFO(ds4tp_group_errmsg(l.gs[0]));
+  CHECK(rc == DS4TP_EINVAL);
+  CHECK(std::string(ds4tp_group_errmsg(l.gs[0])).find("above 1 GiB") != std::string::npos);
+  CHECK(ds4tp_group_failed(l.gs[0]) == 0);
+}

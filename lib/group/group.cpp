@@ -170,7 +170,11 @@ int Group::start_heartbeat(Error &err) {
   auto verdict = [this](int code, int culprit, const std::string &why) {
     abort_with(code, why, culprit);
   };
-  return talk::Heartbeat::start(hc, verdict, heartbeat_, err);
+  const int rc = talk::Heartbeat::start(hc, verdict, heartbeat_, err);
+  // The lanes are up and the peers were told to go: they see this rank
+  // leave at once rather than at their deadline.
+  if (rc != DS4TP_OK) abort_lanes(opt_.rank, rc);
+  return rc;
 }
 
 namespace {

@@ -22,6 +22,11 @@ int GroupStream::start(const ServiceConfig &cfg, const StreamSpec &spec, Error &
     return err.set(DS4TP_ESTATE, "start the group stream after the group is connected");
   if (spec.count == 0)
     return err.set(DS4TP_EINVAL, "group stream: count is 0 (elements per slot vector)");
+  // A slot holds at most 1 GiB (StreamWords); checked before multiplying,
+  // so a huge count cannot wrap to a small slot.
+  if (spec.count > (uint64_t(1) << 30) / dtype_bytes(spec.dtype))
+    return err.set(DS4TP_EINVAL, "group stream: count {} of {} is above 1 GiB per slot vector",
+                   spec.count, dtype_name(spec.dtype));
   if (!words_) {
     const uint64_t bytes = spec.count * dtype_bytes(spec.dtype);
     if (int rc = StreamWords::create(spec.slots, spec.bits, spec.mode, bytes, "group stream",

@@ -4,11 +4,33 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "common/error.hpp"
 
 namespace ds4tp::shm {
+
+// After `n` bytes were copied into shared memory and before the store that
+// publishes them: memcpy may use non-temporal stores for a large copy
+// (glibc's threshold depends on the cache size and its tunables), and
+// those are ordered by a store fence only. Small copies need none.
+inline void fence_copied(uint64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  // glibc's lowest non-temporal threshold (the tunable's minimum, 0x4040):
+  // a smaller copy is never non-temporal.
+  constexpr uint64_t kFenceCopyBytes = 0x4040;
+  if (n >= kFenceCopyBytes) __builtin_ia32_sfence();
+#else
+  (void)n;  // elsewhere the release or seq_cst store that publishes orders them
+#endif
+}
+
+// memcpy into shared memory that a later store publishes.
+inline void copy(uint8_t *dst, const uint8_t *src, uint64_t n) {
+  std::memcpy(dst, src, n);
+  fence_copied(n);
+}
 
 // One segment mapped read-write and shared. Owns the mapping and, until
 // unlink() (or destruction), the name: every exit path removes the name,

@@ -64,15 +64,6 @@ inline SharedWord<uint32_t> word32(uint8_t *p) {
   return SharedWord<uint32_t>(p);
 }
 
-inline void copy(uint8_t *dst, const uint8_t *src, uint64_t n) {
-  std::memcpy(dst, src, n);
-#if defined(__x86_64__) || defined(__i386__)
-  // memcpy may switch to non-temporal stores for large copies; those need
-  // a store fence before the release store that publishes them.
-  constexpr uint64_t kFenceCopyBytes = 256 * 1024;
-  if (n >= kFenceCopyBytes) __builtin_ia32_sfence();
-#endif
-}
 
 // Sleeps while the u32 at `p` (in a shared mapping) is 1, at most `ns`.
 inline void sleep_while_waiting(uint8_t *p, uint64_t ns) {
