@@ -351,6 +351,27 @@ TEST_CASE("big gates larger than the staging ring are pipelined bit for bit") {
   REQUIRE_RANKS_OK(o);
 }
 
+TEST_CASE("a big gate whose buffer lies in the big-in staging is refused, naming it") {
+  RankSetup s;
+  s.transport = DS4TP_TRANSPORT_SHM;
+  auto body = [](ds4tp_pair *tp, Ctx &) -> int {
+    CHILD_EXPECT_OK(connect_attach(tp), tp);  // the shared segment: the peer writes its big-in
+    ds4tp_slab_layout l{};
+    l.size = sizeof l;
+    ds4tp_slab_layout_get(tp, &l);
+    auto *slab = static_cast<uint8_t *>(ds4tp_slab_base(tp));
+    std::vector<uint8_t> out(1u << 20, 1);
+    CHILD_EXPECT_RC(ds4tp_big_gate_exchange(tp, 0, 1, out.data(), slab + l.big_in_offset,
+                                            out.size()),
+                    DS4TP_EINVAL, tp);
+    CHILD_EXPECT(std::strstr(ds4tp_errmsg(tp), "in buffer overlaps the slab's big-in staging"),
+                 tp);
+    return 0;
+  };
+  Outcome o = run_pair(s, body, body);
+  REQUIRE_RANKS_OK(o);
+}
+
 TEST_CASE("ranks at different kinds of gates report a desync naming both") {
   int transport = GENERATE(from_range(local_transports()));
   RankSetup s;

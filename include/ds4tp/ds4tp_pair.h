@@ -277,7 +277,10 @@ DS4TP_API int ds4tp_batch_gate_exchange(ds4tp_pair *pair, uint32_t index,
 
 /* Prefill gate of any size: sends `bytes` from `out` and receives the
  * peer's `bytes` into `in` (distinct, non-overlapping buffers; any
- * memory). A live peer may arrive up to peer_arrival_timeout_ms late. */
+ * memory but the slab's big staging regions, which the transport moves
+ * through: DS4TP_EINVAL where it does, shm always, rdma unless both
+ * buffers lie in the slab). A live peer may arrive up to
+ * peer_arrival_timeout_ms late. */
 DS4TP_API int ds4tp_big_gate_exchange(ds4tp_pair *pair, uint32_t layer,
                                       uint64_t seq, const void *out,
                                       void *in, uint64_t bytes);

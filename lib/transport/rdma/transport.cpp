@@ -335,6 +335,19 @@ int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void
   // size is the same either way: the peer, whose buffers may lie
   // elsewhere, posts and credits rounds of the same size.
   const bool direct = bytes > 0 && inside(out) && inside(in);
+  // Staged rounds go through both staging regions: a buffer there would be
+  // overwritten under its copy.
+  auto in_staging = [&](const void *p) {
+    const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(base_);
+    auto hits = [&](uint64_t off) { return a < b + off + L_.big_staging && b + off < a + bytes; };
+    return hits(L_.big_in) || hits(L_.big_out);
+  };
+  if (!direct && bytes > 0 && (in_staging(out) || in_staging(in)))
+    return err.set(DS4TP_EINVAL,
+                   "rdma {}: a buffer overlaps the slab's big staging regions, which this gate "
+                   "goes through (the other buffer is outside the slab); pass other memory, or "
+                   "both buffers inside the slab",
+                   op.str());
   const uint64_t H = round_bytes_;
   const uint64_t rounds = bytes == 0 ? 0 : (bytes + H - 1) / H;
   if (rounds > 0xFFFFFFFFull)
