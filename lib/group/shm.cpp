@@ -369,15 +369,14 @@ class ShmMedium final : public Medium {
         l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
       });
       if (rc == DS4TP_OK) continue;
-      // Rank r moved the call on elsewhere within the window (a tiered
-      // leader across hosts): it is not stalled, so it gets another.
-      if (const uint64_t p = l->progress.load(std::memory_order_relaxed);
-          rc == DS4TP_ETIMEDOUT && p != progress) {
-        progress = p;
-        deadline = os::deadline_after(w.now(), timeout_);
-        continue;
-      }
       if (rc == DS4TP_ETIMEDOUT) {
+        // Rank r moved the call on elsewhere within the window (a tiered
+        // leader across hosts): it is not stalled, so it gets another.
+        if (const uint64_t p = l->progress.load(std::memory_order_relaxed); p != progress) {
+          progress = p;
+          deadline = os::deadline_after(w.now(), timeout_);
+          continue;
+        }
         culprit_ = name(r);
         return err.set(DS4TP_ETIMEDOUT, "rank {} did not {} {} within {} ms", name(r), what, step,
                        timeout_ / 1'000'000);

@@ -131,8 +131,7 @@ int Pair::big_exchange(uint32_t layer, uint64_t seq, const void *out, void *in,
   if (slab_ == nullptr) return err.set(DS4TP_ESTATE, "big gate before ds4tp_attach_slab");
   if (bytes > 0 && (out == nullptr || in == nullptr))
     return err.set(DS4TP_EINVAL, "big gate buffers must not be NULL");
-  auto o = reinterpret_cast<uintptr_t>(out), i = reinterpret_cast<uintptr_t>(in);
-  if (bytes > 0 && o < i + bytes && i < o + bytes)
+  if (slab::ranges_overlap(out, bytes, in, bytes))
     return err.set(DS4TP_EINVAL, "big gate out and in buffers overlap");
   if (seq == 0) return err.set(DS4TP_EINVAL, "big gate seq must be nonzero");
   return timed_gate(stats::kBig, wire::GateKind::Big, layer, seq, bytes, [&](uint64_t t0) {

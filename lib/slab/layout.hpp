@@ -64,4 +64,11 @@ struct Layout {
 // False when n_layer or n_embd is 0 or above the limits.
 bool compute_layout(uint32_t n_layer, uint32_t n_embd, Layout &out);
 
+// True when the `a_bytes` at `a` and the `b_bytes` at `b` share a byte
+// (a big gate's buffers, each other or a staging region).
+inline bool ranges_overlap(const void *a, uint64_t a_bytes, const void *b, uint64_t b_bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
 }  // namespace ds4tp::slab

@@ -28,11 +28,11 @@ struct PeerState {
   // reader pairs one gate's kind with another's seq (the waits decide on
   // them), and the gate's layer beside it, for messages only.
   static constexpr int kSeqBits = 56;
-  static uint64_t gate_word(uint16_t kind, uint64_t seq) {
-    return uint64_t(kind) << kSeqBits | (seq & ((uint64_t(1) << kSeqBits) - 1));
-  }
-  static uint16_t kind_of(uint64_t word) { return uint16_t(word >> kSeqBits); }
   static uint64_t seq_of(uint64_t word) { return word & ((uint64_t(1) << kSeqBits) - 1); }
+  static uint16_t kind_of(uint64_t word) { return uint16_t(word >> kSeqBits); }
+  static uint64_t gate_word(uint16_t kind, uint64_t seq) {
+    return uint64_t(kind) << kSeqBits | seq_of(seq);
+  }
   std::atomic<uint64_t> my_gate{0}, my_layer{0};
   std::atomic<uint64_t> peer_gate{0}, peer_layer{0};
   // Gates entered so far (any kind): this rank's, counted as each gate

@@ -338,11 +338,10 @@ int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void
   // Staged rounds go through both staging regions: a buffer there would be
   // overwritten under its copy.
   auto in_staging = [&](const void *p) {
-    const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(base_);
-    auto hits = [&](uint64_t off) { return a < b + off + L_.big_staging && b + off < a + bytes; };
-    return hits(L_.big_in) || hits(L_.big_out);
+    return slab::ranges_overlap(p, bytes, base_ + L_.big_in, L_.big_staging) ||
+           slab::ranges_overlap(p, bytes, base_ + L_.big_out, L_.big_staging);
   };
-  if (!direct && bytes > 0 && (in_staging(out) || in_staging(in)))
+  if (!direct && (in_staging(out) || in_staging(in)))
     return err.set(DS4TP_EINVAL,
                    "rdma {}: a buffer overlaps the slab's big staging regions, which this gate "
                    "goes through (the other buffer is outside the slab); pass other memory, or "

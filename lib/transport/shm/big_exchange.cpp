@@ -8,12 +8,10 @@ int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *
                            uint64_t bytes, uint64_t start_ns, Error &err) {
   // The peer writes into this rank's big-in staging while the gate runs:
   // buffers there would be overwritten under the copy.
-  const auto lo = reinterpret_cast<uintptr_t>(mine_.base() + layout_.big_in);
   auto overlaps = [&](const void *p) {
-    const auto a = reinterpret_cast<uintptr_t>(p);
-    return a < lo + layout_.big_staging && lo < a + bytes;
+    return slab::ranges_overlap(p, bytes, mine_.base() + layout_.big_in, layout_.big_staging);
   };
-  if (bytes > 0 && (overlaps(out) || overlaps(in)))
+  if (overlaps(out) || overlaps(in))
     return err.set(DS4TP_EINVAL,
                    "big gate (layer {}, seq {}) over shm: its {} buffer overlaps the slab's big-in "
                    "staging (offset {}, {} bytes), where the peer's bytes land; pass other memory",

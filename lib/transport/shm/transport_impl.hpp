@@ -64,7 +64,6 @@ inline SharedWord<uint32_t> word32(uint8_t *p) {
   return SharedWord<uint32_t>(p);
 }
 
-
 // Sleeps while the u32 at `p` (in a shared mapping) is 1, at most `ns`.
 inline void sleep_while_waiting(uint8_t *p, uint64_t ns) {
   os::wait_on_word(reinterpret_cast<uint32_t *>(p), 1u, ns);
