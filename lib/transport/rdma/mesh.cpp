@@ -14,11 +14,6 @@
 namespace ds4tp::rdma {
 namespace {
 
-constexpr uint64_t kSendBit = 1ull << 63;
-constexpr int kPostBatch = 32;
-constexpr int kPollBatch = 32;
-constexpr uint64_t kNapNs = 50'000;
-constexpr uint64_t kGoneGraceNs = 2'000'000;  // completions still polled after a hang-up
 constexpr uint32_t kMaxIndex = 0xffff;  // messages of one step (the tag's index)
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
@@ -40,20 +35,18 @@ uint32_t group_tag(uint64_t step, uint32_t index) {
 }
 
 struct Mesh::Link {
-  std::unique_ptr<QueuePair> qp;
+  QpLink q;  // receive i sits in ring slot i % slots
   std::unique_ptr<SetupLink> setup;
-  uint32_t msg = 0, slots = 0, sdepth = 0;
+  uint32_t slots = 0;
   uint8_t *ring = nullptr;
-  uint64_t polled = 0;              // receives consumed; receive i sits in slot i % slots
-  std::vector<Completion> early;    // the next step's receives, polled during this one
+  std::vector<Completion> early;  // the next step's receives, polled during this one
   size_t early_at = 0;
-  uint64_t sends_posted = 0, sends_done = 0;
   // The step in progress.
   const uint8_t *out = nullptr;
-  uint64_t out_len = 0, in_len = 0, got = 0;
-  uint32_t out_msgs = 0, out_posted = 0, got_msgs = 0;
+  uint64_t out_len = 0, in_len = 0, got = 0, out_msgs = 0, out_posted = 0;
+  uint32_t got_msgs = 0;
   bool recv = false;
-  bool busy() const { return recv || out_posted < out_msgs || sends_done < sends_posted; }
+  bool busy() const { return recv || out_posted < out_msgs || q.send_done < q.send_posted; }
 };
 
 Mesh::Mesh(std::unique_ptr<Device> dev, int rank, int n, const MeshConfig &cfg)
@@ -86,8 +79,8 @@ std::string Mesh::describe() const {
   for (int r = 0; r < n_; r++)
     if (r != rank_)
       return fmt::format("{} {}, {} byte messages", dev_->describe(),
-                         wire::qp_type_name(links_[size_t(r)].qp->local_info().qp_type),
-                         links_[size_t(r)].msg);
+                         wire::qp_type_name(links_[size_t(r)].q.qp->local_info().qp_type),
+                         links_[size_t(r)].q.msg);
   return dev_->describe();
 }
 
@@ -118,7 +111,7 @@ int Mesh::prepare_local(std::string &why, Error &err) {
     if (r == rank_) continue;
     Link &l = links_[size_t(r)];
     l.ring = region_.get() + staging_bytes_ + size_t(idx++) * ring;
-    if (dev_->create_qp(req, l.qp, e) != DS4TP_OK) {
+    if (dev_->create_qp(req, l.q.qp, e) != DS4TP_OK) {
       why = fmt::format("creating a queue pair for rank {} on {}: {}", name(r), dev_->describe(),
                         e.message);
       return DS4TP_OK;
@@ -144,7 +137,7 @@ int Mesh::setup(const std::vector<int> &fds, std::string &why, Error &err) {
     if (int rc = net::write_all(fds[size_t(r)], status, len, deadline, "rdma link status", err))
       return err.set(rc, "rdma set-up with rank {}: {}", name(r), err.message);
     if (!can) continue;
-    wire::RdmaInfo mine = l.qp->local_info();
+    wire::RdmaInfo mine = l.q.qp->local_info();
     mine.slab_addr = reinterpret_cast<uintptr_t>(l.ring);
     mine.slab_bytes = ring_bytes(cfg_.chunk, cfg_.max_msg);
     uint8_t buf[wire::kRdmaInfoPayload];
@@ -182,41 +175,36 @@ int Mesh::setup(const std::vector<int> &fds, std::string &why, Error &err) {
   for (int r = 0; r < n_ && why.empty(); r++) {
     if (r == rank_) continue;
     Link &l = links_[size_t(r)];
-    const wire::RdmaInfo mine = l.qp->local_info(), &p = peer[size_t(r)];
+    const wire::RdmaInfo mine = l.q.qp->local_info(), &p = peer[size_t(r)];
     if (p.qp_type != mine.qp_type) {
       why = fmt::format("this rank made an {} queue pair for rank {}, which made an {} one",
                         wire::qp_type_name(mine.qp_type), name(r), wire::qp_type_name(p.qp_type));
       break;
     }
-    l.msg = std::min({mine.max_msg, p.max_msg, cfg_.max_msg});
-    l.slots = uint32_t(2 * ((kRoom + cfg_.chunk + l.msg - 1) / l.msg));
-    l.sdepth = std::min(mine.send_depth, p.send_depth);
-    if (l.slots > std::min(mine.recv_depth, p.recv_depth) || l.slots / 2 > kMaxIndex) {
+    l.q.msg = std::min({mine.max_msg, p.max_msg, cfg_.max_msg});
+    l.q.rdepth = std::min(mine.recv_depth, p.recv_depth);
+    l.q.sdepth = std::min(mine.send_depth, p.send_depth);
+    l.slots = 2 * l.q.messages(kRoom + cfg_.chunk);
+    if (l.slots > l.q.rdepth || l.slots / 2 > kMaxIndex) {
       why = fmt::format("a receive queue of {} cannot hold the {} receives that two steps of "
                         "{} bytes take at {} byte messages (lower chunk_bytes)",
-                        std::min(mine.recv_depth, p.recv_depth), l.slots, cfg_.chunk, l.msg);
+                        l.q.rdepth, l.slots, cfg_.chunk, l.q.msg);
       break;
     }
     Error e;
-    if (l.qp->connect(p, e) != DS4TP_OK || post_ring(l, 0, l.slots, e) != DS4TP_OK)
+    if (l.q.qp->connect(p, e) != DS4TP_OK || post_ring(l, l.slots, e) != DS4TP_OK)
       why = fmt::format("the queue pair to rank {}: {}", name(r), e.message);
     l.early.reserve(l.slots);
   }
   return DS4TP_OK;
 }
 
-// Posts receives [from, from + count) of link `l`'s ring.
-int Mesh::post_ring(Link &l, uint64_t from, uint64_t count, Error &err) {
-  RecvWork w[kPostBatch];
-  while (count > 0) {
-    int m = 0;
-    for (; m < kPostBatch && uint64_t(m) < count; m++)
-      w[m] = {from + uint64_t(m), l.ring + ((from + uint64_t(m)) % l.slots) * l.msg, l.msg};
-    if (int rc = l.qp->post_recv(w, size_t(m), err)) return rc;
-    from += uint64_t(m);
-    count -= uint64_t(m);
-  }
-  return DS4TP_OK;
+// Posts `count` more receives of link `l`'s ring, each into its slot.
+int Mesh::post_ring(Link &l, uint64_t count, Error &err) {
+  return l.q.post_recvs(count, [&l](uint64_t, RecvWork &w) {
+    w.addr = l.ring + (w.wr_id % l.slots) * l.q.msg;
+    w.bytes = l.q.msg;
+  }, err);
 }
 
 int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *src,
@@ -247,7 +235,7 @@ int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *s
     }
     l.out = placed;
     l.out_len = h.size + body_out;
-    l.out_msgs = uint32_t((l.out_len + l.msg - 1) / l.msg);
+    l.out_msgs = l.q.messages(l.out_len);
     l.out_posted = 0;
     l.in_len = h.size + (root < 0 || r == root ? h.body : 0);
     l.got = 0;
@@ -306,69 +294,47 @@ int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *s
 // early, then polls its completions once.
 int Mesh::pump(const transport::StepHeader &h, int r, bool &moved, Error &err) {
   Link &l = links_[size_t(r)];
-  while (l.out_posted < l.out_msgs && l.sends_posted - l.sends_done < l.sdepth) {
-    SendWork s[kPostBatch];
-    int m = 0;
-    for (; m < kPostBatch && l.out_posted + uint32_t(m) < l.out_msgs &&
-           l.sends_posted + uint64_t(m) - l.sends_done < l.sdepth;
-         m++) {
-      const uint64_t at = uint64_t(l.out_posted + uint32_t(m)) * l.msg;
-      s[m] = {kSendBit | (l.sends_posted + uint64_t(m)), l.out + at,
-              uint32_t(std::min<uint64_t>(l.msg, l.out_len - at)),
-              group_tag(h.step, l.out_posted + uint32_t(m))};
-    }
-    if (int rc = l.qp->post_send(s, size_t(m), err))
-      return err.set(rc, "rdma: posting step {}'s sends to rank {} failed: {}", h.step, name(r),
-                     err.message);
-    l.out_posted += uint32_t(m);
-    l.sends_posted += uint64_t(m);
-    moved = true;
-  }
+  const uint64_t posted = l.out_posted;
+  const uint32_t msg = l.q.msg;
+  if (int rc = l.q.post_sends(l.out_msgs, l.out_posted, [&](uint64_t k, SendWork &s) {
+        s.addr = l.out + k * msg;
+        s.bytes = uint32_t(std::min<uint64_t>(msg, l.out_len - k * msg));
+        s.imm = group_tag(h.step, uint32_t(k));
+      }, err))
+    return err.set(rc, "rdma step {} with rank {}: {}", h.step, name(r), err.message);
+  moved = moved || l.out_posted != posted;
   while (l.recv && l.early_at < l.early.size()) {
     if (int rc = take(h, r, l.early[l.early_at++], err)) return rc;
     moved = true;
   }
   if (l.early_at == l.early.size()) l.early.clear(), l.early_at = 0;
   if (!l.busy()) return DS4TP_OK;
-  Completion wc[kPollBatch];
-  const int k = l.qp->poll(wc, kPollBatch, err);
-  if (k < 0)
-    return err.set(DS4TP_EIO, "rdma: polling rank {}'s completions failed: {}", name(r),
-                   err.message);
-  for (int i = 0; i < k; i++) {
-    const Completion &c = wc[i];
-    if (c.wr_id & kSendBit) {
-      if (c.status != 0)
-        return err.set(DS4TP_EIO, "rdma: a send of step {} to rank {} failed: {} (vendor error "
-                       "{:#x})", h.step, name(r), l.qp->status_text(c.status), c.vendor_err);
-      l.sends_done++;
-    } else if (!l.recv) {
+  int judged = DS4TP_OK;  // take()'s verdict, worded already
+  const int k = l.q.poll([&](const Completion &c) {
+    if (!l.recv) {
       l.early.push_back(c);  // reserved for a whole ring: no allocation
-    } else if (int rc = take(h, r, c, err)) {
-      return rc;
+      return int(DS4TP_OK);
     }
-  }
+    return judged = take(h, r, c, err);
+  }, err);
+  if (k < 0 && judged != DS4TP_OK) return judged;
+  if (k < 0) return err.set(k, "rdma step {} with rank {}: {}", h.step, name(r), err.message);
   if (k > 0) moved = true;
   return DS4TP_OK;
 }
 
-// One of rank r's messages of this step: checked, copied to its landing,
-// and its receive posted again.
+// One of rank r's messages of this step (its status and place checked by
+// the link): its tag and length checked, copied to its landing, and its
+// receive posted again.
 int Mesh::take(const transport::StepHeader &h, int r, const Completion &c, Error &err) {
   Link &l = links_[size_t(r)];
-  if (c.status != 0)
-    return err.set(DS4TP_EIO, "rdma: a receive of step {} from rank {} failed: {} (vendor error "
-                   "{:#x})", h.step, name(r), l.qp->status_text(c.status), c.vendor_err);
-  if (c.wr_id != l.polled)
-    return err.set(DS4TP_EIO, "rdma: rank {}'s receive {} completed where {} was due", name(r),
-                   c.wr_id, l.polled);
   const uint32_t want = group_tag(h.step, l.got_msgs);
   if (!c.has_imm || c.imm != want)
     return err.set(DS4TP_EDESYNC,
                    "rank {}: message {} of step {} was due but tag {:#010x} arrived (a message "
                    "was lost on the link, or the ranks are on different steps)",
                    name(r), l.got_msgs, h.step, c.has_imm ? c.imm : 0);
-  const uint8_t *slot = l.ring + (l.polled % l.slots) * l.msg;
+  const uint8_t *slot = l.ring + (c.wr_id % l.slots) * l.q.msg;
   const uint64_t left = l.in_len - l.got;
   const size_t keep = size_t(std::min<uint64_t>(c.bytes, left));
   uint8_t *landing = landing_.data() + size_t(r) * (kRoom + cfg_.chunk) + kRoom;
@@ -376,14 +342,13 @@ int Mesh::take(const transport::StepHeader &h, int r, const Completion &c, Error
   const bool header_done = l.got < h.size && l.got + keep >= h.size;
   l.got += keep;
   l.got_msgs++;
-  if (int rc = post_ring(l, l.polled + l.slots, 1, err))
+  if (int rc = post_ring(l, 1, err))
     return err.set(rc, "rdma: posting a receive for rank {} failed: {}", name(r), err.message);
-  l.polled++;
   if (header_done)
     if (int rc = h.check(landing - h.size, h.step, l.in_len - h.size, name(r), err)) return rc;
-  if (c.bytes != std::min<uint64_t>(l.msg, left))
+  if (c.bytes != std::min<uint64_t>(l.q.msg, left))
     return err.set(DS4TP_EDESYNC, "rank {} sent {} bytes as message {} of step {}, {} expected",
-                   name(r), c.bytes, l.got_msgs - 1, h.step, std::min<uint64_t>(l.msg, left));
+                   name(r), c.bytes, l.got_msgs - 1, h.step, std::min<uint64_t>(l.q.msg, left));
   if (l.got == l.in_len) l.recv = false;
   return DS4TP_OK;
 }

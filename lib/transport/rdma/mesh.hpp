@@ -1,7 +1,8 @@
 // The rdma links of one group rank: a queue pair to every other rank, set
 // up over the group's tcp links, and the same step as tcp::Mesh (this
 // rank's message to each peer, each peer's message to this rank) moved as
-// two-sided sends with immediates.
+// two-sided sends with immediates, over one QpLink per peer (qp_link.hpp:
+// the queue-pair link a pair's rdma gates run on too).
 //
 // Set-up (open): every link trades a status (wire/rdma_frames.hpp: 'R',
 // this end can run rdma; 'N' and why it cannot) and, where the peer can,
@@ -42,7 +43,7 @@
 #include "os/spin_budget.hpp"
 #include "os/wait.hpp"
 #include "transport/mesh_link.hpp"
-#include "transport/rdma/queue_pair.hpp"
+#include "transport/rdma/qp_link.hpp"
 
 namespace ds4tp::rdma {
 
@@ -89,7 +90,7 @@ class Mesh final : public transport::MeshLink {
   int name(int r) const { return cfg_.names.empty() ? r : cfg_.names[size_t(r)]; }
   int setup(const std::vector<int> &fds, std::string &why, Error &err);
   int prepare_local(std::string &why, Error &err);
-  int post_ring(Link &l, uint64_t from, uint64_t count, Error &err);
+  int post_ring(Link &l, uint64_t count, Error &err);
   int pump(const transport::StepHeader &h, int r, bool &moved, Error &err);
   int take(const transport::StepHeader &h, int r, const Completion &c, Error &err);
   int fail(int rc, int culprit = -1) {

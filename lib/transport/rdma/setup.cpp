@@ -51,7 +51,7 @@ int RdmaTransport::attach(uint8_t *base, const slab::Layout &layout, Error &err)
     bool retry = false;
     int rc = setup_attempt(a, uc_only, retry, err);
     if (rc == DS4TP_OK) return DS4TP_OK;
-    qp_.reset();
+    qpl_.qp.reset();
     if (!retry || a + 1 == attempts) {
       detach();
       return rc;
@@ -71,10 +71,10 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
   req.send_depth = tun_.send_depth;
   req.recv_depth = tun_.recv_depth;
   req.max_msg = tun_.max_msg;
-  if (int rc = dev_->create_qp(req, qp_, err)) return rc;
+  if (int rc = dev_->create_qp(req, qpl_.qp, err)) return rc;
   reset_counters();
 
-  wire::RdmaInfo mine = qp_->local_info();
+  wire::RdmaInfo mine = qpl_.qp->local_info();
   mine.attempt = attempt;
   mine.slab_addr = reinterpret_cast<uintptr_t>(base_);
   mine.slab_bytes = L_.total;
@@ -102,10 +102,10 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
                    "2 = Ethernet): the ports cannot talk to each other",
                    mine.link_layer, peer.link_layer);
 
-  msg_ = std::min({mine.max_msg, peer.max_msg, tun_.max_msg});
-  depth_ = std::min(mine.recv_depth, peer.recv_depth);
-  sdepth_ = std::min(mine.send_depth, peer.send_depth);
-  row_msgs_ = messages(L_.vec_bytes);
+  qpl_.msg = std::min({mine.max_msg, peer.max_msg, tun_.max_msg});
+  qpl_.rdepth = std::min(mine.recv_depth, peer.recv_depth);
+  qpl_.sdepth = std::min(mine.send_depth, peer.send_depth);
+  row_msgs_ = qpl_.messages(L_.vec_bytes);
   row_window_ = std::max(3u, tun_.row_window);
   // Everything that follows is computed from values both ranks share, so
   // both make the same decisions.
@@ -114,18 +114,19 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
   // next shape, posted before the old window drains.
   const uint64_t armed = std::max<uint64_t>(uint64_t(row_window_) * row_msgs_,
                                             uint64_t(2) * L_.batch_rows * row_msgs_);
-  if (armed > depth_ / 2 || sdepth_ < 1)
+  if (armed > qpl_.rdepth / 2 || qpl_.sdepth < 1)
     return err.set(DS4TP_EUNSUPPORTED,
                    "rdma: a receive queue depth of {} cannot hold twice {} receives (a {}-gate "
                    "window or two {}-row batch gates of {} messages per {} byte vector at a {} "
                    "byte message size); raise the maximum message size or the queue depth",
-                   depth_, armed, row_window_, L_.batch_rows, row_msgs_, L_.vec_bytes, msg_);
-  const uint32_t round_msgs = std::max(1u, std::min(depth_ / 4, sdepth_));
-  round_bytes_ = std::min<uint64_t>(uint64_t(round_msgs) * msg_, L_.big_staging / 2);
-  ring_.assign(depth_ + 1, Expect{});
+                   qpl_.rdepth, armed, row_window_, L_.batch_rows, row_msgs_, L_.vec_bytes,
+                   qpl_.msg);
+  const uint32_t round_msgs = std::max(1u, std::min(qpl_.rdepth / 4, qpl_.sdepth));
+  round_bytes_ = std::min<uint64_t>(uint64_t(round_msgs) * qpl_.msg, L_.big_staging / 2);
+  ring_.assign(qpl_.rdepth + 1, Expect{});
   have_last_batch_ = false;
 
-  if (int rc = qp_->connect(peer, err)) return rc;
+  if (int rc = qpl_.qp->connect(peer, err)) return rc;
   wire::RdmaReady ready{attempt};
   if (int rc = trade<wire::kRdmaReadyPayload>(wire::kFrameRdmaReady, ready, ready,
                                               wire::encode_rdma_ready, wire::decode_rdma_ready, err))
@@ -144,7 +145,7 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
   log_.info("rdma: {} {} queue pair up (peer QP {}, attempt {}): {} byte messages, {} per "
             "vector, row window {}, queue depths {}/{}{}",
             dev_->describe(), wire::qp_type_name(mine.qp_type), peer.qp_num, attempt + 1,
-            msg_, row_msgs_, row_window_, depth_, sdepth_,
+            qpl_.msg, row_msgs_, row_window_, qpl_.rdepth, qpl_.sdepth,
             staged_rows_ ? ", rows staged (consecutive gates share a slot)" : "");
   return DS4TP_OK;
 }
@@ -154,7 +155,7 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
 // and some providers then drop that direction for good); RDMA_WARM tells
 // each rank whether its own direction worked.
 int RdmaTransport::warm_up(uint32_t attempt, bool &ok, Error &err) {
-  const uint32_t bytes = uint32_t(std::min<uint64_t>(msg_, L_.big_staging / 2));
+  const uint32_t bytes = uint32_t(std::min<uint64_t>(qpl_.msg, L_.big_staging / 2));
   uint8_t *in = base_ + L_.big_in;
   uint8_t *out = base_ + L_.big_out;
   auto pattern = [attempt](int rank, uint32_t i) {
@@ -185,8 +186,8 @@ int RdmaTransport::warm_up(uint32_t attempt, bool &ok, Error &err) {
   // the warm-up deadline.
   uint64_t limit = tun_.warm_timeout_ns ? tun_.warm_timeout_ns : cfg_.gate_timeout_ns;
   Error werr;
-  int wrc = wait_for(recv_posted_, send_posted_, op, werr, limit);
-  bool got = recv_done_ == recv_posted_ && wrc == DS4TP_OK;
+  int wrc = wait_for(qpl_.recv_posted, qpl_.send_posted, op, werr, limit);
+  bool got = qpl_.recv_done == qpl_.recv_posted && wrc == DS4TP_OK;
   if (got) {
     for (uint32_t i = 0; i < bytes; i++)
       if (in[i] != pattern(1 - rank_, i)) {
@@ -194,7 +195,7 @@ int RdmaTransport::warm_up(uint32_t attempt, bool &ok, Error &err) {
         break;
       }
   }
-  bool sent = send_done_ == send_posted_;
+  bool sent = qpl_.send_done == qpl_.send_posted;
   if (wrc == DS4TP_EPEERCLOSED) return err.set(wrc, "{}", werr.message);
 
   wire::RdmaWarm mine{attempt, (got ? wire::kWarmReceived : 0u) | (sent ? wire::kWarmSent : 0u),

@@ -46,39 +46,17 @@ std::string describe_tag(uint32_t imm) {
 // ---------------------------------------------------------------------
 // Completions
 
-int RdmaTransport::handle(const Completion &c, const Op &op, Error &err) {
-  if (c.wr_id & kSendBit) {
-    if (c.status != 0)
-      return err.set(DS4TP_EIO,
-                     "rdma {}: a send work request failed: {} (status {}, vendor error 0x{:x}); "
-                     "the queue pair is unusable",
-                     op.str(), qp_->status_text(c.status), c.status, c.vendor_err);
-    if (c.wr_id != (kSendBit | send_done_))
-      return err.set(DS4TP_EIO, "rdma {}: send completion {} arrived while {} was next",
-                     op.str(), c.wr_id & ~kSendBit, send_done_);
-    send_done_++;
-    return DS4TP_OK;
-  }
-  if (recv_done_ == recv_posted_ || c.wr_id != recv_done_)
-    return err.set(DS4TP_EIO, "rdma {}: receive completion {} arrived while {} was next ({} posted)",
-                   op.str(), c.wr_id, recv_done_, recv_posted_);
-  if (c.status != 0)
-    return err.set(DS4TP_EIO,
-                   "rdma {}: a receive work request failed: {} (status {}, vendor error 0x{:x}); "
-                   "the queue pair is unusable",
-                   op.str(), qp_->status_text(c.status), c.status, c.vendor_err);
-  const Expect &e = ring_[recv_done_ % ring_.size()];
+int RdmaTransport::expected(const Completion &c, Error &err) const {
+  const Expect &e = ring_[c.wr_id % ring_.size()];
   if (!c.has_imm || c.imm != e.imm)
     return err.set(DS4TP_EDESYNC,
-                   "rdma {}: expected the peer's {} but its {} landed: the ranks called "
-                   "different gates, or a message was lost on the connection",
-                   op.str(), describe_tag(e.imm),
+                   "expected the peer's {} but its {} landed: the ranks called different "
+                   "gates, or a message was lost on the connection",
+                   describe_tag(e.imm),
                    c.has_imm ? describe_tag(c.imm) : std::string("message without a tag"));
   if (c.bytes != e.bytes)
-    return err.set(DS4TP_EDESYNC,
-                   "rdma {}: the peer's {} carried {} bytes but {} were expected",
-                   op.str(), describe_tag(e.imm), c.bytes, e.bytes);
-  recv_done_++;
+    return err.set(DS4TP_EDESYNC, "the peer's {} carried {} bytes but {} were expected",
+                   describe_tag(e.imm), c.bytes, e.bytes);
   return DS4TP_OK;
 }
 
@@ -89,23 +67,16 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
     idle_ns = op.kind == uint16_t(GateKind::Big) ? cfg_.big_gate_timeout_ns : cfg_.gate_timeout_ns;
   const talk::PeerState *ps = cfg_.peer;
   bool met = ps == nullptr || meet_ns <= idle_ns;
-  Completion wc[kPollBatch];
   os::Waiter w(policy_, &watch_, 0, take_gate_start());
   uint64_t deadline = os::deadline_after(w.last_progress(), met ? idle_ns : meet_ns);
-  const uint64_t recv_at_start = recv_done_;
+  const uint64_t recv_at_start = qpl_.recv_done;
   for (;;) {
-    if (recv_done_ >= want_recv && send_done_ >= want_send) return DS4TP_OK;
-    int n = qp_->poll(wc, kPollBatch, err);
-    if (n < 0) {
-      std::string why = err.message;
-      return err.set(DS4TP_EIO, "rdma {}: polling the completion queue failed: {}", op.str(),
-                     why);
-    }
+    if (qpl_.recv_done >= want_recv && qpl_.send_done >= want_send) return DS4TP_OK;
+    const int n = qpl_.poll([&](const Completion &c) { return expected(c, err); }, err);
+    if (n < 0) return err.set(n, "rdma {}: {}", op.str(), err.message);
     if (n > 0) {
-      for (int i = 0; i < n; i++)
-        if (int rc = handle(wc[i], op, err)) return rc;
       w.progress();
-      met = met || recv_done_ > recv_at_start;
+      met = met || qpl_.recv_done > recv_at_start;
       deadline = met ? w.last_progress() + idle_ns : deadline;
       continue;
     }
@@ -118,8 +89,8 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
     // Past the spin window: nap briefly, waking at once when either
     // socket reports the peer gone.
     int rc = w.idle(deadline, [&](uint64_t left) { watch_.nap(std::min(left, kNapNs)); });
-    const uint64_t recv_left = want_recv > recv_done_ ? want_recv - recv_done_ : 0;
-    const uint64_t send_left = want_send > send_done_ ? want_send - send_done_ : 0;
+    const uint64_t recv_left = want_recv > qpl_.recv_done ? want_recv - qpl_.recv_done : 0;
+    const uint64_t send_left = want_send > qpl_.send_done ? want_send - qpl_.send_done : 0;
     if (rc == DS4TP_EPEERCLOSED && watch_.silent())
       return err.set(DS4TP_ETIMEDOUT,
                      "rdma {}: {} (this rank waited for {} more receive(s) and {} send "
@@ -204,16 +175,16 @@ int RdmaTransport::barrier(const GateHeader &mine, bool big, const Op &op, Error
 }
 
 int RdmaTransport::drain(uint64_t upto, const Op &op, Error &err) {
-  uint64_t n = upto - recv_done_;
+  uint64_t n = upto - qpl_.recv_done;
   for (uint64_t i = 0; i < n; i++) {
-    Expect &e = ring_[(recv_done_ + i) % ring_.size()];
+    Expect &e = ring_[(qpl_.recv_done + i) % ring_.size()];
     e.bytes = 0;
     e.imm = drain_tag(uint32_t(i));
   }
   if (int rc = post_sends(uint32_t(n), [](uint32_t k, SendWork &s) { s.imm = drain_tag(k); }, op,
                           err))
     return rc;
-  if (int rc = wait_for(upto, send_posted_, op, err)) return rc;
+  if (int rc = wait_for(upto, qpl_.send_posted, op, err)) return rc;
   window_ = Window::Quiet;
   return DS4TP_OK;
 }
@@ -234,7 +205,7 @@ int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t s
     GateHeader h{uint16_t(GateKind::Row), layer, gate, seq, L_.vec_bytes};
     uint64_t first_idx = 0;
     int rc = change_shape(h, op, [&] {
-      first_idx = recv_posted_;
+      first_idx = qpl_.recv_posted;
       for (uint64_t s = seq; s < seq + row_window_; s++)
         if (int r = post_row(s, op, err)) return r;
       return int(DS4TP_OK);
@@ -256,7 +227,7 @@ int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t s
   while (row_posted_ < seq + row_window_ - 1)
     if (int rc = post_row(++row_posted_, op, err)) return rc;
   uint64_t want = row_first_idx_ + (seq - row_first_seq_ + 1) * row_msgs_;
-  if (int rc = wait_for(want, send_posted_, op, err, 0, cfg_.arrival(false))) return rc;
+  if (int rc = wait_for(want, qpl_.send_posted, op, err, 0, cfg_.arrival(false))) return rc;
   if (staged_rows_)
     std::memcpy(base_ + L_.in_vec(slot), row_dst(seq), L_.vec_bytes);
   row_next_ = seq + 1;
@@ -287,7 +258,7 @@ int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint6
     GateHeader h{uint16_t(GateKind::Batch), index, rows, seq,
                  uint64_t(rows - 1) * L_.vec_stride + vec};
     int rc = change_shape(h, op, [&] {
-      first_idx = recv_posted_;
+      first_idx = qpl_.recv_posted;
       return post_gate(index, rows, seq);
     }, err);
     if (rc) return rc;
@@ -305,7 +276,7 @@ int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint6
     pred_index_ = uint32_t(next);
     pred_rows_ = rows;
     pred_seq_ = seq + 1;
-    pred_idx_ = recv_posted_;
+    pred_idx_ = qpl_.recv_posted;
     if (int rc = post_gate(pred_index_, rows, pred_seq_)) return rc;
     window_ = Window::Batch;
   }
@@ -317,7 +288,7 @@ int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint6
                                op, err))
       return rc;
   }
-  return wait_for(want, send_posted_, op, err, 0, cfg_.arrival(false));
+  return wait_for(want, qpl_.send_posted, op, err, 0, cfg_.arrival(false));
 }
 
 int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void *inp,
@@ -365,7 +336,7 @@ int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void
     uint32_t rr = uint32_t(r);
     int rc = post_run_recv(rdst(r), round_len(r), [rr](uint32_t k) { return big_tag(rr, k); },
                            op, err);
-    round_end[r & 1] = recv_posted_;
+    round_end[r & 1] = qpl_.recv_posted;
     return rc;
   };
 
@@ -404,7 +375,7 @@ int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void
     uint32_t rr = uint32_t(r);
     if ((rc = post_run_send(src, len, [rr](uint32_t k) { return big_tag(rr, k); }, op, err)))
       return rc;
-    if ((rc = wait_for(round_end[r & 1], send_posted_, op, err))) return rc;
+    if ((rc = wait_for(round_end[r & 1], qpl_.send_posted, op, err))) return rc;
     if (!direct) std::memcpy(in + r * H, rdst(r), len);
   }
   return DS4TP_OK;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "os/wait.hpp"
+#include "transport/rdma/qp_link.hpp"
 #include "transport/rdma/transport.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/rdma_frames.hpp"
@@ -20,12 +21,6 @@ namespace ds4tp::rdma {
 
 using wire::GateHeader;
 using wire::GateKind;
-
-constexpr uint64_t kSendBit = 1ull << 63;
-constexpr int kPostBatch = 32;           // work requests per post call (stack array)
-constexpr int kPollBatch = 32;           // completions per poll call
-constexpr uint64_t kNapNs = 50000;          // one nap after the spin window
-constexpr uint64_t kGoneGraceNs = 2000000;  // completions still drained after peer EOF
 
 // What a receive expects to see when it completes.
 struct Expect {
@@ -90,7 +85,7 @@ class RdmaTransport final : public Transport {
 
   int attach(uint8_t *base, const slab::Layout &layout, Error &err) override;
   void detach() override {
-    qp_.reset();
+    qpl_.qp.reset();
     if (registered_) dev_->deregister_memory();
     registered_ = false;
     base_ = nullptr;
@@ -128,79 +123,48 @@ class RdmaTransport final : public Transport {
     return dec(buf, N, peer, err);
   }
   void reset_counters() {
-    recv_posted_ = recv_done_ = send_posted_ = send_done_ = 0;
+    qpl_.reset_counters();
     window_ = Window::Quiet;
   }
 
-  // ---- posting -------------------------------------------------------
+  // ---- posting (qp_link.hpp) -------------------------------------------
   // Posts one receive per message of a `bytes` run at `dst` (split at the
   // message size); tags from `tag(i)`.
   template <typename Tag>
   int post_run_recv(uint8_t *dst, uint64_t bytes, Tag tag, const Op &op, Error &err) {
-    uint32_t n = messages(bytes);
-    if (recv_posted_ - recv_done_ + n > depth_)
-      return err.set(DS4TP_EIO,
-                     "rdma {}: {} more receives would exceed the queue depth {} ({} posted)",
-                     op.str(), n, depth_, recv_posted_ - recv_done_);
-    RecvWork w[kPostBatch];
-    uint32_t k = 0;
-    while (k < n) {
-      int m = 0;
-      for (; m < kPostBatch && k < n; m++, k++) {
-        uint64_t off = uint64_t(k) * msg_;
-        uint32_t len = uint32_t(std::min<uint64_t>(msg_, bytes - off));
-        uint64_t id = recv_posted_ + uint64_t(m);
-        w[m] = {id, dst + off, len};
-        ring_[id % ring_.size()] = {id, len, tag(k)};
-      }
-      if (int rc = qp_->post_recv(w, size_t(m), err)) return posting_failed(op, rc, err);
-      recv_posted_ += uint64_t(m);
-    }
-    return DS4TP_OK;
+    const uint32_t msg = qpl_.msg;
+    int rc = qpl_.post_recvs(qpl_.messages(bytes), [&](uint64_t k, RecvWork &w) {
+      w.addr = dst + k * msg;
+      w.bytes = uint32_t(std::min<uint64_t>(msg, bytes - k * msg));
+      ring_[w.wr_id % ring_.size()] = {w.wr_id, w.bytes, tag(uint32_t(k))};
+    }, err);
+    return rc ? err.set(rc, "rdma {}: {}", op.str(), err.message) : DS4TP_OK;
   }
 
   template <typename Tag>
   int post_run_send(const uint8_t *src, uint64_t bytes, Tag tag, const Op &op, Error &err) {
-    uint32_t n = messages(bytes);
-    return post_sends(n, [&](uint32_t k, SendWork &s) {
-      uint64_t off = uint64_t(k) * msg_;
-      s.addr = src + off;
-      s.bytes = uint32_t(std::min<uint64_t>(msg_, bytes - off));
-      s.imm = tag(k);
+    const uint32_t msg = qpl_.msg;
+    return post_sends(qpl_.messages(bytes), [&](uint64_t k, SendWork &s) {
+      s.addr = src + k * msg;
+      s.bytes = uint32_t(std::min<uint64_t>(msg, bytes - k * msg));
+      s.imm = tag(uint32_t(k));
     }, op, err);
   }
 
   // Posts `n` sends filled by `fill(k, work)`, waiting for send completions
   // whenever the send queue is full.
   template <typename Fill>
-  int post_sends(uint32_t n, Fill fill, const Op &op, Error &err) {
-    SendWork w[kPostBatch];
-    uint32_t k = 0;
-    while (k < n) {
-      uint64_t room = sdepth_ - (send_posted_ - send_done_);
-      if (room == 0) {
-        if (int rc = wait_for(recv_done_, send_done_ + 1, op, err)) return rc;
+  int post_sends(uint64_t n, Fill fill, const Op &op, Error &err) {
+    uint64_t done = 0;
+    while (done < n) {
+      if (qpl_.send_room() == 0) {
+        if (int rc = wait_for(qpl_.recv_done, qpl_.send_done + 1, op, err)) return rc;
         continue;
       }
-      int m = 0;
-      for (; m < kPostBatch && k < n && uint64_t(m) < room; m++, k++) {
-        w[m] = SendWork{};
-        w[m].wr_id = kSendBit | (send_posted_ + uint64_t(m));
-        fill(k, w[m]);
-      }
-      if (int rc = qp_->post_send(w, size_t(m), err)) return posting_failed(op, rc, err);
-      send_posted_ += uint64_t(m);
+      if (int rc = qpl_.post_sends(n, done, fill, err))
+        return err.set(rc, "rdma {}: {}", op.str(), err.message);
     }
     return DS4TP_OK;
-  }
-
-  uint32_t messages(uint64_t bytes) const {
-    return bytes == 0 ? 0 : uint32_t((bytes + msg_ - 1) / msg_);
-  }
-
-  int posting_failed(const Op &op, int, Error &err) {
-    std::string why = err.message;
-    return err.set(DS4TP_EIO, "rdma {}: posting work requests failed: {}", op.str(), why);
   }
 
   // ---- row window ----------------------------------------------------
@@ -230,7 +194,7 @@ class RdmaTransport final : public Transport {
       return barrier(h, big, op, err);
     }
     if (int rc = barrier(h, big, op, err)) return rc;
-    uint64_t old_end = recv_posted_;
+    uint64_t old_end = qpl_.recv_posted;
     if (int rc = post()) return rc;
     Op d = op;
     d.step = "drain";
@@ -259,7 +223,8 @@ class RdmaTransport final : public Transport {
     uint64_t &slot_;
   };
   int not_reached(const Op &op, uint64_t meet_ns, Error &err);
-  int handle(const Completion &c, const Op &op, Error &err);
+  // Judges what a receive carried against what its post expects.
+  int expected(const Completion &c, Error &err) const;
 
   // ---- members -------------------------------------------------------
   std::unique_ptr<Device> dev_;
@@ -275,21 +240,17 @@ class RdmaTransport final : public Transport {
   os::WaitPolicy policy_;
   os::SpinBudget budget_;  // the adaptive policy's window, learned across waits
 
-  std::unique_ptr<QueuePair> qp_;
+  QpLink qpl_;  // the queue pair, its negotiated message size and depths
   bool registered_ = false;
   uint32_t rkey_ = 0;
   uint8_t *base_ = nullptr;
   slab::Layout L_;
-  uint32_t msg_ = 0;      // negotiated message size
-  uint32_t depth_ = 0;    // receives either rank may have posted (min of both)
-  uint32_t sdepth_ = 0;   // sends in flight (min of both)
   uint32_t row_msgs_ = 0;  // messages per row vector
   uint32_t row_window_ = 0;
   bool staged_rows_ = false;  // consecutive row gates can share a slot
   uint64_t round_bytes_ = 0;  // a big gate's round, staged or straight from/to the slab
 
-  std::vector<Expect> ring_;
-  uint64_t recv_posted_ = 0, recv_done_ = 0, send_posted_ = 0, send_done_ = 0;
+  std::vector<Expect> ring_;  // what each posted receive expects, by wr_id
 
   Window window_ = Window::Quiet;
   // Rows: receives for seqs [row_first_seq_, row_posted_] posted from ring
