@@ -148,6 +148,58 @@ TEST_CASE("failover: a tcp pair's rails given up mid a striped big gate go on ov
   rails_given_up_at("50", "tcp rails lost at big gate (layer 3, seq 2, 4194304 bytes)");
 }
 
+// Two rails, the row gates on rail 1, given up by the worker at gate
+// `at`: rail 2 stays beside the standby where no big gate was in flight,
+// so the later big gates still split over two links.
+void two_rails_given_up_at(const char *at, bool kept) {
+  RankSetup s = failover_setup(DS4TP_TRANSPORT_TCP);
+  s.leader_tweak = s.worker_tweak = [](ds4tp_options &o) {
+    o.log_fn = capture;
+    o.rails = "127.0.0.2,127.0.0.3";
+  };
+  Body b = [kept](ds4tp_pair *tp, Ctx &) -> int {
+    CHILD_EXPECT_OK(connect_attach(tp), tp);
+    ds4tp_link_info li[5];
+    CHILD_EXPECT(ds4tp_links(tp, li, 5, sizeof li[0]) == 4 && li[1].row == 1 &&
+                     li[3].role == DS4TP_LINK_STANDBY && li[3].state == 0,
+                 tp);
+    Seqs q;
+    if (int rc = traffic(tp, q)) return rc;
+    CHILD_EXPECT(failovers(tp) == 1, tp, "failovers %llu", (unsigned long long)failovers(tp));
+    CHILD_EXPECT(ds4tp_links(tp, li, 5, sizeof li[0]) == 4, tp);
+    // The data connection and the row rail are lost; rail 2 carries a
+    // share beside the standby, or is lost too.
+    CHILD_EXPECT(li[0].state == -1 && li[1].state == -1 && li[3].state == 1, tp);
+    CHILD_EXPECT(kept ? li[2].state == 1 && li[2].share > 0 && li[3].share > 0 &&
+                            li[2].share + li[3].share == 1000 && li[2].row + li[3].row == 1
+                      : li[2].state == -1 && li[3].row == 1,
+                 tp, "rail 2: state %d share %u row %d; standby: share %u row %d", li[2].state,
+                 li[2].share, li[2].row, li[3].share, li[3].row);
+    const std::string line = logged("kept beside the standby link");
+    CHILD_EXPECT(kept == (line.find("rails: link 2 (") != std::string::npos), tp, "log: %s",
+                 line.c_str());
+    return final_barrier(tp);
+  };
+  Body l = [b](ds4tp_pair *tp, Ctx &c) -> int {
+    ScopedEnv row("DS4TP_TEST_ROW_LINK", "1");
+    return b(tp, c);
+  };
+  Body w = [b, at](ds4tp_pair *tp, Ctx &c) -> int {
+    ScopedEnv drop("DS4TP_TEST_FAIL_PRIMARY_AFTER", at);
+    return b(tp, c);
+  };
+  Outcome o = run_pair(s, l, w);
+  REQUIRE_RANKS_OK(o);
+}
+
+TEST_CASE("failover: a row rail given up mid row gates leaves the other rail striping beside the standby") {
+  two_rails_given_up_at("20", true);
+}
+
+TEST_CASE("failover: two rails given up mid a striped big gate leave the standby alone") {
+  two_rails_given_up_at("50", false);
+}
+
 TEST_CASE("failover: a peer that exits still fails the pair at once, naming both links") {
   Provider p;
   RankSetup s = failover_setup(DS4TP_TRANSPORT_RDMA);

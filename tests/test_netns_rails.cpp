@@ -5,10 +5,13 @@
 // "rails-summary:" line gives the striped rate against the two links'
 // (bench/README.md reports it; no speed is asserted here). Ranks that
 // list their rails in another order fail bring-up naming the crossing.
+// A rail cut mid big gates is recovered; the row gates' rail cut fails
+// the pair over to its standby, keeping a third link's rail beside it.
 // Skips (printing "ds4tp-skip:") where namespaces, `ip` or `tc` are not
 // available.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,25 +33,28 @@ namespace {
 constexpr int kFastMbit = 400, kSlowMbit = 200;
 constexpr uint64_t kBigBytes = 16u << 20;
 
-std::string g_rails_line, g_lost_line;
+std::string g_rails_line, g_lost_line, g_kept_line;
 void keep_rails_line(void *, int, const char *msg) {
   if (std::strstr(msg, "resuming over the standby tcp link") != nullptr) g_lost_line = msg;
   if (std::strstr(msg, "rails:") == nullptr) return;
   if (std::strstr(msg, " lost ") != nullptr) g_lost_line = msg;
+  else if (std::strstr(msg, "kept beside the standby") != nullptr) g_kept_line = msg;
   else if (g_rails_line.empty()) g_rails_line = msg;
 }
 
-// Row gates on the rail (the leader's plan puts them there: a test
+// Row gates on rail 1 (the leader's plan puts them there: a test
 // option), 300 before READY(1), then after a second go byte 300 more, the
 // first of which finds the rail cut: each checked bit for bit. Then the
-// pair runs over its standby tcp link, and says so.
+// pair runs over its standby tcp link, with a second rail beside it where
+// it has one, and says so.
 int row_gates_over_the_rail(int fd, int go_fd, ds4tp_pair *tp, double &moved_ms) {
   const int rank = ds4tp_rank(tp);
   auto *slab = static_cast<uint8_t *>(ds4tp_slab_base(tp));
   const ds4tp_slab_layout l = layout_of(tp);
-  ds4tp_link_info li[4] = {};
-  CHILD_EXPECT(ds4tp_links(tp, li, 4, sizeof li[0]) == 3 && li[1].row == 1 &&
-                   li[2].role == DS4TP_LINK_STANDBY && li[2].state == 0,
+  ds4tp_link_info li[5] = {};
+  const int n = ds4tp_links(tp, li, 5, sizeof li[0]);
+  CHILD_EXPECT((n == 3 || n == 4) && li[1].row == 1 && li[n - 1].role == DS4TP_LINK_STANDBY &&
+                   li[n - 1].state == 0,
                tp);
   for (uint64_t seq = 1; seq <= 600; seq++) {
     const uint32_t g = uint32_t((seq - 1) % l.slots);
@@ -71,9 +77,12 @@ int row_gates_over_the_rail(int fd, int go_fd, ds4tp_pair *tp, double &moved_ms)
   ds4tp_stats st{};
   st.size = sizeof st;
   CHILD_EXPECT(ds4tp_stats_read(tp, &st) == DS4TP_OK && st.failovers == 1, tp);
-  CHILD_EXPECT(ds4tp_links(tp, li, 4, sizeof li[0]) == 3 && li[0].state == -1 &&
-                   li[1].state == -1 && li[2].state == 1 && li[2].row == 1,
+  CHILD_EXPECT(ds4tp_links(tp, li, 5, sizeof li[0]) == n && li[0].state == -1 &&
+                   li[1].state == -1 && li[n - 1].state == 1,
                tp);
+  // Rail 2 is kept, taking a share of the big gates that follow.
+  CHILD_EXPECT(n == 3 ? li[2].row == 1 : li[2].state == 1 && li[2].share > 0, tp,
+               "rail 2: state %d share %u", li[2].state, li[2].share);
   return DS4TP_OK;
 }
 
@@ -109,16 +118,19 @@ int ns_rank(int fd, int go_fd, int role, const char *rails, int gates = 3, bool 
   int rc = ds4tp_new(&tp, &o, &id);
   if (rc == 0) rc = ds4tp_connect(tp);
   if (rc == 0) rc = ds4tp_attach_slab(tp, nullptr, 0);
-  // The data connection and one rail, both measured, their shares summing
-  // to the whole, and the standby.
-  ds4tp_link_info li[4] = {};
-  if (rc == 0 && (ds4tp_links(tp, li, 4, sizeof li[0]) != 3 || li[0].rate_mbit == 0 ||
-                  li[1].rate_mbit == 0 || li[0].share + li[1].share != 1000 ||
-                  li[1].role != DS4TP_LINK_RAIL || li[2].role != DS4TP_LINK_STANDBY))
+  // The data connection and one rail per address, all measured, their
+  // shares summing to the whole, and the standby.
+  ds4tp_link_info li[5] = {};
+  const int links = 2 + int(std::count(rails, rails + std::strlen(rails), ','));
+  int shares = 0;
+  if (rc == 0 && (ds4tp_links(tp, li, 5, sizeof li[0]) != links + 1 || li[0].rate_mbit == 0 ||
+                  li[1].rate_mbit == 0 || li[1].role != DS4TP_LINK_RAIL ||
+                  li[links].role != DS4TP_LINK_STANDBY))
     rc = DS4TP_EPROTO;
+  for (int k = 0; k < links; k++) shares += int(li[k].share);
+  if (rc == 0 && shares != 1000) rc = DS4TP_EPROTO;
   double moved_ms = 0;  // rows: the gate the cut rail's loss moved to the standby
   if (rc == 0 && rows) rc = row_gates_over_the_rail(fd, go_fd, tp, moved_ms);
-  if (rows) gates = 0;
   double best = 0;
   const int rank = role == DS4TP_ROLE_LEADER ? 0 : 1;
   std::vector<uint32_t> out(kBigBytes / 4), in(kBigBytes / 4);
@@ -143,8 +155,9 @@ int ns_rank(int fd, int go_fd, int role, const char *rails, int gates = 3, bool 
   r.rc = rc;
   r.value = rows ? int64_t(moved_ms * 1000) : int64_t(best);
   r.t_ns = mono_ns();
+  const std::string &said = g_kept_line.empty() ? g_rails_line : g_kept_line;
   std::snprintf(r.msg, sizeof r.msg, "%s%s%s",
-                rc == 0 ? g_rails_line.c_str() : tp ? ds4tp_errmsg(tp) : ds4tp_last_error(),
+                rc == 0 ? said.c_str() : tp ? ds4tp_errmsg(tp) : ds4tp_last_error(),
                 g_lost_line.empty() ? "" : " | ", g_lost_line.c_str());
   (void)!write(fd, &r, sizeof r);
   ds4tp_free(tp);
@@ -154,7 +167,8 @@ int ns_rank(int fd, int go_fd, int role, const char *rails, int gates = 3, bool 
 // The two ranks, joined by two veth links shaped by tbf: 10.78.1.0/24
 // (the fast one, bring-up) and 10.78.2.0/24.
 struct Ranks : NsRanks {
-  Ranks(const char *leader_rails, const char *worker_rails, int gates = 3, bool rows = false)
+  Ranks(const char *leader_rails, const char *worker_rails, int gates = 3, bool rows = false,
+        bool third = false)
       : NsRanks([=](int fd, int go_fd, int role) {
           return ns_rank(fd, go_fd, role,
                          role == DS4TP_ROLE_LEADER ? leader_rails : worker_rails, gates, rows);
@@ -163,10 +177,11 @@ struct Ranks : NsRanks {
     const pid_t pl = leader.pid(), pw = worker.pid();
     const std::string p = std::to_string(pl);
     const std::string a_l = "ra" + p + "l", a_w = "ra" + p + "w", b_l = "rb" + p + "l",
-                      b_w = "rb" + p + "w";
+                      b_w = "rb" + p + "w", c_l = "rc" + p + "l", c_w = "rc" + p + "w";
     rail_dev = b_l;
     if (!veth_between(pl, a_l, "10.78.1.1", pw, a_w, "10.78.1.2") ||
-        !veth_between(pl, b_l, "10.78.2.1", pw, b_w, "10.78.2.2")) {
+        !veth_between(pl, b_l, "10.78.2.1", pw, b_w, "10.78.2.2") ||
+        (third && !veth_between(pl, c_l, "10.78.3.1", pw, c_w, "10.78.3.2"))) {
       skip("cannot make veth pairs between namespaces (needs `ip`, `nsenter`, CAP_NET_ADMIN)");
       return;
     }
@@ -176,7 +191,8 @@ struct Ranks : NsRanks {
                                  "20ms"})) == 0;
     };
     if (!shape(pl, a_l, kFastMbit) || !shape(pw, a_w, kFastMbit) || !shape(pl, b_l, kSlowMbit) ||
-        !shape(pw, b_w, kSlowMbit))
+        !shape(pw, b_w, kSlowMbit) ||
+        (third && (!shape(pl, c_l, kSlowMbit) || !shape(pw, c_w, kSlowMbit))))
       skip("cannot shape the veth links (needs `tc` with tbf)");
   }
   std::string rail_dev;  // the leader's end of the rail's veth
@@ -279,4 +295,26 @@ TEST_CASE("netns rails: the row gates' rail cut, the pair fails over to its stan
   // The rank that gave up first names the rail (the other may only say
   // that the peer found it).
   CHECK((std::strstr(rl.msg, "rail 1 link") || std::strstr(rw.msg, "rail 1 link")));
+}
+
+TEST_CASE("netns rails: the row gates' rail cut with a second rail, big gates go on over the second rail and the standby") {
+  Ranks r("10.78.2.1,10.78.3.1", "10.78.2.1,10.78.3.1", 3, /*rows=*/true, /*third=*/true);
+  if (!r.runnable()) return;
+  r.go();
+  Report rl, rw;
+  REQUIRE(r.leader.next_of(kReportReady, rl, 30000));  // 300 row gates done on rail 1
+  REQUIRE(r.worker.next_of(kReportReady, rw, 30000));
+  REQUIRE(run_cmd(in_ns(r.leader.pid(), {"ip", "link", "set", r.rail_dev, "down"})) == 0);
+  r.go();
+  const bool gl = r.leader.next_of(kReportResult, rl, 90000);
+  const bool gw = r.worker.next_of(kReportResult, rw, 90000);
+  INFO(r.describe(rl, rw));
+  REQUIRE(gl);
+  REQUIRE(gw);
+  CHECK(rl.rc == 0);  // every row and big gate done, bit for bit
+  CHECK(rw.rc == 0);
+  // Both ranks keep rail 2 with the same share.
+  CHECK(std::strstr(rl.msg, "rails: link 2 ("));
+  CHECK(std::strncmp(rl.msg, rw.msg, std::strcspn(rl.msg, "|")) == 0);
+  CHECK(std::strstr(rl.msg, "tcp rails lost at gate (layer 2, gate 0, seq 301)"));
 }

@@ -86,6 +86,19 @@ class FailoverTransport final : public Transport {
     s.role = DS4TP_LINK_STANDBY;
     s.state = tcp_ ? 1 : broken_ ? -1 : 0;
     s.row = tcp_ != nullptr;
+    // Rails kept beside the standby: as the transport over both says
+    // (its link 0 the standby, link j the rail kept_[j - 1]).
+    std::vector<LinkInfo> now;
+    if (tcp_ != nullptr && tcp_->links(now)) {
+      s.row = now[0].row;
+      s.share = now[0].share;
+      for (size_t j = 1; j < now.size(); j++) {
+        LinkInfo &l = out[first + size_t(kept_[j - 1])];
+        l.state = now[j].state;
+        l.row = now[j].row;
+        l.share = now[j].share;
+      }
+    }
     out.push_back(s);
     return true;
   }
@@ -208,6 +221,7 @@ class FailoverTransport final : public Transport {
   bool rails_ = false;     // the primary is a tcp pair's rails
   std::string lost_name_;  // the primary in messages: "rdma link", "tcp rails"
   std::unique_ptr<Transport> tcp_;  // once failed over
+  std::vector<int> kept_;           // the primary's rails that tcp_ runs on too
   Call done_;                       // the last completed gate
   uint64_t gates_ = 0;              // the test hook's count
   bool broken_ = false;             // a failover failed: nothing carries the pair
@@ -274,9 +288,16 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
                                "longer holds its partial of that gate",
                                describe(peer.done)));
 
-  const char *bad = nullptr;
-  const tcp::BigPlan plan = tcp::choose_big_plan(standby_.get(), cfg_.rank, bad);
-  tcp_ = make_tcp_transport(std::move(standby_), cfg_.data, plan, "standby link");
+  // Rails stay beside the standby where no gate was moving bytes on them:
+  // neither rank was in a big gate (a striped one leaves shares unread).
+  const bool clean = mine.in_flight.kind != uint16_t(GateKind::Big) &&
+                     peer.in_flight.kind != uint16_t(GateKind::Big);
+  tcp_ = primary_->over_standby(standby_, cfg_.rank, clean, kept_);
+  if (tcp_ == nullptr) {
+    const char *bad = nullptr;
+    const tcp::BigPlan plan = tcp::choose_big_plan(standby_.get(), cfg_.rank, bad);
+    tcp_ = make_tcp_transport(std::move(standby_), cfg_.data, plan, "standby link");
+  }
   if (int arc = tcp_->attach(base_, layout_, err)) {
     broken_ = true;
     return arc;

@@ -13,9 +13,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "common/error.hpp"
+#include "net/socket.hpp"
 #include "slab/layout.hpp"
 
 namespace ds4tp {
@@ -73,9 +75,17 @@ class Transport {
   // Stops using the slab; no gate may follow until the next attach.
   virtual void detach() = 0;
   // A failover left this transport for good (transport/failover.hpp):
-  // shuts down the links it owns beyond the data connection, so the
-  // peer's waits on them end. No gate follows.
+  // shuts down the links it owns beyond the data connection that the
+  // peer's waits watch, so those waits end. No gate follows.
   virtual void give_up() {}
+  // After give_up(), once both ranks resumed on the standby (a connected
+  // tcp link): a transport over it and the links of this one still fit
+  // to carry gates (tcp rails no gate left bytes on, when `keep`), their
+  // indexes here in `kept`; null where none is left (those not kept are
+  // shut down). `rank` 0 is the leader.
+  virtual std::unique_ptr<Transport> over_standby(net::Fd &, int, bool, std::vector<int> &) {
+    return nullptr;
+  }
   // A slab the transport allocated in memory the peer reaches directly
   // (shm: this rank's segment), which ds4tp_attach_slab(pair, NULL, 0)
   // hands out instead of private memory; nullptr when it has none.

@@ -13,6 +13,7 @@
 #include "os/wait.hpp"
 #include "talk/peer_state.hpp"
 #include "transport/tcp/gate_stream.hpp"
+#include "transport/tcp/rails.hpp"
 #include "transport/tcp/transport.hpp"
 
 namespace ds4tp::tcp {
@@ -38,27 +39,27 @@ using wire::GateHeader;
 using wire::GateKind;
 
 // Link k in messages: the socket a row gate failed on is named.
-const char *link_name(int k) {
+const char *link_name(int k, bool standby) {
   static const char *const kNames[wire::kMaxLinks] = {
       "data connection", "rail 1 link", "rail 2 link", "rail 3 link",
       "rail 4 link",     "rail 5 link", "rail 6 link", "rail 7 link"};
-  return kNames[k];
+  return k == 0 && standby ? "standby link" : kNames[k];
 }
 
 class StripedTransport final : public Transport {
  public:
   StripedTransport(std::vector<net::Fd> links, const wire::RailPlan &plan, const DataConfig &cfg,
-                   const BigPlan &big, const Logger &log)
-      : plan_(plan), cfg_(cfg), big_(big), log_(log) {
+                   const BigPlan &big, const Logger &log, bool standby)
+      : plan_(plan), cfg_(cfg), big_(big), log_(log), standby_(standby) {
     for (auto &l : links) fds_.push_back(l.get());
     // The row link's socket goes to its tcp transport; the rest stay here.
     row_ = make_tcp_transport(std::move(links[plan.row_link]), cfg, big,
-                              link_name(plan.row_link));
+                              link_name(plan.row_link, standby));
     for (size_t k = 0; k < links.size(); k++)
       if (links[k].valid()) {
         net::set_nonblocking(links[k].get());
         net::tune_data_socket(links[k].get());
-        rest_.push_back(std::move(links[k]));
+        owned_[k] = std::move(links[k]);
       }
     os::set_spin(policy_, budget_, 0, false);  // multi-MiB gates: block at once
     policy_.grace_ns = 2'000'000;  // after a hang-up, bytes sent before it still drain
@@ -85,10 +86,14 @@ class StripedTransport final : public Transport {
     return row_->attach(base, layout, err);
   }
   void detach() override { row_->detach(); }
+  // Link 0 and the row link: every wait of a gate in progress watches
+  // one of them. The other rails stay up for over_standby().
   void give_up() override {
-    for (int fd : fds_)
-      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+    for (int k : {0, int(plan_.row_link)})
+      if (fds_[size_t(k)] >= 0) ::shutdown(fds_[size_t(k)], SHUT_RDWR);
   }
+  std::unique_ptr<Transport> over_standby(net::Fd &standby, int rank, bool keep,
+                                          std::vector<int> &kept) override;
 
   int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
            Error &err) override {
@@ -128,7 +133,7 @@ class StripedTransport final : public Transport {
               "split over the other links",
               k);
     if (k != plan_.row_link) {
-      fds_[size_t(k)] = -1;  // rest_ owns it until the end; nothing uses it again
+      fds_[size_t(k)] = -1;  // owned_ keeps it until the end; nothing uses it again
       return;
     }
     const int dup = ::fcntl(fds_[0], F_DUPFD_CLOEXEC, 0);
@@ -152,12 +157,51 @@ class StripedTransport final : public Transport {
   bool dead_[wire::kMaxLinks] = {};
   uint8_t *base_ = nullptr;
   slab::Layout layout_;
+  bool standby_;           // link 0 is the standby link (a failover kept these rails)
   std::vector<int> fds_;  // by link (-1 once dropped); the row link's is row_'s
   std::unique_ptr<Transport> row_;
-  std::vector<net::Fd> rest_;
+  net::Fd owned_[wire::kMaxLinks];  // by link, but the row link's
   os::WaitPolicy policy_;
   os::SpinBudget budget_;
 };
+
+// The rails but link 0 and the row link (lost, or whose stream the
+// failover cut) that no gate left dirty, with the standby as the new link
+// 0. Both ranks hold the same plan and drop the same links, so both split
+// alike: shares and the row link from the rates and round trips measured
+// at bring-up (the standby's: link 0's, the path it shares).
+std::unique_ptr<Transport> StripedTransport::over_standby(net::Fd &standby, int rank, bool keep,
+                                                         std::vector<int> &kept) {
+  kept.clear();
+  std::vector<net::Fd> links(1);
+  uint32_t mbit[wire::kMaxLinks] = {plan_.mbit[0]};
+  uint64_t rtt[wire::kMaxLinks] = {uint64_t(plan_.rtt_us[0]) * 1000};
+  for (int k = 1; k < plan_.links; k++) {
+    if (dead_[k] || k == plan_.row_link || !owned_[k].valid()) continue;
+    if (!keep) {
+      ::shutdown(owned_[k].get(), SHUT_RDWR);
+      continue;
+    }
+    mbit[links.size()] = plan_.mbit[k];
+    rtt[links.size()] = uint64_t(plan_.rtt_us[k]) * 1000;
+    kept.push_back(k);
+    links.push_back(std::move(owned_[k]));
+  }
+  if (links.size() < 2) return nullptr;
+  links[0] = std::move(standby);
+  wire::RailPlan plan;
+  share_rails(mbit, rtt, int(links.size()), plan);
+  const char *bad = nullptr;
+  const BigPlan big = choose_big_plan(links[0].get(), rank, bad);
+  std::string which;
+  for (size_t j = 0; j < kept.size(); j++)
+    which += fmt::format("{}{} ({}/1000)", j ? ", " : "", kept[j], plan.share[j + 1]);
+  log_.warn("rails: link{} {} kept beside the standby link ({}/1000); row gates on {}",
+            kept.size() > 1 ? "s" : "", which, plan.share[0],
+            plan.row_link == 0 ? std::string("the standby link")
+                               : fmt::format("link {}", kept[plan.row_link - 1u]));
+  return std::make_unique<StripedTransport>(std::move(links), plan, cfg_, big, log_, true);
+}
 
 // Link 0 carries, after its share, the gate's control messages: gate
 // headers of the gate whose aux says what they are. kAck: "I have every
@@ -213,7 +257,7 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
 
   // Link 0 closing is the peer leaving; a rail's end is a lost link.
   os::PeerWatch watch;
-  watch.watch_socket(fds_[0], "data connection");
+  watch.watch_socket(fds_[0], link_name(0, standby_));
   talk::watch_peer(watch, cfg_.peer);
   os::Waiter w(policy_, &watch, 0, started);
   const uint64_t meet_ns = cfg_.arrival(true), progress_ns = cfg_.big_gate_timeout_ns;
@@ -392,7 +436,7 @@ std::unique_ptr<Transport> make_striped_transport(std::vector<net::Fd> links,
                                                   const wire::RailPlan &plan,
                                                   const DataConfig &cfg, const BigPlan &big,
                                                   const Logger &log) {
-  return std::make_unique<StripedTransport>(std::move(links), plan, cfg, big, log);
+  return std::make_unique<StripedTransport>(std::move(links), plan, cfg, big, log, false);
 }
 
 }  // namespace ds4tp::tcp
