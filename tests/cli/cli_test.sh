@@ -109,8 +109,11 @@ for pid in (0,1):
   rails)
     # A loopback tcp pair with a rail (127.0.0.2): both links measured and
     # listed with the standby; the leader gives the striped links up after
-    # 100 gates and both ranks report the move to the standby.
+    # 100 gates and both ranks report the move to the standby. With the row
+    # gates on the rail (a test option) the rail goes with them.
+    export DS4TP_TEST_ROW_LINK=1
     pair_run rails "--transport tcp --rail 127.0.0.2 --count 300 --big 4194304 --fail-primary-after 100" "--transport tcp --rail 127.0.0.2 --count 300 --big 4194304 --json"
+    unset DS4TP_TEST_ROW_LINK
     [ $LRC -eq 0 ] && [ $WRC -eq 0 ] || fail "a rails pair that fails over must finish ($LRC/$WRC): $(cat "$T/rails.leader.err")"
     grep -q "ds4tp pair OK: leader, transport tcp, then tcp after a failover at gate 101" "$T/rails.leader.out" || fail "leader failover output: $(cat "$T/rails.leader.out")"
     grep -qE "^  data link 1: tcp rail, lost, measured [0-9]+ Mbit/s" "$T/rails.leader.out" || fail "no rail line: $(cat "$T/rails.leader.out")"
@@ -121,6 +124,19 @@ assert d["ok"] and d["failover_at_gate"]==101, d
 assert [(l["role"],l["state"]) for l in d["data_links"]]==[("data","lost"),("rail","lost"),("standby","carries gates")], d
 assert sum(l["share"] for l in d["data_links"][:2])==1000, d
 assert all(l["big_gate_gbps"]>0 for l in d["links"]), d' "$T/rails.worker.out" || fail "worker rails JSON: $(cat "$T/rails.worker.out")"
+    # The row gates on the data connection: the rail, which no gate left
+    # bytes on, stays beside the standby and the big gates after go on
+    # striped over both.
+    export DS4TP_TEST_ROW_LINK=0
+    pair_run kept "--transport tcp --rail 127.0.0.2 --count 300 --big 4194304 --fail-primary-after 100" "--transport tcp --rail 127.0.0.2 --count 300 --big 4194304 --json"
+    unset DS4TP_TEST_ROW_LINK
+    [ $LRC -eq 0 ] && [ $WRC -eq 0 ] || fail "a rails pair that keeps its rail must finish ($LRC/$WRC): $(cat "$T/kept.leader.err")"
+    grep -qE "^  data link 1: tcp rail, carries gates" "$T/kept.leader.out" || fail "the rail is not kept: $(cat "$T/kept.leader.out")"
+    /usr/bin/python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+assert d["ok"] and d["failover_at_gate"]==101, d
+assert [(l["role"],l["state"]) for l in d["data_links"]]==[("data","lost"),("rail","carries gates"),("standby","carries gates")], d
+assert d["data_links"][1]["share"]+d["data_links"][2]["share"]==1000, d' "$T/kept.worker.out" || fail "worker kept-rail JSON: $(cat "$T/kept.worker.out")"
     ;;
   pair-auto)
     # `ds4tp pair` prints the transport bring-up negotiated, and probe's
