@@ -211,6 +211,37 @@ TEST_CASE("group: option values out of range are refused, naming the option", "[
   }
 }
 
+TEST_CASE("group: ranks that call different counts over shm fail with EDESYNC naming both", "[group]") {
+  for (const bool bcast : {false, true}) {
+    INFO((bcast ? "broadcast" : "all-reduce"));
+    std::vector<ds4tp_group *> gs(3);
+    ds4tp_group_options o = local_options();
+    REQUIRE(ds4tp_group_new_local(gs.data(), 3, &o, nullptr) == 0);
+    std::vector<int> rcs(3);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 3; r++)
+      ts.emplace_back([&, r] {
+        std::vector<float> v(256, float(r));
+        const uint64_t count = r == 2 ? 200 : 100;  // rank 2 calls another count
+        rcs[size_t(r)] = bcast ? ds4tp_group_broadcast(gs[size_t(r)], v.data(), count * 4, 0)
+                               : ds4tp_group_all_reduce(gs[size_t(r)], v.data(), count,
+                                                        DS4TP_DTYPE_F32, DS4TP_OP_SUM);
+      });
+    for (auto &t : ts) t.join();
+    bool named = false;
+    for (int r = 0; r < 3; r++) {
+      const std::string m = ds4tp_group_errmsg(gs[size_t(r)]);
+      INFO("rank " << r << ": " << rcs[size_t(r)] << " " << m);
+      CHECK(rcs[size_t(r)] == DS4TP_EDESYNC);
+      named = named || (m.find("with 800 bytes") != std::string::npos &&
+                        m.find("with 400") != std::string::npos &&
+                        m.find("(collectives or counts differ)") != std::string::npos);
+    }
+    CHECK(named);
+    for (auto *g : gs) ds4tp_group_free(g);
+  }
+}
+
 TEST_CASE("group: mark_failed releases the other threads", "[group]") {
   std::vector<ds4tp_group *> gs(3);
   ds4tp_group_options o = local_options();

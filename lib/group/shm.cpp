@@ -23,166 +23,16 @@
 
 #include "common/clock.hpp"
 #include "common/status.hpp"
-#include "group/group.hpp"
+#include "group/shm_area.hpp"
 #include "os/os.hpp"
 #include "transport/shm/segment.hpp"
 
 namespace ds4tp::group {
 namespace {
 
-// "DT4H": slots, then homes (a rank of an older layout, "DT4G", is
-// refused at open).
-constexpr uint32_t kAreaMagic = 0x48345444u;
 // A rank seen stopped this long fails the wait (the pairs' default
 // peer_silence_ms); os::PeerWatch reads its run state.
 constexpr uint64_t kStoppedNs = 1'000'000'000;
-
-struct alignas(64) Header {
-  uint32_t magic;
-  uint32_t ranks;
-  uint64_t chunk;
-  // 0, or the verdict every rank names: (-code) << 32 | (culprit + 1).
-  std::atomic<uint64_t> abort_word;
-  // The algorithm thresholds of the rank that made the area, which every
-  // rank then uses: one rank's other environment cannot desync the steps.
-  uint64_t home_bytes;
-  uint64_t two_shot_bytes;
-};
-
-struct alignas(64) RankLine {
-  std::atomic<uint64_t> stamp[2];
-  std::atomic<uint64_t> done;
-  std::atomic<uint64_t> pid;
-  std::atomic<uint64_t> start_time;
-  std::atomic<uint32_t> sleepers;  // ranks blocked in the kernel on this line's words
-  // A tiered leader's moves across hosts so far (progress_word): a wait
-  // on this rank that sees it change restarts its deadline. 0 from a
-  // build without it (it sits in the line's padding).
-  std::atomic<uint64_t> progress;
-};
-static_assert(sizeof(RankLine) == 64, "a rank line stays one cache line");
-
-// The futex word of a 64-bit stamp: its low half (little-endian hosts).
-inline uint32_t *low_word(std::atomic<uint64_t> &w) {
-  static_assert(sizeof(std::atomic<uint64_t>) == 8);
-  return reinterpret_cast<uint32_t *>(&w);
-}
-
-size_t slot_stride(size_t chunk) { return (chunk + 63) & ~size_t(63); }
-size_t area_bytes(int n, size_t chunk) {
-  return sizeof(Header) + sizeof(RankLine) * size_t(n) + 3 * size_t(n) * slot_stride(chunk);
-}
-
-}  // namespace
-
-// The slots, lines and homes: a shared-memory segment between processes,
-// or heap memory between the threads of one process.
-struct ShmArea {
-  shm::Segment segment;
-  uint8_t *heap = nullptr;
-  uint8_t *base = nullptr;
-  size_t bytes = 0;
-  int n = 0;
-  size_t chunk = 0;
-  ShmArea(int ranks, size_t chunk_bytes)
-      : bytes(area_bytes(ranks, chunk_bytes)), n(ranks), chunk(chunk_bytes) {}
-  ~ShmArea() { std::free(heap); }
-  Header *header() { return reinterpret_cast<Header *>(base); }
-  RankLine *line(int r) {
-    return reinterpret_cast<RankLine *>(base + sizeof(Header)) + r;
-  }
-  uint8_t *slot(int r, int b) {
-    return base + sizeof(Header) + sizeof(RankLine) * size_t(n) +
-           (size_t(r) * 2 + size_t(b)) * slot_stride(chunk);
-  }
-  uint8_t *home(int r) { return slot(n, 0) + size_t(r) * slot_stride(chunk); }
-  // The magic goes last: a rank that opens the area while its maker
-  // lays it out (a tiered host's ranks try until it is there) sees no
-  // magic until the rest is written. The maker (index 0) writes its own
-  // pid before that, so a rank that opens the area can see the maker die
-  // even if it dies before its medium is made.
-  void init(uint32_t maker_pid = 0) {
-    auto *h = new (base) Header{};
-    h->ranks = uint32_t(n);
-    h->chunk = chunk;
-    h->home_bytes = home_threshold(n);
-    h->two_shot_bytes = two_shot_threshold(DS4TP_TRANSPORT_SHM);
-    for (int r = 0; r < n; r++) new (line(r)) RankLine{};
-    if (maker_pid != 0) {
-      line(0)->start_time.store(os::process_start_time(pid_t(maker_pid)), std::memory_order_relaxed);
-      line(0)->pid.store(maker_pid, std::memory_order_relaxed);
-    }
-    __atomic_store_n(&h->magic, kAreaMagic, __ATOMIC_RELEASE);
-  }
-};
-
-std::shared_ptr<ShmArea> shm_area_heap(int n, size_t chunk, Error &err) {
-  auto a = std::make_shared<ShmArea>(n, chunk);
-  a->heap = static_cast<uint8_t *>(std::aligned_alloc(4096, (a->bytes + 4095) & ~size_t(4095)));
-  if (a->heap == nullptr) {
-    err.set(DS4TP_ENOMEM, "group area of {} bytes", a->bytes);
-    return nullptr;
-  }
-  a->base = a->heap;
-  std::memset(a->base, 0, a->bytes);
-  a->init();
-  return a;
-}
-
-int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmArea> &out,
-                    Error &err) {
-  uint64_t rnd = 0;
-  os::random_bytes(&rnd, sizeof rnd);
-  shm::sweep_orphans("/ds4tp-g");  // left by a rank 0 killed in an earlier bring-up
-  if (name.empty()) name = shm::unique_name("/ds4tp-g", uint64_t(getpid()), rnd, os::shm_name_max());
-  auto a = std::make_shared<ShmArea>(n, chunk);
-  if (int rc = a->segment.create(name, a->bytes, err)) return rc;
-  if (int rc = a->segment.map_created(err)) return rc;
-  a->base = a->segment.base();
-  a->init(uint32_t(getpid()));
-  out = std::move(a);
-  return DS4TP_OK;
-}
-
-int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<ShmArea> &out,
-                  Error &err, bool *not_yet) {
-  auto a = std::make_shared<ShmArea>(n, chunk);
-  if (int rc = a->segment.open_shared(name, a->bytes, err)) {
-    if (not_yet) *not_yet = a->segment.absent();
-    return rc;
-  }
-  a->base = a->segment.base();
-  Header *h = a->header();
-  const uint32_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
-  if (not_yet) *not_yet = magic == 0;
-  if (magic != kAreaMagic)
-    return err.set(DS4TP_EVERSION, "group segment {} has layout {:08x}, this build reads {:08x}",
-                   name, magic, kAreaMagic);
-  if (h->ranks != uint32_t(n) || h->chunk != chunk)
-    return err.set(DS4TP_EPROTO, "group segment {} has ranks {} chunk {}, expected {} and {}",
-                   name, h->ranks, h->chunk, n, chunk);
-  out = std::move(a);
-  return DS4TP_OK;
-}
-
-void shm_area_unlink(ShmArea &area) { area.segment.unlink(); }
-
-std::string shm_host_area_name(uint32_t leader_pid, const LinkToken &token, int host) {
-  uint64_t rnd = 0;
-  std::memcpy(&rnd, token.data(), sizeof rnd);
-  // The host in the top hex digit, which a short name limit keeps.
-  rnd = (rnd & ~(uint64_t(0xf) << 60)) | uint64_t(host & 0xf) << 60;
-  return shm::unique_name("/ds4tp-g", leader_pid, rnd, os::shm_name_max());
-}
-
-void shm_area_expect(ShmArea &area, int rank, uint32_t pid) {
-  if (pid == 0) return;
-  RankLine *l = area.line(rank);
-  l->start_time.store(os::process_start_time(pid_t(pid)), std::memory_order_relaxed);
-  l->pid.store(pid, std::memory_order_release);
-}
-
-namespace {
 
 class ShmMedium final : public Medium {
  public:
@@ -216,10 +66,10 @@ class ShmMedium final : public Medium {
     // Every rank stamps every step, even one it sends nothing in, and
     // waits for every stamp: no step completes on a rank while another
     // has given up on the group.
-    publish(a_->line(rank_)->stamp[b], step);
+    publish_step(step, bytes);
     for (int r = 0; r < n; r++) {
       if (r != rank_)
-        if (int rc = wait_stamp(r, step, err)) return rc;
+        if (int rc = wait_stamp(r, step, bytes, err)) return rc;
       views[r] = root < 0 || r == root ? a_->slot(r, b) : nullptr;
     }
     return DS4TP_OK;
@@ -266,19 +116,19 @@ class ShmMedium final : public Medium {
       std::memmove(home, buf, bytes);  // no peer reads it now (see the end)
       shm::fence_copied(bytes);
     }
-    publish(a_->line(rank_)->stamp[step & 1], step);
+    publish_step(step, bytes);
     const void *views[kMaxRanks];
     for (int r = 0; r < n; r++) {
       if (r != rank_)
-        if (int rc = wait_stamp(r, step, err)) return rc;
+        if (int rc = wait_stamp(r, step, bytes, err)) return rc;
       views[r] = a_->home(r) + lo(rank_);
     }
     const size_t mine = (lo(rank_ + 1) - lo(rank_)) / esz;
     if (mine) reduce_sum(t, views, n, home + lo(rank_), mine);
-    publish(a_->line(rank_)->stamp[(step + 1) & 1], step + 1);
+    publish_step(step + 1, bytes);
     for (int r = 0; r < n; r++) {  // each segment as soon as its owner is done
       if (r == rank_) continue;
-      if (int rc = wait_stamp(r, step + 1, err)) return rc;
+      if (int rc = wait_stamp(r, step + 1, bytes, err)) return rc;
       if (lo(r + 1) > lo(r)) std::memcpy(out + lo(r), a_->home(r) + lo(r), lo(r + 1) - lo(r));
     }
     if (out != home && mine) std::memcpy(out + lo(rank_), home + lo(rank_), mine * esz);
@@ -320,10 +170,26 @@ class ShmMedium final : public Medium {
     }
     return DS4TP_OK;
   }
-  int wait_stamp(int r, uint64_t step, Error &err) {
-    std::atomic<uint64_t> &w = a_->line(r)->stamp[step & 1];
-    return wait_for(r, w, [&] { return w.load(std::memory_order_acquire) == step; }, step,
-                    "publish step", err);
+  // Rank r stamped `step`, for `bytes` as this rank called it. Its count
+  // is read before this rank stamps the next step, so before rank r can
+  // write the next one into the same line (a rank is never two steps
+  // ahead of another).
+  int wait_stamp(int r, uint64_t step, size_t bytes, Error &err) {
+    RankLine *l = a_->line(r);
+    std::atomic<uint64_t> &w = l->stamp[step & 1];
+    if (int rc = wait_for(r, w, [&] { return w.load(std::memory_order_acquire) == step; }, step,
+                          "publish step", err))
+      return rc;
+    const uint32_t theirs = l->bytes[step & 1].load(std::memory_order_relaxed);
+    if (theirs == uint32_t(bytes)) return DS4TP_OK;
+    culprit_ = name(r);
+    return err.set(DS4TP_EDESYNC, "rank {} is on step {} with {} bytes, this rank (rank {}) with "
+                   "{} bytes (collectives or counts differ)",
+                   name(r), step, theirs, name(rank_), bytes);
+  }
+  void publish_step(uint64_t step, size_t bytes) {
+    a_->line(rank_)->bytes[step & 1].store(uint32_t(bytes), std::memory_order_relaxed);
+    publish(a_->line(rank_)->stamp[step & 1], step);  // releases the count with the stamp
   }
 
   // Store, then wake sleepers (seq_cst pairs with the sleeper's

@@ -1,0 +1,92 @@
+// The area a host's ranks share (a POSIX shm segment) or one process's
+// threads (heap memory): a header, a line per rank, two slots per rank
+// (steps alternate between them) and a home per rank (the group buffer).
+// The layout is in docs/PROTOCOL.md; the medium that runs steps over it
+// is shm.cpp. Internal to group/.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+
+#include "group/group.hpp"
+#include "transport/shm/segment.hpp"
+
+namespace ds4tp::group {
+
+// "DT4I": slots, then homes, each step's byte count in the rank lines (a
+// rank of an older layout, "DT4G" or "DT4H", is refused at open).
+constexpr uint32_t kAreaMagic = 0x49345444u;
+
+struct alignas(64) Header {
+  uint32_t magic;
+  uint32_t ranks;
+  uint64_t chunk;
+  // 0, or the verdict every rank names: (-code) << 32 | (culprit + 1).
+  std::atomic<uint64_t> abort_word;
+  // The algorithm thresholds of the rank that made the area, which every
+  // rank then uses: one rank's other environment cannot desync the steps.
+  uint64_t home_bytes;
+  uint64_t two_shot_bytes;
+};
+
+struct alignas(64) RankLine {
+  std::atomic<uint64_t> stamp[2];
+  std::atomic<uint64_t> done;
+  std::atomic<uint64_t> pid;
+  std::atomic<uint64_t> start_time;
+  std::atomic<uint32_t> sleepers;  // ranks blocked in the kernel on this line's words
+  // A tiered leader's moves across hosts so far (progress_word): a wait
+  // on this rank that sees it change restarts its deadline. 0 from a
+  // build without it (it sits in the line's padding).
+  std::atomic<uint64_t> progress;
+  // The bytes of the step stamped in stamp[b], as this rank called it
+  // (at most chunk_bytes, 256 MiB): ranks that called different counts
+  // are told, not handed stale slots.
+  std::atomic<uint32_t> bytes[2];
+};
+static_assert(sizeof(RankLine) == 64, "a rank line stays one cache line");
+
+// The futex word of a 64-bit stamp: its low half (little-endian hosts).
+inline uint32_t *low_word(std::atomic<uint64_t> &w) {
+  static_assert(sizeof(std::atomic<uint64_t>) == 8);
+  return reinterpret_cast<uint32_t *>(&w);
+}
+
+inline size_t slot_stride(size_t chunk) { return (chunk + 63) & ~size_t(63); }
+inline size_t area_bytes(int n, size_t chunk) {
+  return sizeof(Header) + sizeof(RankLine) * size_t(n) + 3 * size_t(n) * slot_stride(chunk);
+}
+
+// The slots, lines and homes: a shared-memory segment between processes,
+// or heap memory between the threads of one process.
+struct ShmArea {
+  shm::Segment segment;
+  uint8_t *heap = nullptr;
+  uint8_t *base = nullptr;
+  size_t bytes = 0;
+  int n = 0;
+  size_t chunk = 0;
+  ShmArea(int ranks, size_t chunk_bytes)
+      : bytes(area_bytes(ranks, chunk_bytes)), n(ranks), chunk(chunk_bytes) {}
+  ~ShmArea() { std::free(heap); }
+  Header *header() { return reinterpret_cast<Header *>(base); }
+  RankLine *line(int r) {
+    return reinterpret_cast<RankLine *>(base + sizeof(Header)) + r;
+  }
+  uint8_t *slot(int r, int b) {
+    return base + sizeof(Header) + sizeof(RankLine) * size_t(n) +
+           (size_t(r) * 2 + size_t(b)) * slot_stride(chunk);
+  }
+  uint8_t *home(int r) { return slot(n, 0) + size_t(r) * slot_stride(chunk); }
+  // The magic goes last: a rank that opens the area while its maker
+  // lays it out (a tiered host's ranks try until it is there) sees no
+  // magic until the rest is written. The maker (index 0) writes its own
+  // pid before that, so a rank that opens the area can see the maker die
+  // even if it dies before its medium is made.
+  void init(uint32_t maker_pid = 0);
+};
+
+}  // namespace ds4tp::group
