@@ -115,18 +115,17 @@ TEST_CASE("failover: a shm pair moves to tcp when its primary is given up") {
   REQUIRE_RANKS_OK(o);
 }
 
-// A tcp pair with a rail on loopback (127.0.0.2), its row gates on the
-// rail (a test option), whose worker gives its links up at gate `at`
-// (DS4TP_TEST_FAIL_PRIMARY_AFTER): it shuts every link down, the leader's
-// wait on them ends, and both go on over the standby.
-void rails_given_up_at(const char *at, const char *said) {
+// A tcp pair with rails on loopback (`rails`: 127.0.0.2, ...), its row
+// gates on rail 1 (a test option), whose worker gives its links up at
+// gate `at` (DS4TP_TEST_FAIL_PRIMARY_AFTER): it shuts the data connection
+// and the row rail down, the leader's wait on them ends, and both go on
+// over the standby. `b` runs on both ranks.
+void rails_given_up_at(const char *rails, const char *at, Body b) {
   RankSetup s = failover_setup(DS4TP_TRANSPORT_TCP);
-  auto tweak = [](ds4tp_options &o) {
+  s.leader_tweak = s.worker_tweak = [rails](ds4tp_options &o) {
     o.log_fn = capture;
-    o.rails = "127.0.0.2";
+    o.rails = rails;
   };
-  s.leader_tweak = s.worker_tweak = tweak;
-  Body b = survives(DS4TP_TRANSPORT_TCP, said, /*rails=*/true);
   Body l = [b](ds4tp_pair *tp, Ctx &c) -> int {
     ScopedEnv row("DS4TP_TEST_ROW_LINK", "1");
     return b(tp, c);
@@ -137,6 +136,10 @@ void rails_given_up_at(const char *at, const char *said) {
   };
   Outcome o = run_pair(s, l, w);
   REQUIRE_RANKS_OK(o);
+}
+
+void rails_given_up_at(const char *at, const char *said) {
+  rails_given_up_at("127.0.0.2", at, survives(DS4TP_TRANSPORT_TCP, said, /*rails=*/true));
 }
 
 TEST_CASE("failover: a tcp pair's rails given up mid row gates on the rail go on over the standby") {
@@ -152,11 +155,6 @@ TEST_CASE("failover: a tcp pair's rails given up mid a striped big gate go on ov
 // `at`: rail 2 stays beside the standby where no big gate was in flight,
 // so the later big gates still split over two links.
 void two_rails_given_up_at(const char *at, bool kept) {
-  RankSetup s = failover_setup(DS4TP_TRANSPORT_TCP);
-  s.leader_tweak = s.worker_tweak = [](ds4tp_options &o) {
-    o.log_fn = capture;
-    o.rails = "127.0.0.2,127.0.0.3";
-  };
   Body b = [kept](ds4tp_pair *tp, Ctx &) -> int {
     CHILD_EXPECT_OK(connect_attach(tp), tp);
     ds4tp_link_info li[5];
@@ -180,16 +178,7 @@ void two_rails_given_up_at(const char *at, bool kept) {
                  line.c_str());
     return final_barrier(tp);
   };
-  Body l = [b](ds4tp_pair *tp, Ctx &c) -> int {
-    ScopedEnv row("DS4TP_TEST_ROW_LINK", "1");
-    return b(tp, c);
-  };
-  Body w = [b, at](ds4tp_pair *tp, Ctx &c) -> int {
-    ScopedEnv drop("DS4TP_TEST_FAIL_PRIMARY_AFTER", at);
-    return b(tp, c);
-  };
-  Outcome o = run_pair(s, l, w);
-  REQUIRE_RANKS_OK(o);
+  rails_given_up_at("127.0.0.2,127.0.0.3", at, b);
 }
 
 TEST_CASE("failover: a row rail given up mid row gates leaves the other rail striping beside the standby") {
