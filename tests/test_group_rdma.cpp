@@ -102,6 +102,37 @@ TEST_CASE("group rdma: every collective over the flat rdma mesh", "[group][rdma]
   }
 }
 
+TEST_CASE("group rdma: 4 MiB chunks at 16 KiB messages, a ring as deep as the receive queue",
+          "[group][rdma]") {
+  // 2 x ceil((64 + 4 MiB) / 16 KiB) = 514 receives per peer: the queue
+  // pair is made exactly that deep, so each receive taken is posted again
+  // in the place it left.
+  Provider p("uc-apple");
+  check_run(run_group_procs(
+      2, DS4TP_TRANSPORT_RDMA,
+      [](ds4tp_group *g, int me, uint64_t &, std::string &why) {
+        if (ds4tp_group_transport(g) != DS4TP_TRANSPORT_RDMA) {
+          why = "transport " + std::to_string(ds4tp_group_transport(g));
+          return int(DS4TP_EIO);
+        }
+        std::vector<float> v(1u << 20);
+        for (int call = 0; call < 3; call++) {
+          for (size_t i = 0; i < v.size(); i++) v[i] = float(me + 1 + call) + float(i % 7);
+          if (int rc = ds4tp_group_all_reduce(g, v.data(), v.size(), DS4TP_DTYPE_F32, DS4TP_OP_SUM)) {
+            why = ds4tp_group_errmsg(g);
+            return rc;
+          }
+          for (size_t i = 0; i < v.size(); i++)
+            if (v[i] != float(3 + 2 * call) + 2 * float(i % 7)) {
+              why = "call " + std::to_string(call) + " element " + std::to_string(i);
+              return int(DS4TP_EIO);
+            }
+        }
+        return 0;
+      },
+      [](int, ds4tp_group_options &o, ds4tp_identity &) { o.chunk_bytes = 4u << 20; }));
+}
+
 TEST_CASE("group rdma: auto runs rdma across hosts, tiered and flat", "[group][rdma]") {
   Provider p("uc-apple");
   SECTION("2 hosts x 2 ranks: shm within a host, rdma between the leaders") {

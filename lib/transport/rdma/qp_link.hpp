@@ -83,9 +83,10 @@ class QpLink {
   }
 
   // Polls once. Send completions are counted; each receive completion,
-  // once its status and place are checked, goes to take(c), which judges
-  // what it carries (an error there stops the poll) before it counts as
-  // done. Returns the completions seen (0: none yet), or an error.
+  // once its status and place are checked, counts as done (its receive
+  // has left the queue, so take may post another in its place) and goes
+  // to take(c), which judges what it carries (an error there stops the
+  // poll). Returns the completions seen (0: none yet), or an error.
   template <typename Take>
   int poll(Take take, Error &err) {
     Completion wc[kPollBatch];
@@ -97,8 +98,8 @@ class QpLink {
         send_done++;
         continue;
       }
-      if (int rc = take(wc[i])) return rc;
       recv_done++;
+      if (int rc = take(wc[i])) return rc;
     }
     return n;
   }
