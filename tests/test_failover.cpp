@@ -169,7 +169,7 @@ void two_rails_given_up_at(const char *at, bool kept) {
     // share beside the standby, or is lost too.
     CHILD_EXPECT(li[0].state == -1 && li[1].state == -1 && li[3].state == 1, tp);
     CHILD_EXPECT(kept ? li[2].state == 1 && li[2].share > 0 && li[3].share > 0 &&
-                            li[2].share + li[3].share == 1000 && li[2].row + li[3].row == 1
+                            li[2].share + li[3].share == 1000 && li[2].row == 0 && li[3].row == 1
                       : li[2].state == -1 && li[3].row == 1,
                  tp, "rail 2: state %d share %u row %d; standby: share %u row %d", li[2].state,
                  li[2].share, li[2].row, li[3].share, li[3].row);

@@ -81,8 +81,8 @@ int row_gates_over_the_rail(int fd, int go_fd, ds4tp_pair *tp, double &moved_ms)
                    li[1].state == -1 && li[n - 1].state == 1,
                tp);
   // Rail 2 is kept, taking a share of the big gates that follow.
-  CHILD_EXPECT(n == 3 ? li[2].row == 1 : li[2].state == 1 && li[2].share > 0, tp,
-               "rail 2: state %d share %u", li[2].state, li[2].share);
+  CHILD_EXPECT(n == 3 ? li[2].row == 1 : li[2].state == 1 && li[2].share > 0 && li[3].row == 1,
+               tp, "rail 2: state %d share %u", li[2].state, li[2].share);
   return DS4TP_OK;
 }
 

@@ -4,9 +4,10 @@
 //
 // Step k uses buffer b = k & 1. A contributor first waits until every
 // rank has finished reading step k-2 (done >= k-2: the only earlier user
-// of buffer b), copies its bytes into its slot b, then release-stores
-// stamp[b] = k. Readers wait for stamp[b] == k of each contributor, read
-// the slot, then store done = k. A failing rank stores its rank + 1 in
+// of buffer b), copies its bytes into its slot b, writes the step's byte
+// count beside it, then release-stores stamp[b] = k. Readers wait for
+// stamp[b] == k of each contributor, check its count against their own
+// (EDESYNC), read the slot, then store done = k. A failing rank stores its rank + 1 in
 // the header's abort word; every wait also checks that word, the peer
 // processes' liveness (processes only) and the op deadline.
 //

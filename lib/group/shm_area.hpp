@@ -39,8 +39,7 @@ struct alignas(64) RankLine {
   std::atomic<uint64_t> start_time;
   std::atomic<uint32_t> sleepers;  // ranks blocked in the kernel on this line's words
   // A tiered leader's moves across hosts so far (progress_word): a wait
-  // on this rank that sees it change restarts its deadline. 0 from a
-  // build without it (it sits in the line's padding).
+  // on this rank that sees it change restarts its deadline.
   std::atomic<uint64_t> progress;
   // The bytes of the step stamped in stamp[b], as this rank called it
   // (at most chunk_bytes, 256 MiB): ranks that called different counts

@@ -13,6 +13,7 @@
 #include "talk/peer_state.hpp"
 #include "transport/tcp/big_exchange.hpp"
 #include "transport/tcp/gate_stream.hpp"
+#include "transport/tcp/striped.hpp"
 #include "transport/tcp/transport.hpp"
 #include "wire/failover.hpp"
 
@@ -233,6 +234,9 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   const std::string lost = err.message;
   auto give_up = [&](const std::string &why, int code = 0) {
     broken_ = true;
+    std::vector<int> none;  // rails too: nothing carries the pair
+    net::Fd unused;
+    (void)primary_->over_standby(unused, cfg_.rank, false, none);
     return err.set(code != 0 ? code : rc, "{}; failover to the standby tcp link failed: {}", lost,
                    why);
   };
@@ -289,9 +293,11 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
                                describe(peer.done)));
 
   // Rails stay beside the standby where no gate was moving bytes on them:
-  // neither rank was in a big gate (a striped one leaves shares unread).
-  const bool clean = mine.in_flight.kind != uint16_t(GateKind::Big) &&
-                     peer.in_flight.kind != uint16_t(GateKind::Big);
+  // neither rank was in a striped big gate (it may leave shares unread).
+  auto striped = [](const GateHeader &h) {
+    return h.kind == uint16_t(GateKind::Big) && h.bytes >= tcp::kStripeMinBytes;
+  };
+  const bool clean = !striped(mine.in_flight) && !striped(peer.in_flight);
   tcp_ = primary_->over_standby(standby_, cfg_.rank, clean, kept_);
   if (tcp_ == nullptr) {
     const char *bad = nullptr;

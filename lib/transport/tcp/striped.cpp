@@ -38,7 +38,8 @@ namespace {
 using wire::GateHeader;
 using wire::GateKind;
 
-// Link k in messages: the socket a row gate failed on is named.
+// Rail k in messages (0: the data connection, or the standby that took
+// its place): the socket a row gate failed on is named.
 const char *link_name(int k, bool standby) {
   static const char *const kNames[wire::kMaxLinks] = {
       "data connection", "rail 1 link", "rail 2 link", "rail 3 link",
@@ -48,13 +49,16 @@ const char *link_name(int k, bool standby) {
 
 class StripedTransport final : public Transport {
  public:
+  // `kept`: the rail numbers of links 1.., where a failover kept them
+  // beside the standby (link 0); empty: link k is rail k.
   StripedTransport(std::vector<net::Fd> links, const wire::RailPlan &plan, const DataConfig &cfg,
-                   const BigPlan &big, const Logger &log, bool standby)
-      : plan_(plan), cfg_(cfg), big_(big), log_(log), standby_(standby) {
+                   const BigPlan &big, const Logger &log, const std::vector<int> &kept)
+      : plan_(plan), cfg_(cfg), big_(big), log_(log), standby_(!kept.empty()) {
+    for (size_t k = 1; k < links.size(); k++) rail_[k] = standby_ ? kept[k - 1] : int(k);
     for (auto &l : links) fds_.push_back(l.get());
     // The row link's socket goes to its tcp transport; the rest stay here.
     row_ = make_tcp_transport(std::move(links[plan.row_link]), cfg, big,
-                              link_name(plan.row_link, standby));
+                              link_name(rail_[plan.row_link], standby_));
     for (size_t k = 0; k < links.size(); k++)
       if (links[k].valid()) {
         net::set_nonblocking(links[k].get());
@@ -129,9 +133,9 @@ class StripedTransport final : public Transport {
     plan_.share[k] = 0;
     dead_[k] = true;
     ::shutdown(fds_[size_t(k)], SHUT_RDWR);
-    log_.warn("rails: link {} lost in a big gate, which completed over link 0; later big gates "
+    log_.warn("rails: link {} lost in a big gate, which completed over {}; later big gates "
               "split over the other links",
-              k);
+              rail_[k], standby_ ? "the standby link" : "link 0");
     if (k != plan_.row_link) {
       fds_[size_t(k)] = -1;  // owned_ keeps it until the end; nothing uses it again
       return;
@@ -157,7 +161,8 @@ class StripedTransport final : public Transport {
   bool dead_[wire::kMaxLinks] = {};
   uint8_t *base_ = nullptr;
   slab::Layout layout_;
-  bool standby_;           // link 0 is the standby link (a failover kept these rails)
+  bool standby_;                      // link 0 is the standby (a failover kept these rails)
+  int rail_[wire::kMaxLinks] = {};  // link k's rail number, for messages
   std::vector<int> fds_;  // by link (-1 once dropped); the row link's is row_'s
   std::unique_ptr<Transport> row_;
   net::Fd owned_[wire::kMaxLinks];  // by link, but the row link's
@@ -168,8 +173,8 @@ class StripedTransport final : public Transport {
 // The rails but link 0 and the row link (lost, or whose stream the
 // failover cut) that no gate left dirty, with the standby as the new link
 // 0. Both ranks hold the same plan and drop the same links, so both split
-// alike: shares and the row link from the rates and round trips measured
-// at bring-up (the standby's: link 0's, the path it shares).
+// alike: shares from the rates and round trips measured at bring-up (the
+// standby's: link 0's, the path it shares).
 std::unique_ptr<Transport> StripedTransport::over_standby(net::Fd &standby, int rank, bool keep,
                                                          std::vector<int> &kept) {
   kept.clear();
@@ -186,21 +191,23 @@ std::unique_ptr<Transport> StripedTransport::over_standby(net::Fd &standby, int 
     rtt[links.size()] = uint64_t(plan_.rtt_us[k]) * 1000;
     kept.push_back(k);
     links.push_back(std::move(owned_[k]));
+    fds_[size_t(k)] = -1;  // the new transport's now
   }
   if (links.size() < 2) return nullptr;
   links[0] = std::move(standby);
   wire::RailPlan plan;
   share_rails(mbit, rtt, int(links.size()), plan);
+  // Row gates on the standby, as without kept rails: a kept rail lost
+  // later is then recovered over it, never the pair's end.
+  plan.row_link = 0;
   const char *bad = nullptr;
   const BigPlan big = choose_big_plan(links[0].get(), rank, bad);
   std::string which;
   for (size_t j = 0; j < kept.size(); j++)
     which += fmt::format("{}{} ({}/1000)", j ? ", " : "", kept[j], plan.share[j + 1]);
-  log_.warn("rails: link{} {} kept beside the standby link ({}/1000); row gates on {}",
-            kept.size() > 1 ? "s" : "", which, plan.share[0],
-            plan.row_link == 0 ? std::string("the standby link")
-                               : fmt::format("link {}", kept[plan.row_link - 1u]));
-  return std::make_unique<StripedTransport>(std::move(links), plan, cfg_, big, log_, true);
+  log_.warn("rails: link{} {} kept beside the standby link ({}/1000), which carries the row "
+            "gates", kept.size() > 1 ? "s" : "", which, plan.share[0]);
+  return std::make_unique<StripedTransport>(std::move(links), plan, cfg_, big, log_, kept);
 }
 
 // Link 0 carries, after its share, the gate's control messages: gate
@@ -436,7 +443,8 @@ std::unique_ptr<Transport> make_striped_transport(std::vector<net::Fd> links,
                                                   const wire::RailPlan &plan,
                                                   const DataConfig &cfg, const BigPlan &big,
                                                   const Logger &log) {
-  return std::make_unique<StripedTransport>(std::move(links), plan, cfg, big, log, false);
+  return std::make_unique<StripedTransport>(std::move(links), plan, cfg, big, log,
+                                            std::vector<int>{});
 }
 
 }  // namespace ds4tp::tcp
