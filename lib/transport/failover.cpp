@@ -266,10 +266,15 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
                        "failover resume", se);
   wire::Resume peer;
   std::string why;
+  // A peer that cannot see this rank shut the primary down (a FIN behind
+  // unread bytes, where poll() has no POLLRDHUP) leaves its gate at its own
+  // progress deadline, counted from its last progress, which may come just
+  // after this rank's: one more row gate deadline covers it.
   const bool big = c.kind == uint16_t(GateKind::Big);
-  const uint64_t limit = await == Await::Arrival ? cfg_.data.arrival(big)
-                         : big                   ? cfg_.data.big_gate_timeout_ns
-                                                 : cfg_.data.gate_timeout_ns;
+  const uint64_t limit = (await == Await::Arrival ? cfg_.data.arrival(big)
+                          : big                   ? cfg_.data.big_gate_timeout_ns
+                                                  : cfg_.data.gate_timeout_ns) +
+                         cfg_.data.gate_timeout_ns;
   if (await_resume(limit, peer, why) != DS4TP_OK) return give_up(why);
 
   const bool same = peer.in_flight == mine.in_flight;
