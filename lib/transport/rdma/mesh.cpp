@@ -298,7 +298,7 @@ int Mesh::pump(const transport::StepHeader &h, int r, bool &moved, Error &err) {
   const uint32_t msg = l.q.msg;
   if (int rc = l.q.post_sends(l.out_msgs, l.out_posted, [&](uint64_t k, SendWork &s) {
         s.addr = l.out + k * msg;
-        s.bytes = uint32_t(std::min<uint64_t>(msg, l.out_len - k * msg));
+        s.bytes = l.q.piece(k, l.out_len);
         s.imm = group_tag(h.step, uint32_t(k));
       }, err))
     return err.set(rc, "rdma step {} with rank {}: {}", h.step, name(r), err.message);

@@ -38,6 +38,10 @@ class QpLink {
   uint32_t messages(uint64_t bytes) const {
     return bytes == 0 ? 0 : uint32_t((bytes + msg - 1) / msg);
   }
+  // The length of message k of a `bytes` run (the last may be short).
+  uint32_t piece(uint64_t k, uint64_t bytes) const {
+    return uint32_t(std::min<uint64_t>(msg, bytes - k * msg));
+  }
   uint64_t send_room() const { return sdepth - (send_posted - send_done); }
   void reset_counters() { recv_posted = recv_done = send_posted = send_done = 0; }
 

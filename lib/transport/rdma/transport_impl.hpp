@@ -135,7 +135,7 @@ class RdmaTransport final : public Transport {
     const uint32_t msg = qpl_.msg;
     int rc = qpl_.post_recvs(qpl_.messages(bytes), [&](uint64_t k, RecvWork &w) {
       w.addr = dst + k * msg;
-      w.bytes = uint32_t(std::min<uint64_t>(msg, bytes - k * msg));
+      w.bytes = qpl_.piece(k, bytes);
       ring_[w.wr_id % ring_.size()] = {w.wr_id, w.bytes, tag(uint32_t(k))};
     }, err);
     return rc ? err.set(rc, "rdma {}: {}", op.str(), err.message) : DS4TP_OK;
@@ -146,7 +146,7 @@ class RdmaTransport final : public Transport {
     const uint32_t msg = qpl_.msg;
     return post_sends(qpl_.messages(bytes), [&](uint64_t k, SendWork &s) {
       s.addr = src + k * msg;
-      s.bytes = uint32_t(std::min<uint64_t>(msg, bytes - k * msg));
+      s.bytes = qpl_.piece(k, bytes);
       s.imm = tag(uint32_t(k));
     }, op, err);
   }
