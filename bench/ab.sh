@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Before/after of two or more builds in one run: the 16 KiB figures a
-# change to the data layer must keep (a pair's tcp row gate, a 2-rank
-# group's all-reduce over shm and over tcp), each build run once per case
-# in every round, interleaved, so a host that drifts (CPU frequency, a
-# neighbour) moves every build alike. Prints one markdown table of the
+# change to the data layer must keep (a pair's row gate over tcp and over
+# shm, a 2-rank group's all-reduce over shm and over tcp), each build run
+# once per case in every round, interleaved, so a host that drifts (CPU
+# frequency, a neighbour) moves every build alike. Prints one markdown table of the
 # rounds' medians (min and max beside them).
 #   bench/ab.sh [--rounds N] [--results-dir DIR] NAME=BUILD_DIR ...
 # BUILD_DIR holds tools/ds4tp (a build of any version with the CLI), e.g.
@@ -36,19 +36,26 @@ p50() { grep -o 'p50 *[0-9.]*' | head -1 | awk '{print $2}'; }
 for r in $(seq 1 "$rounds"); do
   for b in "${builds[@]}"; do
     name=${b%%=*} cli=${b#*=}/tools/ds4tp
-    for t in shm tcp; do
-      v=$(timeout 120 "$cli" group --local 2 --transport $t --count 4096 --iters 3000 2>&1 | p50)
-      echo "$name group-all-reduce-$t ${v:-nan}" >>"$raw"
+    # "-1cpu": both ranks on CPU 0, where waits yield and sleep (the
+    # shared-memory bell) instead of meeting in a spin.
+    for c in shm tcp shm-1cpu; do
+      t=${c%-1cpu} pin=(); [ "$c" = "$t" ] || pin=(taskset -c 0)
+      v=$(timeout 120 "${pin[@]}" "$cli" group --local 2 --transport $t --count 4096 --iters 3000 \
+          2>&1 | p50)
+      echo "$name group-all-reduce-$c ${v:-nan}" >>"$raw"
     done
-    port=$((port + 1))
-    timeout 120 "$cli" pair --listen 127.0.0.1:$port --transport tcp --count 4000 --big 0 \
-      >/dev/null 2>&1 &
-    leader=$!
-    sleep 0.3
-    v=$(timeout 120 "$cli" pair --connect 127.0.0.1:$port --transport tcp --count 4000 --big 0 \
-        2>&1 | p50)
-    wait $leader || true
-    echo "$name pair-row-gate-tcp ${v:-nan}" >>"$raw"
+    for c in tcp shm shm-1cpu; do
+      t=${c%-1cpu} pin=(); [ "$c" = "$t" ] || pin=(taskset -c 0)
+      port=$((port + 1))
+      timeout 120 "${pin[@]}" "$cli" pair --listen 127.0.0.1:$port --transport $t --count 4000 \
+        --big 0 >/dev/null 2>&1 &
+      leader=$!
+      sleep 0.3
+      v=$(timeout 120 "${pin[@]}" "$cli" pair --connect 127.0.0.1:$port --transport $t \
+          --count 4000 --big 0 2>&1 | p50)
+      wait $leader || true
+      echo "$name pair-row-gate-$c ${v:-nan}" >>"$raw"
+    done
   done
   echo "bench/ab.sh: round $r of $rounds" >&2
 done
@@ -61,7 +68,8 @@ for line in open(raw):
     name, case, v = line.split()
     if v != "nan":
         got.setdefault((case, name), []).append(float(v))
-cases = ["pair-row-gate-tcp", "group-all-reduce-shm", "group-all-reduce-tcp"]
+cases = ["pair-row-gate-tcp", "pair-row-gate-shm", "pair-row-gate-shm-1cpu",
+         "group-all-reduce-shm", "group-all-reduce-tcp", "group-all-reduce-shm-1cpu"]
 print(f"16 KiB p50 in us: median of {rounds} interleaved rounds (min-max)\n")
 print("| case | " + " | ".join(builds) + " |")
 print("|---|" + "---|" * len(builds))

@@ -25,6 +25,7 @@
 #include "talk/liveness.hpp"
 #include "slab/layout.hpp"
 #include "transport/descriptor.hpp"
+#include "transport/shm/bell.hpp"
 #include "transport/tcp/transport.hpp"
 
 using namespace ds4tp;
@@ -69,6 +70,52 @@ TEST_CASE("a shared word: the sleeper returns after its timeout, or when woken")
   t0 = now_ns();
   os::wait_on_word(word, 1, 2000000000ull);
   CHECK(now_ns() - t0 < 1000000000ull);
+  munmap(m, 4096);
+}
+
+TEST_CASE("a bell wakes every rank asleep on it, and a ring with nobody asleep stays in user space") {
+  void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(m != MAP_FAILED);
+  auto *base = static_cast<uint8_t *>(m);
+  const shm::Bell bell(base + 64);
+  std::atomic_ref<uint64_t> step(*reinterpret_cast<uint64_t *>(base));
+  constexpr int kSleepers = 3, kRounds = 200;
+  constexpr uint64_t kSliceNs = 2'000'000'000ull;  // a lost wake shows as a sleep this long
+  std::atomic<uint64_t> acks[kSleepers] = {};
+  std::atomic<int> slept_through{0}, at_round{0};
+  std::vector<std::thread> sleepers;
+  for (int i = 0; i < kSleepers; i++)
+    sleepers.emplace_back([&, i] {
+      for (uint64_t k = 1; k <= kRounds; k++) {
+        auto ready = [&]() -> int { return step.load(std::memory_order_acquire) >= k ? 1 : 0; };
+        while (ready() == 0) {
+          const uint64_t t0 = now_ns();
+          bell.sleep(ready, kSliceNs);
+          if (now_ns() - t0 >= kSliceNs / 2) {  // the rest of the test could only take longer
+            if (slept_through.fetch_add(1) == 0) at_round = int(k);
+            acks[i].store(kRounds, std::memory_order_release);
+            return;
+          }
+        }
+        acks[i].store(k, std::memory_order_release);
+      }
+    });
+  for (uint64_t k = 1; k <= kRounds; k++) {
+    // Give the sleepers time to block, so most rounds wake one in the kernel.
+    if (k % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    step.store(k, std::memory_order_release);
+    bell.ring();
+    for (auto &a : acks)
+      while (a.load(std::memory_order_acquire) < k) std::this_thread::yield();
+  }
+  for (auto &t : sleepers) t.join();
+  INFO("first round a sleeper slept through: " << at_round.load());
+  CHECK(slept_through.load() == 0);
+  // Nobody asleep: the ring count (the word sleepers block on) is left alone.
+  const uint32_t rings = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t *>(base + 68)).load();
+  bell.ring();
+  CHECK(std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t *>(base + 68)).load() == rings);
+  CHECK(rings > 0);  // some rounds did find a sleeper
   munmap(m, 4096);
 }
 

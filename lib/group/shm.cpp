@@ -34,6 +34,8 @@ namespace {
 // A rank seen stopped this long fails the wait (the pairs' default
 // peer_silence_ms); os::PeerWatch reads its run state.
 constexpr uint64_t kStoppedNs = 1'000'000'000;
+// A sleep lasts at most this long, so the watch looks that often.
+constexpr uint64_t kSliceNs = 1'000'000;
 
 class ShmMedium final : public Medium {
  public:
@@ -144,11 +146,8 @@ class ShmMedium final : public Medium {
     uint64_t expect = 0;
     const uint64_t word = uint64_t(uint32_t(-code)) << 32 | uint32_t(culprit + 1);
     a_->header()->abort_word.compare_exchange_strong(expect, word);
-    for (int r = 0; r < a_->n; r++) {  // blocked waiters look at the abort word
-      wake_word_of(a_->line(r)->done);
-      wake_word_of(a_->line(r)->stamp[0]);
-      wake_word_of(a_->line(r)->stamp[1]);
-    }
+    for (int r = 0; r < a_->n; r++)  // blocked waiters look at the abort word
+      shm::Bell(a_->line(r)->bell).ring_always();
   }
 
   int transport() const override { return DS4TP_TRANSPORT_SHM; }
@@ -156,7 +155,6 @@ class ShmMedium final : public Medium {
   std::atomic<uint64_t> *progress_word() override { return &a_->line(rank_)->progress; }
 
  private:
-  static void wake_word_of(std::atomic<uint64_t> &w) { os::wake_word(low_word(w)); }
   int name(int r) const { return names_.empty() ? r : names_[size_t(r)]; }
 
   // Every other rank has finished reading step `step` (no wait for step 0).
@@ -165,7 +163,7 @@ class ShmMedium final : public Medium {
     for (int r = 0; r < a_->n; r++) {
       if (r == rank_) continue;  // this thread finished that step itself
       std::atomic<uint64_t> &w = a_->line(r)->done;
-      int rc = wait_for(r, w, [&] { return w.load(std::memory_order_acquire) >= step; }, step,
+      int rc = wait_for(r, [&] { return w.load(std::memory_order_acquire) >= step; }, step,
                         "finish reading step", err);
       if (rc != DS4TP_OK) return rc;
     }
@@ -178,7 +176,7 @@ class ShmMedium final : public Medium {
   int wait_stamp(int r, uint64_t step, size_t bytes, Error &err) {
     RankLine *l = a_->line(r);
     std::atomic<uint64_t> &w = l->stamp[step & 1];
-    if (int rc = wait_for(r, w, [&] { return w.load(std::memory_order_acquire) == step; }, step,
+    if (int rc = wait_for(r, [&] { return w.load(std::memory_order_acquire) == step; }, step,
                           "publish step", err))
       return rc;
     const uint32_t theirs = l->bytes[step & 1].load(std::memory_order_relaxed);
@@ -193,19 +191,18 @@ class ShmMedium final : public Medium {
     publish(a_->line(rank_)->stamp[step & 1], step);  // releases the count with the stamp
   }
 
-  // Store, then wake sleepers (seq_cst pairs with the sleeper's
-  // increment-then-recheck, so a wake is never lost).
+  // Store into this rank's line, then ring its bell for the ranks asleep on it.
   void publish(std::atomic<uint64_t> &w, uint64_t step) {
-    w.store(step, std::memory_order_seq_cst);
-    if (a_->line(rank_)->sleepers.load(std::memory_order_seq_cst) != 0) wake_word_of(w);
+    w.store(step, std::memory_order_release);
+    shm::Bell(a_->line(rank_)->bell).ring();
   }
 
-  // Waits through os::Waiter (spin, yield, then blocked on `word` of rank
-  // r, woken by its publish, at most 1 ms at a time) while a PeerWatch
-  // looks at the abort word, the watched sockets and rank r's process.
+  // Waits through os::Waiter (spin, yield, then asleep on rank r's bell,
+  // rung by its publish, at most 1 ms at a time: shm::wait_rung) while a
+  // PeerWatch looks at the abort word, the watched sockets and rank r's
+  // process.
   template <typename Cond>
-  int wait_for(int r, std::atomic<uint64_t> &word, Cond cond, uint64_t step, const char *what,
-               Error &err) {
+  int wait_for(int r, Cond cond, uint64_t step, const char *what, Error &err) {
     if (cond()) return DS4TP_OK;  // the usual case at a step's end: no clock read
     RankLine *l = a_->line(r);
     os::PeerWatch watch;
@@ -226,16 +223,11 @@ class ShmMedium final : public Medium {
     os::Waiter w(policy_, &watch);
     uint64_t deadline = os::deadline_after(w.now(), timeout_);
     uint64_t progress = l->progress.load(std::memory_order_relaxed);
+    const shm::Bell bell(l->bell);
+    auto ready = [&]() -> int { return cond() ? 1 : 0; };
     for (;;) {
-      if (cond()) return DS4TP_OK;
-      const int rc = w.idle(deadline, [&](uint64_t left) {
-        watch_pid();
-        const uint32_t seen = uint32_t(word.load(std::memory_order_seq_cst));
-        l->sleepers.fetch_add(1, std::memory_order_seq_cst);
-        if (!cond()) os::wait_on_word(low_word(word), seen, std::min<uint64_t>(left, 1'000'000));
-        l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-      });
-      if (rc == DS4TP_OK) continue;
+      const int rc = shm::wait_rung(bell, w, deadline, kSliceNs, ready, watch_pid);
+      if (rc == DS4TP_OK) return DS4TP_OK;
       if (rc == DS4TP_ETIMEDOUT) {
         // Rank r moved the call on elsewhere within the window (a tiered
         // leader across hosts): it is not stalled, so it gets another.

@@ -12,13 +12,14 @@
 #include <new>
 
 #include "group/group.hpp"
+#include "transport/shm/bell.hpp"
 #include "transport/shm/segment.hpp"
 
 namespace ds4tp::group {
 
-// "DT4I": slots, then homes, each step's byte count in the rank lines (a
-// rank of an older layout, "DT4G" or "DT4H", is refused at open).
-constexpr uint32_t kAreaMagic = 0x49345444u;
+// "DT4J": slots, then homes, each step's byte count and a bell in the rank
+// lines (a rank of an older layout, "DT4G" to "DT4I", is refused at open).
+constexpr uint32_t kAreaMagic = 0x4a345444u;
 
 struct alignas(64) Header {
   uint32_t magic;
@@ -37,7 +38,9 @@ struct alignas(64) RankLine {
   std::atomic<uint64_t> done;
   std::atomic<uint64_t> pid;
   std::atomic<uint64_t> start_time;
-  std::atomic<uint32_t> sleepers;  // ranks blocked in the kernel on this line's words
+  // The shm::Bell (transport/shm/bell.hpp) this rank rings after it
+  // stores into this line; ranks waiting on the line sleep on it.
+  alignas(8) uint8_t bell[shm::kBellBytes];
   // A tiered leader's moves across hosts so far (progress_word): a wait
   // on this rank that sees it change restarts its deadline.
   std::atomic<uint64_t> progress;
@@ -47,12 +50,6 @@ struct alignas(64) RankLine {
   std::atomic<uint32_t> bytes[2];
 };
 static_assert(sizeof(RankLine) == 64, "a rank line stays one cache line");
-
-// The futex word of a 64-bit stamp: its low half (little-endian hosts).
-inline uint32_t *low_word(std::atomic<uint64_t> &w) {
-  static_assert(sizeof(std::atomic<uint64_t>) == 8);
-  return reinterpret_cast<uint32_t *>(&w);
-}
 
 inline size_t slot_stride(size_t chunk) { return (chunk + 63) & ~size_t(63); }
 inline size_t area_bytes(int n, size_t chunk) {

@@ -14,6 +14,7 @@
 #include "common/shared_word.hpp"
 #include "os/wait.hpp"
 #include "talk/peer_state.hpp"
+#include "transport/shm/bell.hpp"
 #include "transport/shm/transport.hpp"
 #include "wire/gate_header.hpp"
 
@@ -35,17 +36,18 @@ using wire::GateKind;
 //            still read its header of gate t.
 //   big      (peer) u64 chunks it filled into this segment's big_in,
 //            u64 chunks it drained from its own big_in
-//   waiting  (owner sets, peer clears) u32 word (os::wait_on_word), 1 while the owner
-//            sleeps
+//   bell     (owner sleeps, peer rings) the owner's shm::Bell (bell.hpp),
+//            which the peer rings after its stores into this page
 //   cpu      (owner) u32: 1 + the CPU the owner last began a wait on, 0 not
 //            known (a peer that predates the line leaves it 0)
 constexpr uint64_t kCtlBytes = 4096;
-constexpr uint64_t kLineHeader = 0, kLineGate = 64, kLineBig = 192, kLineWaiting = 256,
+constexpr uint64_t kLineHeader = 0, kLineGate = 64, kLineBig = 192, kLineBell = 256,
                    kLineCpu = 320;
 constexpr uint64_t kArrive = 0, kDone = 8, kKind = 16, kLayerAux = 24, kSeq = 32, kBytes = 40;
 constexpr uint64_t kFilled = 0, kDrained = 8;
 constexpr uint32_t kCtlMagic = 0x4d533444u;  // "D4SM"
-constexpr uint32_t kCtlVersion = 1;
+// 2: the bell at kLineBell (version 1 had a waiting word there).
+constexpr uint32_t kCtlVersion = 2;
 
 // Big gates cut the 4 MiB staging region into this many chunks, so the
 // writer fills one while the reader drains another.
@@ -63,12 +65,6 @@ inline SharedWord<uint64_t> word(uint8_t *p) {
 inline SharedWord<uint32_t> word32(uint8_t *p) {
   return SharedWord<uint32_t>(p);
 }
-
-// Sleeps while the u32 at `p` (in a shared mapping) is 1, at most `ns`.
-inline void sleep_while_waiting(uint8_t *p, uint64_t ns) {
-  os::wait_on_word(reinterpret_cast<uint32_t *>(p), 1u, ns);
-}
-inline void wake_sleeper(uint8_t *p) { os::wake_word(reinterpret_cast<uint32_t *>(p)); }
 
 inline const char *aux_name(uint16_t kind) { return kind == uint16_t(GateKind::Batch) ? "rows" : "gate"; }
 
@@ -149,17 +145,11 @@ class ShmTransport final : public Transport {
       word(g + kArrive).store(t, std::memory_order_release);
   }
 
-  // Release-stores `v` into a word of the peer's control page and wakes
-  // the peer if it sleeps. The fence pairs with the one in wait(): either
-  // we see its waiting word or it sees our store before sleeping. Only a
-  // sleeping peer costs a system call (os::wake_word).
+  // Release-stores `v` into a word of the peer's control page and rings
+  // the peer's bell: only a sleeping peer costs a system call.
   void publish(uint8_t *w, uint64_t v) {
     word(w).store(v, std::memory_order_release);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    auto waiting = word32(peer_ctl_ + kLineWaiting);
-    if (waiting.load(std::memory_order_relaxed) != 0 &&
-        waiting.exchange(0, std::memory_order_relaxed) != 0)
-      wake_sleeper(peer_ctl_ + kLineWaiting);
+    Bell(peer_ctl_ + kLineBell).ring();
   }
 
   // 1 when the peer announced ticket `t` (then its header matched ours),
@@ -185,8 +175,8 @@ class ShmTransport final : public Transport {
   }
 
   // Waits until ready() returns 1 (OK) or a negative code (returned; err
-  // set by ready). Spins for spin_ns, then sleeps on our waiting word
-  // (os::Waiter). `deadline` may be moved by ready() on progress.
+  // set by ready). Spins for spin_ns, then sleeps on our bell
+  // (os::Waiter, wait_rung). `deadline` may be moved by ready() on progress.
   // ETIMEDOUT and EPEERCLOSED are returned with err untouched: the caller
   // words them (watch_.why() says how the peer went).
   template <class Ready>
@@ -240,7 +230,7 @@ class ShmTransport final : public Transport {
   uint64_t peer_start_;  // 0: the pid cannot be checked, rely on the connection
   slab::Layout layout_;
   DataConfig cfg_;
-  uint8_t *my_ctl_ = nullptr;    // written by the peer (gate, big), by us (waiting)
+  uint8_t *my_ctl_ = nullptr;    // written by the peer (gate, big, its rings), by us (cpu, sleeping)
   uint8_t *peer_ctl_ = nullptr;  // the reverse
   uint8_t *slab_ = nullptr;
   bool staged_ = false;
@@ -257,28 +247,9 @@ template <class Ready>
 int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
   int r = ready();
   if (r != 0) return r > 0 ? DS4TP_OK : r;
-  // Past the spin window, sleep on our waiting word: raise it, then
-  // re-check before every sleep, so a publish either sees it (clears it
-  // and wakes us) or lands before our check.
-  auto waiting = word32(my_ctl_ + kLineWaiting);
-  auto sleep = [&](uint64_t left) {
-    waiting.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (ready() == 0)
-      sleep_while_waiting(my_ctl_ + kLineWaiting, std::min(left, kSleepSliceNs));
-  };
   os::Waiter w(policy_, &watch_);
   if (shares_cpu_with_peer()) w.yield_instead();
-  int rc;
-  for (;;) {
-    if ((r = ready()) != 0) {
-      rc = r > 0 ? DS4TP_OK : r;
-      break;
-    }
-    if ((rc = w.idle(deadline, sleep)) != DS4TP_OK) break;
-  }
-  waiting.store(0, std::memory_order_relaxed);
-  return rc;
+  return wait_rung(Bell(my_ctl_ + kLineBell), w, deadline, kSleepSliceNs, ready);
 }
 
 }  // namespace ds4tp::shm

@@ -1,0 +1,95 @@
+// The one sleep protocol of shared-memory links, a pair's control page
+// (transport_impl.hpp) and a group's area (group/shm.cpp) alike, and the
+// one wait loop over it.
+//
+// A bell is 8 bytes in shared memory beside the words it rings for: u32
+// sleepers (ranks blocked in the kernel on it) and u32 rings (a counter
+// they block on). A writer stores its words, fences and, only when
+// someone sleeps, bumps rings and wakes them all: the common case costs
+// no system call. A waiter reads rings, counts itself in, fences and looks
+// at its condition once more before it blocks on rings: either the
+// writer's fence sees it counted in, or its look sees the writer's store,
+// so no wake is lost. Any number of waiters may sleep on one bell, each
+// for its own condition over the bell's words (a group's readers of one
+// rank line; a pair's one owner of its control page).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "common/shared_word.hpp"
+#include "os/os.hpp"
+#include "os/wait.hpp"
+
+namespace ds4tp::shm {
+
+constexpr uint64_t kBellBytes = 8;
+
+class Bell {
+ public:
+  explicit Bell(uint8_t *p) : p_(p) {}
+
+  // After the writer's own store (release or stronger): wakes the
+  // sleepers, if any.
+  void ring() const {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleepers().load(std::memory_order_relaxed) != 0) wake();
+  }
+  // Wakes every sleeper, who then looks again (a verdict it must see).
+  void ring_always() const {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    wake();
+  }
+  // Blocks at most `ns` unless ready() (polled once more, after counting
+  // in) says the wait is over: 0 means not yet.
+  template <class Ready>
+  void sleep(Ready &&ready, uint64_t ns) const {
+    const uint32_t seen = rings().load(std::memory_order_acquire);
+    fetch_add(sleepers_word(), 1u);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (ready() == 0) os::wait_on_word(rings_word(), seen, ns);
+    fetch_add(sleepers_word(), uint32_t(-1));
+  }
+
+ private:
+  uint32_t *sleepers_word() const { return reinterpret_cast<uint32_t *>(p_); }
+  uint32_t *rings_word() const { return reinterpret_cast<uint32_t *>(p_ + 4); }
+  SharedWord<uint32_t> sleepers() const { return SharedWord<uint32_t>(p_); }
+  SharedWord<uint32_t> rings() const { return SharedWord<uint32_t>(p_ + 4); }
+  static void fetch_add(uint32_t *w, uint32_t v) { __atomic_fetch_add(w, v, __ATOMIC_SEQ_CST); }
+  // Release: a waiter that reads the new count sees the writer's words.
+  void wake() const {
+    __atomic_fetch_add(rings_word(), 1u, __ATOMIC_RELEASE);
+    os::wake_word(rings_word());
+  }
+  uint8_t *p_;
+};
+
+// Waits until ready() is nonzero: > 0 is DS4TP_OK, < 0 is returned as it
+// is (the caller's failure). Between polls `w` applies its policy (spin,
+// yield) and then blocks on `bell` for at most `slice_ns` at a time, so
+// its PeerWatch looks at the peer at least that often; before_block()
+// runs before each (kept out of the polls, which must stay short).
+// DS4TP_ETIMEDOUT (the deadline, which ready() may move) and
+// DS4TP_EPEERCLOSED (the watch) come back unworded, for the caller to word.
+template <class Ready, class BeforeBlock>
+int wait_rung(const Bell &bell, os::Waiter &w, const uint64_t &deadline, uint64_t slice_ns,
+              Ready &&ready, BeforeBlock &&before_block) {
+  auto block = [&](uint64_t left) {
+    before_block();
+    bell.sleep(ready, std::min(left, slice_ns));
+  };
+  for (;;) {
+    if (const int r = ready(); r != 0) return r > 0 ? DS4TP_OK : r;
+    if (const int rc = w.idle(deadline, block); rc != DS4TP_OK) return rc;
+  }
+}
+
+template <class Ready>
+int wait_rung(const Bell &bell, os::Waiter &w, const uint64_t &deadline, uint64_t slice_ns,
+              Ready &&ready) {
+  return wait_rung(bell, w, deadline, slice_ns, ready, [] {});
+}
+
+}  // namespace ds4tp::shm
