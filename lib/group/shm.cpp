@@ -198,7 +198,7 @@ class ShmMedium final : public Medium {
   }
 
   // Waits through os::Waiter (spin, yield, then asleep on rank r's bell,
-  // rung by its publish, at most 1 ms at a time: shm::wait_rung) while a
+  // rung by its publish, at most 1 ms at a time) while a
   // PeerWatch looks at the abort word, the watched sockets and rank r's
   // process.
   template <typename Cond>
@@ -226,8 +226,12 @@ class ShmMedium final : public Medium {
     const shm::Bell bell(l->bell);
     auto ready = [&]() -> int { return cond() ? 1 : 0; };
     for (;;) {
-      const int rc = shm::wait_rung(bell, w, deadline, kSliceNs, ready, watch_pid);
-      if (rc == DS4TP_OK) return DS4TP_OK;
+      if (cond()) return DS4TP_OK;
+      const int rc = w.idle(deadline, [&](uint64_t left) {
+        watch_pid();
+        bell.sleep(ready, std::min(left, kSliceNs));
+      });
+      if (rc == DS4TP_OK) continue;
       if (rc == DS4TP_ETIMEDOUT) {
         // Rank r moved the call on elsewhere within the window (a tiered
         // leader across hosts): it is not stalled, so it gets another.

@@ -1,6 +1,6 @@
 // The one sleep protocol of shared-memory links, a pair's control page
-// (transport_impl.hpp) and a group's area (group/shm.cpp) alike, and the
-// one wait loop over it.
+// (transport_impl.hpp) and a group's area (group/shm.cpp) alike: their
+// waits poll through os::Waiter (spin, yield) and block in sleep().
 //
 // A bell is 8 bytes in shared memory beside the words it rings for: u32
 // sleepers (ranks blocked in the kernel on it) and u32 rings (a counter
@@ -14,13 +14,11 @@
 // rank line; a pair's one owner of its control page).
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
 #include "common/shared_word.hpp"
 #include "os/os.hpp"
-#include "os/wait.hpp"
 
 namespace ds4tp::shm {
 
@@ -65,31 +63,5 @@ class Bell {
   }
   uint8_t *p_;
 };
-
-// Waits until ready() is nonzero: > 0 is DS4TP_OK, < 0 is returned as it
-// is (the caller's failure). Between polls `w` applies its policy (spin,
-// yield) and then blocks on `bell` for at most `slice_ns` at a time, so
-// its PeerWatch looks at the peer at least that often; before_block()
-// runs before each (kept out of the polls, which must stay short).
-// DS4TP_ETIMEDOUT (the deadline, which ready() may move) and
-// DS4TP_EPEERCLOSED (the watch) come back unworded, for the caller to word.
-template <class Ready, class BeforeBlock>
-int wait_rung(const Bell &bell, os::Waiter &w, const uint64_t &deadline, uint64_t slice_ns,
-              Ready &&ready, BeforeBlock &&before_block) {
-  auto block = [&](uint64_t left) {
-    before_block();
-    bell.sleep(ready, std::min(left, slice_ns));
-  };
-  for (;;) {
-    if (const int r = ready(); r != 0) return r > 0 ? DS4TP_OK : r;
-    if (const int rc = w.idle(deadline, block); rc != DS4TP_OK) return rc;
-  }
-}
-
-template <class Ready>
-int wait_rung(const Bell &bell, os::Waiter &w, const uint64_t &deadline, uint64_t slice_ns,
-              Ready &&ready) {
-  return wait_rung(bell, w, deadline, slice_ns, ready, [] {});
-}
 
 }  // namespace ds4tp::shm

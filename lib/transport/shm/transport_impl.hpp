@@ -176,7 +176,7 @@ class ShmTransport final : public Transport {
 
   // Waits until ready() returns 1 (OK) or a negative code (returned; err
   // set by ready). Spins for spin_ns, then sleeps on our bell
-  // (os::Waiter, wait_rung). `deadline` may be moved by ready() on progress.
+  // (os::Waiter, Bell::sleep). `deadline` may be moved by ready() on progress.
   // ETIMEDOUT and EPEERCLOSED are returned with err untouched: the caller
   // words them (watch_.why() says how the peer went).
   template <class Ready>
@@ -249,7 +249,14 @@ int ShmTransport::wait(Ready &&ready, const uint64_t &deadline) {
   if (r != 0) return r > 0 ? DS4TP_OK : r;
   os::Waiter w(policy_, &watch_);
   if (shares_cpu_with_peer()) w.yield_instead();
-  return wait_rung(Bell(my_ctl_ + kLineBell), w, deadline, kSleepSliceNs, ready);
+  const Bell bell(my_ctl_ + kLineBell);
+  for (;;) {
+    if ((r = ready()) != 0) return r > 0 ? DS4TP_OK : r;
+    const int rc = w.idle(deadline, [&](uint64_t left) {
+      bell.sleep(ready, std::min(left, kSleepSliceNs));
+    });
+    if (rc != DS4TP_OK) return rc;
+  }
 }
 
 }  // namespace ds4tp::shm
