@@ -193,7 +193,7 @@ class ShmMedium final : public Medium {
 
   // Store into this rank's line, then ring its bell for the ranks asleep on it.
   void publish(std::atomic<uint64_t> &w, uint64_t step) {
-    w.store(step, std::memory_order_release);
+    w.store(step, std::memory_order_seq_cst);
     shm::Bell(a_->line(rank_)->bell).ring();
   }
 

@@ -4,12 +4,12 @@
 //
 // A bell is 8 bytes in shared memory beside the words it rings for: u32
 // sleepers (ranks blocked in the kernel on it) and u32 rings (a counter
-// they block on). A writer stores its words, fences and, only when
-// someone sleeps, bumps rings and wakes them all: the common case costs
-// no system call. A waiter reads rings, counts itself in, fences and looks
-// at its condition once more before it blocks on rings: either the
-// writer's fence sees it counted in, or its look sees the writer's store,
-// so no wake is lost. Any number of waiters may sleep on one bell, each
+// they block on). A writer stores its words (the last one seq_cst), looks
+// at sleepers and, only when someone sleeps, bumps rings and wakes them
+// all: the common case costs no system call. A waiter reads rings,
+// counts itself in, fences and looks at its condition once more before
+// it blocks on rings: either the writer's look sees it counted in, or
+// its own look sees the writer's store, so no wake is lost. Any number of waiters may sleep on one bell, each
 // for its own condition over the bell's words (a group's readers of one
 // rank line; a pair's one owner of its control page).
 #pragma once
@@ -28,11 +28,10 @@ class Bell {
  public:
   explicit Bell(uint8_t *p) : p_(p) {}
 
-  // After the writer's own store (release or stronger): wakes the
-  // sleepers, if any.
+  // After the writer's own seq_cst store (which orders this look after
+  // it, as a fence would, at less cost): wakes the sleepers, if any.
   void ring() const {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (sleepers().load(std::memory_order_relaxed) != 0) wake();
+    if (sleepers().load(std::memory_order_seq_cst) != 0) wake();
   }
   // Wakes every sleeper, who then looks again (a verdict it must see).
   void ring_always() const {

@@ -145,10 +145,11 @@ class ShmTransport final : public Transport {
       word(g + kArrive).store(t, std::memory_order_release);
   }
 
-  // Release-stores `v` into a word of the peer's control page and rings
-  // the peer's bell: only a sleeping peer costs a system call.
+  // Stores `v` into a word of the peer's control page (seq_cst, as
+  // Bell::ring wants) and rings the peer's bell: only a sleeping peer
+  // costs a system call.
   void publish(uint8_t *w, uint64_t v) {
-    word(w).store(v, std::memory_order_release);
+    word(w).store(v, std::memory_order_seq_cst);
     Bell(peer_ctl_ + kLineBell).ring();
   }
 
