@@ -9,9 +9,16 @@
 // all: the common case costs no system call. A waiter reads rings,
 // counts itself in, fences and looks at its condition once more before
 // it blocks on rings: either the writer's look sees it counted in, or
-// its own look sees the writer's store, so no wake is lost. Any number of waiters may sleep on one bell, each
-// for its own condition over the bell's words (a group's readers of one
-// rank line; a pair's one owner of its control page).
+// its own look sees the writer's store, so no wake is lost. Words stored
+// before that seq_cst one come with it (release order: the pair's gate
+// header before done, a group's count before its stamp).
+//
+// Any number of waiters may sleep on one bell, each for its own condition
+// over the bell's words (a group's readers of one rank line; a pair's one
+// owner of its control page). In the portable-POSIX build, whose wake is
+// a pipe per mapping (os/portable.hpp), a second sleeper may take the
+// first one's wake and leave it to its sleep's end: sleeps there stay
+// short slices (a pair's 2 ms, a group's 1 ms).
 #pragma once
 
 #include <atomic>
@@ -33,7 +40,9 @@ class Bell {
   void ring() const {
     if (sleepers().load(std::memory_order_seq_cst) != 0) wake();
   }
-  // Wakes every sleeper, who then looks again (a verdict it must see).
+  // Wakes every sleeper, who then looks again; one that read rings after
+  // this wake sleeps out its slice (a group's abort word: no waiter's
+  // condition reads it, its watch does between sleeps).
   void ring_always() const {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     wake();

@@ -26,8 +26,8 @@ using wire::GateKind;
 // ---- the control page -------------------------------------------------
 //
 // One page after the slab in each rank's segment. Each 64-byte line has
-// one writer, so a spinning reader and the writer never share a line with
-// a third party:
+// one writer (the bell's has both: neither spins on it), so a spinning
+// reader and the writer never share a line with a third party:
 //   header   (owner, before the handshake ends) u32 magic "D4SM",
 //            u32 version, u64 slab bytes, u64 owner pid
 //   gate[2]  (peer) for tickets of parity 0 and 1: u64 arrive ticket,
