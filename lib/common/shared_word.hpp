@@ -1,5 +1,5 @@
 // An atomic view of a word the library does not own (the slab, a shared
-// segment the peer process also maps): load, store and exchange with the
+// segment the peer process also maps): load, store and fetch_add with the
 // given memory order.
 //
 // Why not std::atomic_ref: the libc++ of older Xcodes and of the macOS
@@ -23,7 +23,7 @@ class SharedWord {
 
   T load(std::memory_order mo) const { return __atomic_load_n(p_, order(mo)); }
   void store(T v, std::memory_order mo) const { __atomic_store_n(p_, v, order(mo)); }
-  T exchange(T v, std::memory_order mo) const { return __atomic_exchange_n(p_, v, order(mo)); }
+  T fetch_add(T v, std::memory_order mo) const { return __atomic_fetch_add(p_, v, order(mo)); }
 
  private:
   static constexpr int order(std::memory_order mo) {

@@ -198,9 +198,8 @@ class ShmMedium final : public Medium {
   }
 
   // Waits through os::Waiter (spin, yield, then asleep on rank r's bell,
-  // rung by its publish, at most 1 ms at a time) while a
-  // PeerWatch looks at the abort word, the watched sockets and rank r's
-  // process.
+  // rung by its publish, at most 1 ms at a time) while a PeerWatch looks
+  // at the abort word, the watched sockets and rank r's process.
   template <typename Cond>
   int wait_for(int r, Cond cond, uint64_t step, const char *what, Error &err) {
     if (cond()) return DS4TP_OK;  // the usual case at a step's end: no clock read

@@ -42,31 +42,27 @@ class Bell {
   }
   // Wakes every sleeper, who then looks again; one that read rings after
   // this wake sleeps out its slice (a group's abort word: no waiter's
-  // condition reads it, its watch does between sleeps).
-  void ring_always() const {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    wake();
-  }
+  // condition reads it, its watch does between sleeps). The bump's
+  // release order carries the writer's earlier stores: no fence needed.
+  void ring_always() const { wake(); }
   // Blocks at most `ns` unless ready() (polled once more, after counting
   // in) says the wait is over: 0 means not yet.
   template <class Ready>
   void sleep(Ready &&ready, uint64_t ns) const {
     const uint32_t seen = rings().load(std::memory_order_acquire);
-    fetch_add(sleepers_word(), 1u);
+    sleepers().fetch_add(1u, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (ready() == 0) os::wait_on_word(rings_word(), seen, ns);
-    fetch_add(sleepers_word(), uint32_t(-1));
+    sleepers().fetch_add(uint32_t(-1), std::memory_order_seq_cst);
   }
 
  private:
-  uint32_t *sleepers_word() const { return reinterpret_cast<uint32_t *>(p_); }
   uint32_t *rings_word() const { return reinterpret_cast<uint32_t *>(p_ + 4); }
   SharedWord<uint32_t> sleepers() const { return SharedWord<uint32_t>(p_); }
   SharedWord<uint32_t> rings() const { return SharedWord<uint32_t>(p_ + 4); }
-  static void fetch_add(uint32_t *w, uint32_t v) { __atomic_fetch_add(w, v, __ATOMIC_SEQ_CST); }
   // Release: a waiter that reads the new count sees the writer's words.
   void wake() const {
-    __atomic_fetch_add(rings_word(), 1u, __ATOMIC_RELEASE);
+    rings().fetch_add(1u, std::memory_order_release);
     os::wake_word(rings_word());
   }
   uint8_t *p_;
