@@ -16,6 +16,7 @@
 #include "transport/descriptor.hpp"
 #include "common/status.hpp"
 #include "transport/probe.hpp"
+#include "transport/rdma/probe.hpp"
 
 namespace ds4tp::capi {
 
@@ -64,6 +65,27 @@ int identity_from_c(const ds4tp_identity *cid, wire::Identity &id, Error &err) {
   id.features = c.features;
   const auto *b = static_cast<const uint8_t *>(c.engine_blob);
   id.blob.assign(b, b + c.engine_blob_bytes);
+  return DS4TP_OK;
+}
+
+// "dev[:port[:gid]]" entries, at most 7, none twice.
+static int rdma_rails_from_c(const char *list, std::vector<std::string> &out, Error &err) {
+  if (list == nullptr || *list == 0) return DS4TP_OK;
+  const std::string s = list;
+  for (size_t at = 0; at <= s.size();) {
+    const size_t end = std::min(s.find(',', at), s.size());
+    std::string r = s.substr(at, end - at);
+    at = end + 1;
+    rdma::ProbeRequest req;
+    if (!rdma::parse_rail(r, req))
+      return err.set(DS4TP_EINVAL, "options.rdma_rails: '{}' is not device[:port[:gid_index]] "
+                     "(port 1..255, gid_index 0..65535)", r);
+    if (std::find(out.begin(), out.end(), r) != out.end())
+      return err.set(DS4TP_EINVAL, "options.rdma_rails: {} is listed twice", r);
+    out.push_back(r);
+  }
+  if (out.size() > 7)
+    return err.set(DS4TP_EINVAL, "options.rdma_rails lists {} ports: at most 7", out.size());
   return DS4TP_OK;
 }
 
@@ -155,6 +177,7 @@ int options_from_c(const ds4tp_options *copt, Options &o, Error &err) {
     if (o.rails.size() > 7)
       return err.set(DS4TP_EINVAL, "options.rails lists {} addresses: at most 7", o.rails.size());
   }
+  if (int rc = rdma_rails_from_c(c.rdma_rails, o.rdma_rails, err)) return rc;
   if (c.rdma_device != nullptr) o.rdma_device = c.rdma_device;
   o.rdma_port = c.rdma_port;
   o.rdma_gid_index = c.rdma_gid_index;

@@ -225,7 +225,7 @@ TEST_CASE("rails: shares follow the measured rates and a big gate's ranges cover
   const uint32_t mbit[3] = {400, 200, 1};
   const uint64_t rtt[3] = {90000, 60000, 70000};
   ds4tp::wire::RailPlan plan;
-  ds4tp::tcp::share_rails(mbit, rtt, 3, plan);
+  ds4tp::share_rails(mbit, rtt, 3, plan);
   CHECK(plan.links == 3);
   CHECK(plan.row_link == 1);  // the least latency
   CHECK(plan.share[0] + plan.share[1] + plan.share[2] == 1000);
@@ -236,7 +236,7 @@ TEST_CASE("rails: shares follow the measured rates and a big gate's ranges cover
     uint64_t next = 0;
     for (int k = 0; k < plan.links; k++) {
       uint64_t off = 0, len = 0;
-      ds4tp::tcp::stripe_range(plan, bytes, k, off, len);
+      ds4tp::stripe_range(plan, bytes, k, off, len);
       CHECK(off == next);
       if (k < plan.links - 1) CHECK(len % 4096 == 0);
       next = off + len;
@@ -258,7 +258,7 @@ TEST_CASE("rails: after the last link is dropped its share and the remainder go 
     uint64_t next = 0;
     for (int k = 0; k < plan.links; k++) {
       uint64_t off = 0, len = 0;
-      ds4tp::tcp::stripe_range(plan, bytes, k, off, len);
+      ds4tp::stripe_range(plan, bytes, k, off, len);
       INFO("link " << k << " offset " << off << " length " << len);
       CHECK(off == next);
       if (k == 2) CHECK(len == 0);  // the dropped link carries nothing

@@ -75,6 +75,12 @@ TEST_CASE("ds4tp_new validates options and identity with a message") {
       {"options.rails lists 8 addresses: at most 7", [](ds4tp_options &x, ds4tp_identity &) {
          x.rails = "10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,10.0.0.7,10.0.0.8";
        }},
+      {"options.rdma_rails: 'fv1:0' is not device[:port[:gid_index]]",
+       [](ds4tp_options &x, ds4tp_identity &) { x.rdma_rails = "mlx5_1,fv1:0"; }},
+      {"options.rdma_rails: fv1 is listed twice",
+       [](ds4tp_options &x, ds4tp_identity &) { x.rdma_rails = "fv1,fv1"; }},
+      {"options.rdma_rails lists 8 ports: at most 7",
+       [](ds4tp_options &x, ds4tp_identity &) { x.rdma_rails = "a,b,c,d,e,f,g,h"; }},
       {"n_layer", [](ds4tp_options &, ds4tp_identity &i) { i.n_layer = 0; }},
       {"engine_blob", [](ds4tp_options &, ds4tp_identity &i) { i.engine_blob_bytes = 4; }},
       {"gates_per_token", [](ds4tp_options &, ds4tp_identity &i) {

@@ -344,9 +344,10 @@ TEST_CASE("verbs_provider probe: device, port and GID choices and refusals are n
   const Case cases[] = {
       {nullptr, "", 1, -1, true, "fv0 port 1 GID 1 (RoCE v2)"},
       {nullptr, "fv0", 1, 0, true, "fv0 port 1 GID 0 (RoCE v1)"},
+      {nullptr, "fv2", 1, -1, true, "fv2 port 1 GID 1 (RoCE v2)"},
       {nullptr, "", 1, 5, false, "fv0 port 1 has GID indices 0..1, not 5"},
       {"no_ipv4_gid", "", 1, 1, false, "fv0 port 1 GID index 1 is empty"},
-      {nullptr, "mlx5_9", 1, -1, false, "RDMA device 'mlx5_9' not found (devices here: fv0)"},
+      {nullptr, "mlx5_9", 1, -1, false, "RDMA device 'mlx5_9' not found (devices here: fv0, fv1, fv2)"},
       {nullptr, "", 2, -1, false, "fv0 has ports 1..1, not port 2"},
       {"fail=devices", "", 1, -1, false, "Function not implemented"},
       {"fail=open", "", 1, -1, false, "fv0: cannot open"},

@@ -97,6 +97,18 @@ typedef struct ds4tp_options {
    * one without, or the lists in another order, fail ds4tp_connect naming
    * why. NULL or "" = none; ignored (with a warning) over shm or rdma. */
   const char *rails;
+
+  /* RDMA rails (docs/TRANSPORTS.md): this rank's verbs ports of up to 7
+   * more rdma links beside rdma_device, each "device[:port[:gid_index]]"
+   * ("mlx5_1", "rdma_en6:1:3"). Rail k of one rank pairs with rail k of
+   * the other, so both ranks list as many, in cable order. An rdma pair
+   * measures every link at attach and splits each big gate of 1 MiB or
+   * more across them in proportion to their rates; row and batch gates
+   * stay on rdma_device's link. Lists of different lengths fail
+   * ds4tp_connect, a rail whose cable joins another port (crossed rails)
+   * fails ds4tp_attach_slab, naming the rail. NULL or "" = none; ignored
+   * (with a warning) when the pair does not run rdma. */
+  const char *rdma_rails;
 } ds4tp_options;
 
 /* peer_arrival_timeout_ms: no limit while the peer is alive. */

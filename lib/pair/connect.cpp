@@ -93,6 +93,8 @@ int Pair::connect_once(Error &err) {
   }
   if (opt_.failover) mine.caps |= wire::kCapStandby;
   if (!opt_.rails.empty()) mine.caps |= wire::kCapRails;
+  mine.caps |= (uint32_t(opt_.rdma_rails.size()) << wire::kCapRdmaRailsShift) &
+               wire::kCapRdmaRailsMask;  // at most 7 (options_from_c)
   mine.host_id = host_identity();
   mine.cookie = opt_.role == DS4TP_ROLE_LEADER ? random_cookie() : 0;
   mine.id = id_;
@@ -149,6 +151,17 @@ int Pair::connect_once(Error &err) {
                    mine_has ? me : peer_state_.peer, mine_has ? peer_state_.peer : me);
   }
   if ((mine.caps & wire::kCapRails) != 0) c.rails = opt_.rails;
+  // RDMA rails pair by their place in each rank's list: the counts must
+  // match (an older peer offers none).
+  const uint32_t my_rdma_rails = (mine.caps & wire::kCapRdmaRailsMask) >> wire::kCapRdmaRailsShift;
+  const uint32_t peer_rdma_rails =
+      (peer_.caps & wire::kCapRdmaRailsMask) >> wire::kCapRdmaRailsShift;
+  if (chosen == DS4TP_TRANSPORT_RDMA && my_rdma_rails != peer_rdma_rails)
+    return err.set(DS4TP_EINVAL, "rdma_rails: this rank ({}) lists {}, the {} {}; rail k of one "
+                   "rank pairs with rail k of the other, so give both ranks as many",
+                   rank() == 0 ? "leader" : "worker", my_rdma_rails, peer_state_.peer,
+                   peer_rdma_rails);
+  if (chosen == DS4TP_TRANSPORT_RDMA) c.rdma_rails = opt_.rdma_rails;
   const tr::Descriptor *d = tr::find(chosen);
   if (d == nullptr)
     return err.set(DS4TP_EUNSUPPORTED, "transport {} is not built into this library",
@@ -164,6 +177,8 @@ int Pair::connect_once(Error &err) {
   }
   if (d->id != DS4TP_TRANSPORT_TCP && !c.rails.empty())
     log_.warn("rails stripe tcp pairs; this pair runs {}: the rails are not used", d->name);
+  if (d->id != DS4TP_TRANSPORT_RDMA && !opt_.rdma_rails.empty())
+    log_.warn("rdma_rails stripe rdma pairs; this pair runs {}: they are not used", d->name);
   // Both ranks decide alike whether to open a standby beside the primary:
   // rdma, shm, or tcp rails (a lost row rail fails over like a primary).
   const bool striped = d->id == DS4TP_TRANSPORT_TCP && !c.rails.empty();

@@ -78,6 +78,10 @@ struct Options {
   // stripes its big gates over (transport/tcp/rails.hpp); both ranks
   // list the same, in the same order.
   std::vector<std::string> rails;
+  // RDMA rails: this rank's "device[:port[:gid]]" of extra rdma links an
+  // rdma pair stripes its big gates over (transport/rdma/transport.hpp);
+  // both ranks list as many, rail k of each joined by one cable.
+  std::vector<std::string> rdma_rails;
 };
 
 // Engine copies around every row and batch exchange, run on the gate

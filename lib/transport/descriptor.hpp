@@ -64,6 +64,9 @@ struct Connection {
   // tcp: the leader's addresses of the rails to stripe big gates over,
   // when both ranks were given them (empty: none).
   std::vector<std::string> rails;
+  // rdma: this rank's ports of the rdma rails, when both ranks were given
+  // as many (empty: none).
+  std::vector<std::string> rdma_rails;
 };
 
 struct Descriptor {

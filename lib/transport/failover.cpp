@@ -300,7 +300,7 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   // Rails stay beside the standby where no gate was moving bytes on them:
   // neither rank was in a striped big gate (it may leave shares unread).
   auto striped = [](const GateHeader &h) {
-    return h.kind == uint16_t(GateKind::Big) && h.bytes >= tcp::kStripeMinBytes;
+    return h.kind == uint16_t(GateKind::Big) && h.bytes >= kStripeMinBytes;
   };
   const bool clean = !striped(mine.in_flight) && !striped(peer.in_flight);
   tcp_ = primary_->over_standby(standby_, cfg_.rank, clean, kept_);

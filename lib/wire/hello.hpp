@@ -70,6 +70,10 @@ enum : uint32_t {
   // The rank was given rails (tcp links to stripe big gates over): both
   // ranks must be, or neither.
   kCapRails = 1u << 9,
+  // Bits 10..12: how many rdma rails the rank was given (0..7); rail k of
+  // one rank pairs with rail k of the other, so the counts must match.
+  kCapRdmaRailsShift = 10,
+  kCapRdmaRailsMask = 7u << kCapRdmaRailsShift,
 };
 
 struct Identity {

@@ -83,6 +83,7 @@ static void print_layout(void) {
   FIELD(ds4tp_options, peer_arrival_timeout_ms);
   FIELD(ds4tp_options, failover);
   FIELD(ds4tp_options, rails);
+  FIELD(ds4tp_options, rdma_rails);
 
   SIZE(ds4tp_identity);
   FIELD(ds4tp_identity, size);

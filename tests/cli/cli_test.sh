@@ -77,6 +77,16 @@ d=json.load(open(sys.argv[1]))
 assert d["ok"] and d["failover_at_gate"]==101 and d["failover_gate_ms"]>0, d
 assert [l["transport"] for l in d["links"]]==["rdma","tcp"], d
 assert all(l["gate_p50_us"]>0 and l["big_gate_gbps"]>0 for l in d["links"]), d' "$T/fo.worker.out" || fail "worker failover JSON: $(cat "$T/fo.worker.out")"
+    # RDMA rails: fv0 and the provider's fv1 (cabled to the peer's fv1),
+    # both measured and listed; every big gate split over both.
+    pair_run rrail "--transport rdma --rdma-device fv0 --rdma-rail fv1 --count 200 --big 4194304" "--transport rdma --rdma-device fv0 --rdma-rail fv1 --count 200 --big 4194304 --json"
+    [ $LRC -eq 0 ] && [ $WRC -eq 0 ] || fail "an rdma rails pair must finish ($LRC/$WRC): $(cat "$T/rrail.leader.err")"
+    grep -qE "^  data link 1: rdma rail, carries gates, measured [0-9]+ Mbit/s" "$T/rrail.leader.out" || fail "no rdma rail line: $(cat "$T/rrail.leader.out")"
+    /usr/bin/python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+assert d["ok"] and d["transport"]=="rdma", d
+assert [(l["transport"],l["role"]) for l in d["data_links"]]==[("rdma","data"),("rdma","rail"),("tcp","standby")], d
+assert sum(l["share"] for l in d["data_links"][:2])==1000 and all(l["share"]>0 for l in d["data_links"][:2]), d' "$T/rrail.worker.out" || fail "worker rdma rails JSON: $(cat "$T/rrail.worker.out")"
     # A group over rdma (3 processes), and 2 claimed hosts x 2 under auto:
     # rdma between the leaders.
     "$DS4TP" group --local 3 --transport rdma >"$T/group.out" 2>&1 || fail "group over rdma: $(cat "$T/group.out")"

@@ -45,9 +45,18 @@ void push_sends(Qp *q) {
       deliver = false;  // uc-apple: completes, places nothing
     } else if (q->cfg.apple && s.len > 16384) {
       deliver = false;  // uc-apple: lost without an error
+    } else if (q->dgid[15] != device_of(q->qp.context) + 1) {
+      // Another device's GID: its cable ends elsewhere (crossed rails).
+      deliver = false;
+      if (q->qp.qp_type == IBV_QPT_RC) st = IBV_WC_RETRY_EXC_ERR;
     } else {
       uint64_t n = ++g_sends;
-      if (n == q->cfg.drop_at || (q->cfg.cut_at != 0 && n >= q->cfg.cut_at)) deliver = false;
+      const int dev = device_of(q->qp.context);
+      const uint64_t nd = ++g_device_sends[dev];
+      const bool cut = q->cfg.cut_at != 0 &&
+                       (q->cfg.cut_device < 0 ? n >= q->cfg.cut_at
+                                              : dev == q->cfg.cut_device && nd >= q->cfg.cut_at);
+      if (n == q->cfg.drop_at || cut) deliver = false;
       if (n == q->cfg.wc_at) {
         st = ibv_wc_status(q->cfg.wc_status);
         deliver = false;

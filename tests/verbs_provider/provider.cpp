@@ -3,8 +3,12 @@
 // between processes (ring.hpp), so the verbs binding runs end to end
 // without RDMA hardware. Load it with DS4TP_VERBS_LIB=<this library>.
 //
-// One device "fv0" (uc-apple: "rdma_en5"), one Ethernet port, GIDs
-// fe80::1 (RoCE v1) and ::ffff:127.0.0.1 (RoCE v2). The context is an
+// Three devices "fv0".."fv2" (uc-apple: "rdma_en5".."rdma_en7"), each
+// with one Ethernet port; device d has GIDs fe80::<d+1> (RoCE v1) and
+// ::ffff:127.0.0.<d+1> (RoCE v2). Device d of one process is cabled to
+// device d of the other only, as point-to-point links are: a message
+// sent to another device's GID is lost (UC) or fails its completion with
+// "transport retry counter exceeded" (RC), so crossed rails show. The context is an
 // extended verbs_context (query_port op), the data path is its ops table
 // (header inlines); built with FV_APPLE_EXPORTS the library also exports
 // ibv_post_send/ibv_post_recv/ibv_poll_cq and lacks _ibv_query_gid_ex,
@@ -23,8 +27,10 @@
 //   drop=N        the N-th message this process sends is lost (good CQE)
 //   cut=N         from the N-th on, every message it sends is lost (good
 //                 CQEs): a link that dies silently, as UC reports it
+//   cut=N@D       from device D's (0..2) N-th send on, what it sends is lost
 //   wc=S@N        the N-th send completes with ibv_wc_status S, not sent
 //   dead=K        the first K QPs of this process never receive
+//   dead=K@D      the first K QPs it creates on device D never receive
 //   port_down     port 1 is DOWN
 //   no_ipv4_gid   GID 1 is empty (only the link-local fe80::1)
 //   no_gid        every GID is empty
@@ -36,6 +42,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 
 #include <sys/random.h>
@@ -66,8 +73,16 @@ Config read_config() {
     std::string t = s.substr(at, end - at);
     at = end + 1;
     if (t.rfind("drop=", 0) == 0) c.drop_at = std::strtoull(t.c_str() + 5, nullptr, 0);
-    if (t.rfind("cut=", 0) == 0) c.cut_at = std::strtoull(t.c_str() + 4, nullptr, 0);
-    if (t.rfind("dead=", 0) == 0) c.dead_qps = uint32_t(std::strtoul(t.c_str() + 5, nullptr, 0));
+    if (t.rfind("cut=", 0) == 0) {
+      char *e = nullptr;
+      c.cut_at = std::strtoull(t.c_str() + 4, &e, 0);
+      if (e && *e == '@') c.cut_device = int(std::strtol(e + 1, nullptr, 0));
+    }
+    if (t.rfind("dead=", 0) == 0) {
+      char *e = nullptr;
+      c.dead_qps = uint32_t(std::strtoul(t.c_str() + 5, &e, 0));
+      if (e && *e == '@') c.dead_device = int(std::strtol(e + 1, nullptr, 0));
+    }
     if (t.rfind("wc=", 0) == 0) {
       char *e = nullptr;
       c.wc_status = int(std::strtol(t.c_str() + 3, &e, 0));
@@ -81,21 +96,25 @@ Config read_config() {
   return c;
 }
 
-bool gid_of(const Config &c, int index, ibv_gid &g) {
+bool gid_of(const Config &c, int device, int index, ibv_gid &g) {
   std::memset(&g, 0, sizeof g);
   if (c.no_gid || index < 0 || index >= kGids) return false;
   if (index == 0) {
     g.raw[0] = 0xfe;
     g.raw[1] = 0x80;
-    g.raw[15] = 1;
+    g.raw[15] = uint8_t(device + 1);
     return true;
   }
   if (c.no_ipv4) return false;
   g.raw[10] = g.raw[11] = 0xff;
   g.raw[12] = 127;
-  g.raw[15] = 1;
+  g.raw[15] = uint8_t(device + 1);
   return true;
 }
+
+ibv_device g_devices[kDevices]{};
+
+int device_of(const ibv_context *ctx) { return int(ctx->device - g_devices); }
 
 void fill_port(const Config &c, ibv_port_attr &a) {
   a.state = c.port_down ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
@@ -117,8 +136,6 @@ int op_query_port(ibv_context *, uint8_t port, ibv_port_attr *attr, size_t size)
   std::memcpy(attr, &a, std::min(size, sizeof a));
   return 0;
 }
-
-ibv_device g_device{};
 }  // namespace
 }  // namespace fv
 
@@ -135,12 +152,16 @@ static bool failing(const char *call, int e = EINVAL) {
 
 FV_API ibv_device **ibv_get_device_list(int *num) {
   if (failing("devices", ENOSYS)) return nullptr;
-  auto **l = static_cast<ibv_device **>(std::calloc(2, sizeof(ibv_device *)));
-  l[0] = &g_device;
-  std::strcpy(g_device.name, read_config().apple ? "rdma_en5" : "fv0");
-  g_device.transport_type = IBV_TRANSPORT_IB;
-  g_device.node_type = IBV_NODE_CA;
-  if (num) *num = 1;
+  auto **l = static_cast<ibv_device **>(std::calloc(kDevices + 1, sizeof(ibv_device *)));
+  const bool apple = read_config().apple;
+  for (int d = 0; d < kDevices; d++) {
+    l[d] = &g_devices[d];
+    std::snprintf(g_devices[d].name, sizeof g_devices[d].name, apple ? "rdma_en%d" : "fv%d",
+                  apple ? 5 + d : d);
+    g_devices[d].transport_type = IBV_TRANSPORT_IB;
+    g_devices[d].node_type = IBV_NODE_CA;
+  }
+  if (num) *num = kDevices;
   return l;
 }
 FV_API void ibv_free_device_list(ibv_device **list) { std::free(list); }
@@ -149,7 +170,11 @@ FV_API const char *ibv_get_device_name(ibv_device *d) { return d->name; }
 FV_API ibv_context *ibv_open_device(ibv_device *d) {
   if (failing("open", ENODEV)) return nullptr;
   std::lock_guard<std::mutex> l(g_mu);
-  if (g_open++ == 0) g_sends = g_created = 0;  // a new pair (or a forked rank)
+  if (g_open++ == 0) {  // a new pair (or a forked rank)
+    g_sends = g_created = 0;
+    for (uint64_t &n : g_device_sends) n = 0;
+    for (uint32_t &n : g_device_created) n = 0;
+  }
   auto *c = new Ctx{};
   c->v.sz = sizeof(verbs_context);
   c->v.query_port = op_query_port;
@@ -194,18 +219,18 @@ FV_API int ibv_query_port(ibv_context *, uint8_t port, _compat_ibv_port_attr *at
   return 0;
 }
 
-FV_API int ibv_query_gid(ibv_context *, uint8_t port, int index, ibv_gid *gid) {
+FV_API int ibv_query_gid(ibv_context *ctx, uint8_t port, int index, ibv_gid *gid) {
   if (port != 1 || index < 0 || index >= kGids) return EINVAL;
-  gid_of(read_config(), index, *gid);
+  gid_of(read_config(), device_of(ctx), index, *gid);
   return 0;
 }
 
 #if !defined(FV_APPLE_EXPORTS)
-FV_API int _ibv_query_gid_ex(ibv_context *, uint32_t port, uint32_t index, ibv_gid_entry *e,
+FV_API int _ibv_query_gid_ex(ibv_context *ctx, uint32_t port, uint32_t index, ibv_gid_entry *e,
                              uint32_t flags, size_t size) {
   if (port != 1 || index >= uint32_t(kGids) || flags != 0 || size < sizeof *e) return EINVAL;
   *e = ibv_gid_entry{};
-  if (!gid_of(read_config(), int(index), e->gid)) return ENODATA;
+  if (!gid_of(read_config(), device_of(ctx), int(index), e->gid)) return ENODATA;
   e->gid_index = index;
   e->port_num = port;
   e->gid_type = index == 0 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
@@ -289,7 +314,11 @@ FV_API ibv_qp *ibv_create_qp(ibv_pd *pd, ibv_qp_init_attr *a) {
   std::lock_guard<std::mutex> l(g_mu);
   auto *q = new Qp{};
   q->cfg = cfg;
-  q->dead_in = g_created++ < cfg.dead_qps;
+  const int dev = device_of(pd->context);
+  const uint32_t nth = cfg.dead_device < 0 ? g_created : g_device_created[dev];
+  q->dead_in = (cfg.dead_device < 0 || cfg.dead_device == dev) && nth < cfg.dead_qps;
+  g_created++;
+  g_device_created[dev]++;
   a->cap.max_send_wr = q->max_send = std::min<uint32_t>(a->cap.max_send_wr, kMaxWr);
   a->cap.max_recv_wr = q->max_recv = std::min<uint32_t>(a->cap.max_recv_wr, kMaxWr);
   q->sig_all = a->sq_sig_all != 0;
@@ -334,7 +363,8 @@ FV_API int ibv_modify_qp(ibv_qp *qp, ibv_qp_attr *a, int mask) {
       // Ethernet: the address must be global and name one of our GIDs.
       ibv_gid sgid{};
       if (!a->ah_attr.is_global || a->ah_attr.port_num != 1 ||
-          !gid_of(q->cfg, a->ah_attr.grh.sgid_index, sgid) || a->path_mtu < IBV_MTU_256 ||
+          !gid_of(q->cfg, device_of(qp->context), a->ah_attr.grh.sgid_index, sgid) ||
+          a->path_mtu < IBV_MTU_256 ||
           a->path_mtu > IBV_MTU_4096 || a->dest_qp_num == 0 || a->dest_qp_num > 0xFFFFFF)
         return EINVAL;
       q->dest_qp = a->dest_qp_num;

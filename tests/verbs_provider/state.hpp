@@ -19,8 +19,10 @@ struct Config {
   uint32_t max_msg = 1u << 20;
   uint64_t drop_at = 0, wc_at = 0;
   uint64_t cut_at = 0;  // from this send on, every message is lost (good completions)
+  int cut_device = -1;  // cut_at counts this device's sends only (-1: all sends)
   int wc_status = 0;
   uint32_t dead_qps = 0;
+  int dead_device = -1;  // dead_qps counts this device's QPs only (-1: all QPs)
   bool port_down = false, no_ipv4 = false, no_gid = false;
   std::string fail;  // the call made to fail
 };
@@ -28,12 +30,14 @@ struct Config {
 // The profile and faults from the environment (read at each use).
 Config read_config();
 
-inline constexpr int kMaxWr = 4096, kMaxCqe = 65536, kGids = 2;
+inline constexpr int kMaxWr = 4096, kMaxCqe = 65536, kGids = 2, kDevices = 3;
 
 // Everything is guarded by one lock: simple, and the binding's posting and
 // polling may come from different threads.
 inline std::mutex g_mu;
 inline uint64_t g_sends = 0;    // messages posted by this process (fault counters)
+inline uint64_t g_device_sends[kDevices] = {};  // ... by each device
+inline uint32_t g_device_created[kDevices] = {};  // QPs created on each device
 inline uint32_t g_created = 0;  // QPs created by this process
 inline int g_open = 0;          // open contexts; counters restart when none are
 
@@ -78,8 +82,11 @@ struct Qp {
 
 inline std::vector<Mr *> g_mrs;
 
-// GID `index` of port 1 under `c`; false (zeroed) for an empty entry.
-bool gid_of(const Config &c, int index, ibv_gid &g);
+// GID `index` of device `device`'s port 1 under `c`; false (zeroed) for
+// an empty entry. Both GIDs of device d end in byte d + 1.
+bool gid_of(const Config &c, int device, int index, ibv_gid &g);
+// The index (0..kDevices-1) of the device `ctx` was opened on.
+int device_of(const ibv_context *ctx);
 void fill_port(const Config &c, ibv_port_attr &a);
 
 // The context's ops (also exported as functions by the Apple variant).

@@ -30,6 +30,7 @@ struct Args {
   bool failover = true;   // a standby tcp link beside rdma, shm or tcp rails
   uint64_t fail_after = 0;  // test: give the primary up after this many row gates
   std::string rails;        // the leader's addresses of more tcp links, comma-separated
+  std::string rdma_rails;   // this host's ports of more rdma links, comma-separated
 };
 
 struct IdentitySpec {

@@ -38,6 +38,8 @@ void usage(FILE *f) {
                "options:\n"
                "  --transport auto|tcp|shm|rdma   transport to request (default auto)\n"
                "  --rdma-device NAME  --rdma-gid-index N\n"
+               "  --rdma-rail DEV[:PORT[:GID]]   (rdma) one more rdma link on this host's DEV;\n"
+               "                      repeat for more; both hosts list as many, in cable order\n"
                "  --key-file PATH     pre-shared key (both hosts need the same file)\n"
                "  --size BYTES        gate vector size (default 16384 = n_embd 4096)\n"
                "  --count N           gates to run (default 2000)\n"
@@ -153,6 +155,9 @@ int parse_args(int argc, char **argv, Args &a, std::string &err) {
     } else if (o == "--rail") {
       if (!val(v)) return -1;
       a.rails += (a.rails.empty() ? "" : ",") + v;
+    } else if (o == "--rdma-rail") {
+      if (!val(v)) return -1;
+      a.rdma_rails += (a.rdma_rails.empty() ? "" : ",") + v;
     } else if (o == "--no-failover") {
       a.failover = false;
     } else if (o == "--fail-primary-after") {

@@ -93,6 +93,7 @@ int run_pair(const Args &a, const IdentitySpec &spec, PairResult &r, LogCtx &lc)
   opt.log_level = a.quiet ? DS4TP_LOG_WARN : DS4TP_LOG_INFO;
   opt.failover = a.failover ? 1 : 0;
   if (!a.rails.empty()) opt.rails = a.rails.c_str();
+  if (!a.rdma_rails.empty()) opt.rdma_rails = a.rdma_rails.c_str();
   if (a.role == DS4TP_ROLE_LEADER) {
     opt.listen_host = a.host.c_str();
     opt.listen_port = a.port;

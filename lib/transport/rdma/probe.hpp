@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/error.hpp"
 #include "transport/rdma/queue_pair.hpp"
@@ -37,6 +38,17 @@ struct ProbeResult {
   int port = 0;
   int gid_index = -1;
 };
+
+// An rdma rail's port, "device[:port[:gid_index]]" (ds4tp_options.rdma_rails),
+// into `req`'s device, port (default 1) and GID index (default -1: pick).
+// False for an empty device, a port outside 1..255 or an index outside
+// 0..65535. Pure.
+bool parse_rail(const std::string &text, ProbeRequest &req);
+
+// Probes and opens rail `index`'s port (`text` as parse_rail reads it) and
+// appends it to `out`; EINVAL or the probe's reason naming the rail.
+int open_rail(const std::string &text, int index, std::vector<std::unique_ptr<Device>> &out,
+              Error &err);
 
 // True when this library was built with the verbs binding.
 bool built_with_verbs();

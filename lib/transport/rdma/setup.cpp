@@ -50,6 +50,9 @@ int RdmaTransport::attach(uint8_t *base, const slab::Layout &layout, Error &err)
   for (uint32_t a = 0; a < attempts; a++) {
     bool retry = false;
     int rc = setup_attempt(a, uc_only, retry, err);
+    // Rails come up once the primary is (attach_rails retries a UC rail
+    // itself; anything else failing there fails the attach).
+    if (rc == DS4TP_OK && !rails_.empty()) rc = attach_rails(err);
     if (rc == DS4TP_OK) return DS4TP_OK;
     qpl_.qp.reset();
     if (!retry || a + 1 == attempts) {
@@ -150,76 +153,84 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
   return DS4TP_OK;
 }
 
-// One full-size message each way. RDMA_POSTED makes sure the peer's
-// receive is posted before our send (a UC send that finds none is lost,
-// and some providers then drop that direction for good); RDMA_WARM tells
-// each rank whether its own direction worked.
-int RdmaTransport::warm_up(uint32_t attempt, bool &ok, Error &err) {
-  const uint32_t bytes = uint32_t(std::min<uint64_t>(qpl_.msg, L_.big_staging / 2));
+// The pattern both ranks write and check: `rank`'s byte i (the primary's
+// warm-up, where the tag is the attempt, as it has always been).
+static uint8_t crossing_pattern(uint32_t attempt, uint32_t tag, int rank, uint64_t i) {
+  const uint32_t seed = attempt * 13u + (tag == attempt ? 0u : tag * 29u);
+  return uint8_t(i * 131u + uint64_t(rank) * 77u + seed + (i >> 8));
+}
+
+// RDMA_POSTED makes sure the peer's receives are posted before our sends
+// (a UC send that finds none is lost, and some providers then drop that
+// direction for good); RDMA_WARM tells each rank how its own direction
+// went.
+int RdmaTransport::cross(int k, uint32_t attempt, uint32_t tag, uint64_t bytes, const char *step,
+                         Crossing &c, Error &err) {
+  QpLink &l = link(k);
   uint8_t *in = base_ + L_.big_in;
   uint8_t *out = base_ + L_.big_out;
-  auto pattern = [attempt](int rank, uint32_t i) {
-    return uint8_t(i * 131u + uint32_t(rank) * 77u + attempt * 13u + (i >> 8));
-  };
-  for (uint32_t i = 0; i < bytes; i++) out[i] = pattern(rank_, i);
+  for (uint64_t i = 0; i < bytes; i++) out[i] = crossing_pattern(attempt, tag, rank_, i);
   std::memset(in, 0, bytes);
-
   Op op;
-  op.step = "warm-up";
-  if (int rc = post_run_recv(in, bytes, [attempt](uint32_t) { return warm_tag(attempt); }, op,
-                             err))
-    return rc;
-  wire::RdmaPosted posted{attempt, 1};
+  op.step = step;
+  auto t = [tag](uint32_t) { return warm_tag(tag); };
+  const uint32_t n = l.messages(bytes);
+  if (int rc = post_run_recv(k, in, bytes, t, op, err)) return rc;
+  wire::RdmaPosted posted{attempt, n};
   if (int rc = trade<wire::kRdmaPostedPayload>(wire::kFrameRdmaPosted, posted, posted,
-                                               wire::encode_rdma_posted, wire::decode_rdma_posted, err))
+                                               wire::encode_rdma_posted,
+                                               wire::decode_rdma_posted, err))
     return rc;
-  if (posted.attempt != attempt || posted.posted != 1)
+  if (posted.attempt != attempt || posted.posted != n)
     return err.set(DS4TP_EPROTO,
                    "rdma: RDMA_POSTED names attempt {} with {} receives; expected attempt {} "
-                   "with 1",
-                   posted.attempt, posted.posted, attempt);
-  if (int rc = post_run_send(out, bytes, [attempt](uint32_t) { return warm_tag(attempt); }, op,
-                             err))
-    return rc;
-
-  // Poll (without failing on a lost message) until both completions or
-  // the warm-up deadline.
-  uint64_t limit = tun_.warm_timeout_ns ? tun_.warm_timeout_ns : cfg_.gate_timeout_ns;
+                   "with {}",
+                   posted.attempt, posted.posted, attempt, n);
+  const uint64_t t0 = now_ns();
+  if (int rc = post_rail_send(k, out, bytes, t, op, err)) return rc;
+  // Wait (a lost message is not an error here) for both directions.
+  const uint64_t limit = tun_.warm_timeout_ns ? tun_.warm_timeout_ns : cfg_.gate_timeout_ns;
   Error werr;
-  int wrc = wait_for(qpl_.recv_posted, qpl_.send_posted, op, werr, limit);
-  bool got = qpl_.recv_done == qpl_.recv_posted && wrc == DS4TP_OK;
-  if (got) {
-    for (uint32_t i = 0; i < bytes; i++)
-      if (in[i] != pattern(1 - rank_, i)) {
-        got = false;
-        break;
-      }
-  }
-  bool sent = qpl_.send_done == qpl_.send_posted;
+  const int wrc = wait_link(k, l.recv_posted, op, limit, werr);
+  c.ns = std::max<uint64_t>(now_ns() - t0, 1000);
   if (wrc == DS4TP_EPEERCLOSED) return err.set(wrc, "{}", werr.message);
-
-  wire::RdmaWarm mine{attempt, (got ? wire::kWarmReceived : 0u) | (sent ? wire::kWarmSent : 0u),
-                      bytes};
+  c.waited = wrc == DS4TP_OK;
+  c.why = wrc == DS4TP_OK ? "" : werr.message;
+  c.got = c.waited;
+  for (uint64_t i = 0; c.got && i < bytes; i++)
+    c.got = in[i] == crossing_pattern(attempt, tag, 1 - rank_, i);
+  c.sent = l.send_done == l.send_posted;
+  wire::RdmaWarm mine{attempt,
+                      (c.got ? wire::kWarmReceived : 0u) | (c.sent ? wire::kWarmSent : 0u),
+                      uint32_t(bytes)};
   wire::RdmaWarm peer;
   if (int rc = trade<wire::kRdmaWarmPayload>(wire::kFrameRdmaWarm, mine, peer,
                                              wire::encode_rdma_warm, wire::decode_rdma_warm, err))
     return rc;
-  if (peer.attempt != attempt || peer.bytes != bytes)
+  if (peer.attempt != attempt || peer.bytes != uint32_t(bytes))
     return err.set(DS4TP_EPROTO,
                    "rdma: RDMA_WARM names attempt {} with {} bytes; expected attempt {} with {}",
                    peer.attempt, peer.bytes, attempt, bytes);
-  bool peer_got = peer.flags & wire::kWarmReceived;
-  bool peer_sent = peer.flags & wire::kWarmSent;
-  ok = got && sent && peer_got && peer_sent;
+  c.peer_got = (peer.flags & wire::kWarmReceived) != 0;
+  c.peer_sent = (peer.flags & wire::kWarmSent) != 0;
+  return DS4TP_OK;
+}
+
+// One full-size message each way.
+int RdmaTransport::warm_up(uint32_t attempt, bool &ok, Error &err) {
+  Crossing c;
+  if (int rc = cross(0, attempt, attempt, std::min<uint64_t>(qpl_.msg, L_.big_staging / 2),
+                     "warm-up", c, err))
+    return rc;
+  ok = c.ok();
   if (!ok)
     err.set(DS4TP_EIO,
             "rdma: warm-up attempt {} failed: peer -> this rank {} ({}), this rank -> peer {}; "
             "{}",
-            attempt + 1, got ? "worked" : "lost the message",
-            wrc == DS4TP_OK ? (got ? "intact" : "corrupted") : werr.message,
-            peer_got ? "worked" : "lost the message",
-            (sent && peer_sent) ? "both sends completed"
-                                : "a send failed to complete");
+            attempt + 1, c.got ? "worked" : "lost the message",
+            c.waited ? (c.got ? "intact" : "corrupted") : c.why,
+            c.peer_got ? "worked" : "lost the message",
+            (c.sent && c.peer_sent) ? "both sends completed" : "a send failed to complete");
   return DS4TP_OK;
 }
 
@@ -239,6 +250,7 @@ struct Found final : State {
 };
 struct Opened final : State {
   std::unique_ptr<ds4tp::rdma::Device> device;
+  std::vector<std::unique_ptr<ds4tp::rdma::Device>> rails;
 };
 
 void rdma_available(const Query &q, Availability &out) {
@@ -250,13 +262,15 @@ void rdma_available(const Query &q, Availability &out) {
   out.found = std::move(f);
 }
 
-int rdma_setup(Connection &, const Availability &probed, std::unique_ptr<State> &prepared,
+int rdma_setup(Connection &c, const Availability &probed, std::unique_ptr<State> &prepared,
                std::string &, Error &err) {
   auto *f = static_cast<const Found *>(probed.found.get());  // only rdma_available sets it
   if (f == nullptr)
     return err.set(DS4TP_EUNSUPPORTED, "rdma: this rank did not probe its RDMA devices");
   auto o = std::make_unique<Opened>();
   if (int rc = ds4tp::rdma::open_device(f->req, f->result, o->device, err)) return rc;
+  for (size_t k = 0; k < c.rdma_rails.size(); k++)
+    if (int rc = ds4tp::rdma::open_rail(c.rdma_rails[k], int(k + 1), o->rails, err)) return rc;
   prepared = std::move(o);
   return DS4TP_OK;
 }
@@ -264,6 +278,7 @@ int rdma_setup(Connection &, const Availability &probed, std::unique_ptr<State> 
 std::unique_ptr<Transport> rdma_make(Connection &c, std::unique_ptr<State> prepared) {
   ds4tp::rdma::Endpoint ep;
   ep.device = std::move(static_cast<Opened &>(*prepared).device);
+  ep.rails = std::move(static_cast<Opened &>(*prepared).rails);
   // Set-up frames travel on the data connection: the transport owns it,
   // so they never interleave with the session's control frames.
   ep.link = ds4tp::rdma::make_socket_setup_link(c.data.get());

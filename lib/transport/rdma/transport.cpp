@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "common/clock.hpp"
+#include "transport/rail_share.hpp"
 #include "wire/gate_header.hpp"
 #include "talk/peer_state.hpp"
 
@@ -38,7 +39,10 @@ std::string describe_tag(uint32_t imm) {
     case kTagBig:
       return fmt::format("big gate round {} message {}", (imm >> 16) & 0xFFF, imm & 0xFFFF);
     case kTagDrain: return fmt::format("drain message {}", imm & 0x0FFFFFFF);
-    case kTagWarm: return fmt::format("warm-up of attempt {}", imm & 0x0FFFFFFF);
+    case kTagWarm:
+      if ((imm & 0x0FFFFF00u) == 0 || (imm & 0x0FFFFF00u) > 0x200)
+        return fmt::format("warm-up of attempt {}", imm & 0x0FFFFFFF);
+      return fmt::format("{} of link {}", (imm & 0x300) == 0x100 ? "sample" : "ping", imm & 0xFF);
     default: return fmt::format("unknown message (immediate 0x{:08x})", imm);
   }
 }
@@ -46,8 +50,9 @@ std::string describe_tag(uint32_t imm) {
 // ---------------------------------------------------------------------
 // Completions
 
-int RdmaTransport::expected(const Completion &c, Error &err) const {
-  const Expect &e = ring_[c.wr_id % ring_.size()];
+int RdmaTransport::expected(int k, const Completion &c, Error &err) {
+  const std::vector<Expect> &expect = ring(k);
+  const Expect &e = expect[c.wr_id % expect.size()];
   if (!c.has_imm || c.imm != e.imm)
     return err.set(DS4TP_EDESYNC,
                    "expected the peer's {} but its {} landed: the ranks called different "
@@ -60,8 +65,14 @@ int RdmaTransport::expected(const Completion &c, Error &err) const {
   return DS4TP_OK;
 }
 
+int RdmaTransport::poll_link(int k, Error &err) {
+  const int n = link(k).poll([&](const Completion &c) { return expected(k, c, err); }, err);
+  if (n < 0 && k > 0) return err.set(n, "{}: {}", rail_name(k).substr(1), err.message);
+  return n;
+}
+
 int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op, Error &err,
-                            uint64_t idle_ns, uint64_t meet_ns) {
+                            uint64_t idle_ns, uint64_t meet_ns, const uint64_t *rail_recv) {
   // A big gate's waits have its own deadline, as over tcp and shm.
   if (idle_ns == 0)
     idle_ns = op.kind == uint16_t(GateKind::Big) ? cfg_.big_gate_timeout_ns : cfg_.gate_timeout_ns;
@@ -69,14 +80,39 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
   bool met = ps == nullptr || meet_ns <= idle_ns;
   os::Waiter w(policy_, &watch_, 0, take_gate_start());
   uint64_t deadline = os::deadline_after(w.last_progress(), met ? idle_ns : meet_ns);
-  const uint64_t recv_at_start = qpl_.recv_done;
+  const int links = rail_recv != nullptr ? 1 + int(rails_.size()) : 1;
+  // Receives and sends still owed, over every link waited on.
+  // Rails not made yet (attach makes them one by one) owe nothing.
+  auto owed = [&](uint64_t &recv, uint64_t &send) {
+    recv = want_recv > qpl_.recv_done ? want_recv - qpl_.recv_done : 0;
+    send = want_send > qpl_.send_done ? want_send - qpl_.send_done : 0;
+    for (int k = 1; k < links; k++) {
+      const QpLink &l = link(k);
+      if (!l.qp) continue;
+      recv += rail_recv[k - 1] > l.recv_done ? rail_recv[k - 1] - l.recv_done : 0;
+      send += l.send_posted - l.send_done;
+    }
+  };
+  auto received = [&] {
+    uint64_t n = 0;
+    for (int k = 0; k < links; k++) n += link(k).recv_done;
+    return n;
+  };
+  const uint64_t recv_at_start = received();
   for (;;) {
-    if (qpl_.recv_done >= want_recv && qpl_.send_done >= want_send) return DS4TP_OK;
-    const int n = qpl_.poll([&](const Completion &c) { return expected(c, err); }, err);
+    uint64_t recv_left = 0, send_left = 0;
+    owed(recv_left, send_left);
+    if (recv_left == 0 && send_left == 0) return DS4TP_OK;
+    int n = 0;
+    for (int k = 0; k < links && n >= 0; k++) {
+      if (!link(k).qp) continue;
+      const int got = poll_link(k, err);
+      n = got < 0 ? got : n + got;
+    }
     if (n < 0) return err.set(n, "rdma {}: {}", op.str(), err.message);
     if (n > 0) {
       w.progress();
-      met = met || qpl_.recv_done > recv_at_start;
+      met = met || received() > recv_at_start;
       deadline = met ? w.last_progress() + idle_ns : deadline;
       continue;
     }
@@ -89,8 +125,6 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
     // Past the spin window: nap briefly, waking at once when either
     // socket reports the peer gone.
     int rc = w.idle(deadline, [&](uint64_t left) { watch_.nap(std::min(left, kNapNs)); });
-    const uint64_t recv_left = want_recv > qpl_.recv_done ? want_recv - qpl_.recv_done : 0;
-    const uint64_t send_left = want_send > qpl_.send_done ? want_send - qpl_.send_done : 0;
     if (rc == DS4TP_EPEERCLOSED && watch_.silent())
       return err.set(DS4TP_ETIMEDOUT,
                      "rdma {}: {} (this rank waited for {} more receive(s) and {} send "
@@ -107,9 +141,9 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
     if (rc == DS4TP_ETIMEDOUT)
       return err.set(DS4TP_ETIMEDOUT,
                      "rdma {} timed out: nothing completed for {} ms while {} receive(s) and "
-                     "{} send completion(s) were outstanding; the peer is stalled or not at "
+                     "{} send completion(s) were outstanding{}; the peer is stalled or not at "
                      "this gate, or a message was lost on the connection",
-                     op.str(), idle_ns / 1000000, recv_left, send_left);
+                     op.str(), idle_ns / 1000000, recv_left, send_left, owing(rail_recv));
   }
 }
 
@@ -318,11 +352,20 @@ int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void
                    "goes through (the other buffer is outside the slab); pass other memory, or "
                    "both buffers inside the slab",
                    op.str());
-  const uint64_t H = round_bytes_;
+  // A striped gate splits each round across every link by the plan's
+  // shares (rail_share.hpp); rounds, credits and staging stay as they are.
+  const bool striped = !rails_.empty() && bytes >= kStripeMinBytes;
+  const int links = striped ? 1 + int(rails_.size()) : 1;
+  const uint64_t H = striped ? stripe_round_ : round_bytes_;
   const uint64_t rounds = bytes == 0 ? 0 : (bytes + H - 1) / H;
   if (rounds > 0xFFFFFFFFull)
     return err.set(DS4TP_EINVAL, "rdma {}: {} bytes need more than 2^32 rounds", op.str(), bytes);
   auto round_len = [&](uint64_t r) { return std::min(H, bytes - r * H); };
+  auto part = [&](uint64_t r, int k, uint64_t &off, uint64_t &len) {
+    off = 0;
+    len = round_len(r);
+    if (striped) stripe_range(plan_, len, k, off, len);
+  };
   auto rdst = [&](uint64_t r) {
     return direct ? in + r * H : base_ + L_.big_in + (r & 1) * (L_.big_staging / 2);
   };
@@ -330,14 +373,20 @@ int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void
     return direct ? const_cast<uint8_t *>(out) + r * H
                   : base_ + L_.big_out + (r & 1) * (L_.big_staging / 2);
   };
-  // Ring index after each round's receives, for the two rounds in flight.
-  uint64_t round_end[2] = {0, 0};
+  // Each link's ring index after each round's receives, for the two
+  // rounds in flight.
+  uint64_t round_end[2][wire::kMaxLinks] = {};
   auto post_round = [&](uint64_t r) -> int {
-    uint32_t rr = uint32_t(r);
-    int rc = post_run_recv(rdst(r), round_len(r), [rr](uint32_t k) { return big_tag(rr, k); },
-                           op, err);
-    round_end[r & 1] = qpl_.recv_posted;
-    return rc;
+    const uint32_t rr = uint32_t(r);
+    for (int k = 0; k < links; k++) {
+      uint64_t off = 0, len = 0;
+      part(r, k, off, len);
+      if (int rc = post_run_recv(k, rdst(r) + off, len,
+                                 [rr](uint32_t m) { return big_tag(rr, m); }, op, err))
+        return rc;
+      round_end[r & 1][k] = link(k).recv_posted;
+    }
+    return int(DS4TP_OK);
   };
 
   GateHeader h{uint16_t(GateKind::Big), layer, 0, seq, bytes};
@@ -372,10 +421,19 @@ int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void
     const uint64_t len = round_len(r);
     uint8_t *src = ssrc(r);
     if (!direct) std::memcpy(src, out + r * H, len);
-    uint32_t rr = uint32_t(r);
-    if ((rc = post_run_send(src, len, [rr](uint32_t k) { return big_tag(rr, k); }, op, err)))
+    const uint32_t rr = uint32_t(r);
+    auto tag = [rr](uint32_t m) { return big_tag(rr, m); };
+    for (int k = links - 1; k >= 1; k--) {  // the rails first: they carry the most
+      uint64_t off = 0, part_len = 0;
+      part(r, k, off, part_len);
+      if ((rc = post_rail_send(k, src + off, part_len, tag, op, err))) return rc;
+    }
+    uint64_t off0 = 0, len0 = 0;
+    part(r, 0, off0, len0);
+    if ((rc = post_run_send(src + off0, len0, tag, op, err))) return rc;
+    if ((rc = wait_for(round_end[r & 1][0], qpl_.send_posted, op, err, 0, 0,
+                       striped ? &round_end[r & 1][1] : nullptr)))
       return rc;
-    if ((rc = wait_for(round_end[r & 1], qpl_.send_posted, op, err))) return rc;
     if (!direct) std::memcpy(in + r * H, rdst(r), len);
   }
   return DS4TP_OK;

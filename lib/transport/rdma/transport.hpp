@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/log.hpp"
 #include "net/socket.hpp"
@@ -81,6 +82,7 @@ struct Tuning {
 // peer death.
 struct Endpoint {
   std::unique_ptr<Device> device;
+  std::vector<std::unique_ptr<Device>> rails;  // rail k + 1's port (rdma_rails)
   std::unique_ptr<SetupLink> link;
   net::Fd data;
   int control_fd = -1;

@@ -14,6 +14,7 @@
 #include "transport/rdma/qp_link.hpp"
 #include "transport/rdma/transport.hpp"
 #include "wire/gate_header.hpp"
+#include "wire/failover.hpp"
 #include "wire/rdma_frames.hpp"
 #include "talk/peer_state.hpp"
 
@@ -77,6 +78,7 @@ class RdmaTransport final : public Transport {
     talk::watch_peer(watch_, cfg_.peer);
     os::set_spin(policy_, budget_, cfg_.spin_ns, cfg_.adaptive_spin);
     policy_.grace_ns = kGoneGraceNs;
+    for (auto &d : ep.rails) rails_.push_back(Rail{std::move(d), {}, {}, false, 0});
   }
 
   ~RdmaTransport() override { detach(); }
@@ -88,6 +90,13 @@ class RdmaTransport final : public Transport {
     qpl_.qp.reset();
     if (registered_) dev_->deregister_memory();
     registered_ = false;
+    for (Rail &r : rails_) {
+      r.q.qp.reset();
+      if (r.registered) r.dev->deregister_memory();
+      r.registered = false;
+    }
+    plan_ = wire::RailPlan{};
+    stripe_round_ = 0;
     base_ = nullptr;
     window_ = Window::Quiet;
   }
@@ -105,6 +114,21 @@ class RdmaTransport final : public Transport {
   // ---- set-up --------------------------------------------------------
   int setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, Error &err);
   int warm_up(uint32_t attempt, bool &ok, Error &err);
+  // How a pattern crossed link k each way (cross()).
+  struct Crossing {
+    bool waited = false;  // both directions completed within the limit
+    bool got = false, sent = false, peer_got = false, peer_sent = false;
+    std::string why;      // the wait's error when it did not complete
+    uint64_t ns = 0;      // from our sends posted to both directions done
+    bool ok() const { return got && sent && peer_got && peer_sent; }
+  };
+  // Moves `bytes` of a pattern each way over link k: receives posted,
+  // RDMA_POSTED {attempt, their count} traded, sends (immediate
+  // warm_tag(tag)), a wait of at most the warm-up limit, RDMA_WARM
+  // verdicts traded. A lost or corrupted direction is not an error here:
+  // `c` says what crossed; both ranks learn the same.
+  int cross(int k, uint32_t attempt, uint32_t tag, uint64_t bytes, const char *step,
+            Crossing &c, Error &err);
   int frame_send(uint32_t type, const uint8_t *p, size_t n, Error &err) {
     return link_->send(type, p, n, now_ns() + tun_.setup_timeout_ns, err);
   }
@@ -128,17 +152,28 @@ class RdmaTransport final : public Transport {
   }
 
   // ---- posting (qp_link.hpp) -------------------------------------------
-  // Posts one receive per message of a `bytes` run at `dst` (split at the
-  // message size); tags from `tag(i)`.
+  // Link k: 0 the primary queue pair (every gate), k > 0 rail k (striped
+  // big gates only).
+  QpLink &link(int k) { return k == 0 ? qpl_ : rails_[size_t(k - 1)].q; }
+  const QpLink &link(int k) const { return k == 0 ? qpl_ : rails_[size_t(k - 1)].q; }
+  std::vector<Expect> &ring(int k) { return k == 0 ? ring_ : rails_[size_t(k - 1)].ring; }
+
+  // Posts one receive per message of a `bytes` run at `dst` on link k
+  // (split at its message size); tags from `tag(i)`.
+  template <typename Tag>
+  int post_run_recv(int k, uint8_t *dst, uint64_t bytes, Tag tag, const Op &op, Error &err) {
+    QpLink &l = link(k);
+    std::vector<Expect> &expect = ring(k);
+    int rc = l.post_recvs(l.messages(bytes), [&](uint64_t i, RecvWork &w) {
+      w.addr = dst + i * l.msg;
+      w.bytes = l.piece(i, bytes);
+      expect[w.wr_id % expect.size()] = {w.wr_id, w.bytes, tag(uint32_t(i))};
+    }, err);
+    return rc ? err.set(rc, "rdma {}{}: {}", op.str(), rail_name(k), err.message) : DS4TP_OK;
+  }
   template <typename Tag>
   int post_run_recv(uint8_t *dst, uint64_t bytes, Tag tag, const Op &op, Error &err) {
-    const uint32_t msg = qpl_.msg;
-    int rc = qpl_.post_recvs(qpl_.messages(bytes), [&](uint64_t k, RecvWork &w) {
-      w.addr = dst + k * msg;
-      w.bytes = qpl_.piece(k, bytes);
-      ring_[w.wr_id % ring_.size()] = {w.wr_id, w.bytes, tag(uint32_t(k))};
-    }, err);
-    return rc ? err.set(rc, "rdma {}: {}", op.str(), err.message) : DS4TP_OK;
+    return post_run_recv(0, dst, bytes, tag, op, err);
   }
 
   template <typename Tag>
@@ -149,6 +184,23 @@ class RdmaTransport final : public Transport {
       s.bytes = qpl_.piece(k, bytes);
       s.imm = tag(uint32_t(k));
     }, op, err);
+  }
+  // Link k's sends of a run that fits its send queue (a striped round, a
+  // rail's sample): posted at once, no wait for room.
+  template <typename Tag>
+  int post_rail_send(int k, const uint8_t *src, uint64_t bytes, Tag tag, const Op &op,
+                     Error &err) {
+    QpLink &l = link(k);
+    uint64_t done = 0;
+    const uint64_t n = l.messages(bytes);
+    int rc = n > l.send_room() ? err.set(DS4TP_EIO, "{} sends do not fit the send queue ({} "
+                                         "free)", n, l.send_room())
+                               : l.post_sends(n, done, [&](uint64_t i, SendWork &s) {
+                                   s.addr = src + i * l.msg;
+                                   s.bytes = l.piece(i, bytes);
+                                   s.imm = tag(uint32_t(i));
+                                 }, err);
+    return rc ? err.set(rc, "rdma {}{}: {}", op.str(), rail_name(k), err.message) : DS4TP_OK;
   }
 
   // Posts `n` sends filled by `fill(k, work)`, waiting for send completions
@@ -207,8 +259,10 @@ class RdmaTransport final : public Transport {
   // `meet_ns` (0: idle_ns) bounds the wait while the peer may not have
   // reached the gate yet: until a receive completes or its heartbeat says
   // it completed a gate since the wait began.
+  // With `rail_recv`, also until each rail k's receives reach
+  // rail_recv[k - 1] and its sends all completed (a striped big gate).
   int wait_for(uint64_t want_recv, uint64_t want_send, const Op &op, Error &err,
-               uint64_t idle_ns = 0, uint64_t meet_ns = 0);
+               uint64_t idle_ns = 0, uint64_t meet_ns = 0, const uint64_t *rail_recv = nullptr);
 
   // The gate in progress's start_ns, for its first Waiter (wait_for or
   // barrier), which then reads no clock to begin; later waits of the gate
@@ -223,8 +277,37 @@ class RdmaTransport final : public Transport {
     uint64_t &slot_;
   };
   int not_reached(const Op &op, uint64_t meet_ns, Error &err);
-  // Judges what a receive carried against what its post expects.
-  int expected(const Completion &c, Error &err) const;
+  // ", of them 1 receive(s) and 0 send(s) on rail 1 (...)" for the rails
+  // that still owe, "" when none does (or none was waited on).
+  std::string owing(const uint64_t *rail_recv);
+  // Judges what a receive on link k carried against what its post expects.
+  int expected(int k, const Completion &c, Error &err);
+  // Polls link k once (QpLink::poll), its errors naming the rail.
+  int poll_link(int k, Error &err);
+
+  // ---- rails (rails.cpp) ---------------------------------------------
+  // After the primary is up: each rail's queue pair, its warm-up (which
+  // finds a crossed or dead cable), every link's rate and round trip, and
+  // the leader's plan of shares, which the worker takes as it is.
+  int attach_rails(Error &err);
+  int attach_rail(int k, Error &err);
+  // Crosses a sample over link k (cross()): `mbit` its rate, `ok`
+  // whether both directions came intact (a bad link is not an error here:
+  // err then names it and the lost direction).
+  int sample_link(int k, uint32_t &mbit, bool &ok, Error &err);
+  // The leader's plan from the measures, sent; the worker's, read.
+  int trade_plan(const uint32_t *mbit, const uint64_t *rtt, Error &err);
+  // The bytes of a striped round, from the plan and every link's queues.
+  uint64_t striped_round() const;
+  // Waits (bounded by limit_ns) until link k's receives reach want_recv
+  // and every link's sends completed.
+  int wait_link(int k, uint64_t want_recv, const Op &op, uint64_t limit_ns, Error &err);
+  // Pings over link k, the leader timing the shortest of a few round trips
+  // (the worker's rtt_ns stays unset: it takes the leader's plan).
+  int ping_link(int k, uint64_t limit_ns, uint64_t &rtt_ns, Error &err);
+  // " on rail 2 (fv1 port 1 GID 1 (RoCE v2))" for k > 0, "" for the primary.
+  std::string rail_name(int k) const;
+  bool links(std::vector<LinkInfo> &out) const override;
 
   // ---- members -------------------------------------------------------
   std::unique_ptr<Device> dev_;
@@ -251,6 +334,20 @@ class RdmaTransport final : public Transport {
   uint64_t round_bytes_ = 0;  // a big gate's round, staged or straight from/to the slab
 
   std::vector<Expect> ring_;  // what each posted receive expects, by wr_id
+
+  // Rails: each its own device (the slab registered there too), queue pair
+  // and expectations; the plan splits big gates of kStripeMinBytes or more
+  // across link 0 (the primary) and them, in rounds of stripe_round_.
+  struct Rail {
+    std::unique_ptr<Device> dev;
+    QpLink q;
+    std::vector<Expect> ring;
+    bool registered = false;
+    uint32_t rkey = 0;
+  };
+  std::vector<Rail> rails_;
+  wire::RailPlan plan_;
+  uint64_t stripe_round_ = 0;
 
   Window window_ = Window::Quiet;
   // Rows: receives for seqs [row_first_seq_, row_posted_] posted from ring

@@ -6,6 +6,7 @@
 
 #include "common/clock.hpp"
 #include "net/socket.hpp"
+#include "transport/rail_share.hpp"
 
 namespace ds4tp::tcp {
 namespace {
@@ -45,26 +46,6 @@ int worker_echo(int fd, uint64_t deadline, Error &err) {
 }
 
 }  // namespace
-
-void share_rails(const uint32_t *mbit, const uint64_t *rtt_ns, int links, wire::RailPlan &plan) {
-  plan = wire::RailPlan{};
-  plan.links = uint16_t(links);
-  uint64_t total = 0;
-  for (int k = 0; k < links; k++) total += std::max<uint32_t>(mbit[k], 1);
-  int left = 1000, best = 0;
-  for (int k = 0; k < links; k++) {
-    plan.mbit[k] = mbit[k];
-    plan.rtt_us[k] = uint32_t(std::min<uint64_t>(rtt_ns[k] / 1000, UINT32_MAX));
-    const int share = std::max(1, int(uint64_t(std::max<uint32_t>(mbit[k], 1)) * 1000 / total));
-    plan.share[k] = uint16_t(share);
-    left -= share;
-    if (rtt_ns[k] < rtt_ns[best]) best = k;
-  }
-  // Rounding's remainder (either way) goes to the fastest link.
-  int fastest = int(std::max_element(mbit, mbit + links) - mbit);
-  plan.share[fastest] = uint16_t(int(plan.share[fastest]) + left);
-  plan.row_link = uint16_t(best);
-}
 
 int plan_rails(int rank, const std::vector<int> &fds, uint64_t deadline, wire::RailPlan &plan,
                Error &err) {

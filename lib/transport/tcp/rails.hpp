@@ -27,8 +27,5 @@ constexpr uint64_t kRailSampleBytes = 2u << 20;
 int plan_rails(int rank, const std::vector<int> &fds, uint64_t deadline_ns, wire::RailPlan &plan,
                Error &err);
 
-// Shares in thousandths in proportion to `mbit` (at least 1 each, summing
-// to 1000), and the row link: the one with the least `rtt_ns`. Pure.
-void share_rails(const uint32_t *mbit, const uint64_t *rtt_ns, int links, wire::RailPlan &plan);
 
 }  // namespace ds4tp::tcp

@@ -50,7 +50,7 @@ int tcp_setup(Connection &c, const Availability &, std::unique_ptr<State> &prepa
                          r->plan.share[k]);
   c.log.info("rails: {} links ({}); big gates of {} KiB or more split in those shares, row "
              "gates on link {}",
-             r->plan.links, split, tcp::kStripeMinBytes / 1024, r->plan.row_link);
+             r->plan.links, split, kStripeMinBytes / 1024, r->plan.row_link);
   prepared = std::move(r);
   return DS4TP_OK;
 }

@@ -13,25 +13,11 @@
 #include "os/wait.hpp"
 #include "talk/peer_state.hpp"
 #include "transport/tcp/gate_stream.hpp"
+#include "transport/rail_share.hpp"
 #include "transport/tcp/rails.hpp"
 #include "transport/tcp/transport.hpp"
 
 namespace ds4tp::tcp {
-
-void stripe_range(const wire::RailPlan &plan, uint64_t bytes, int k, uint64_t &offset,
-                  uint64_t &length) {
-  constexpr uint64_t kAlign = 4096;
-  // A link dropped in an earlier gate has share 0: the remainder goes to
-  // the last link that still has a share, never to a dropped one.
-  int last = plan.links - 1;
-  while (last > 0 && plan.share[last] == 0) last--;
-  offset = 0;
-  length = 0;
-  for (int i = 0; i <= k; i++) {
-    offset += length;
-    length = i == last ? bytes - offset : bytes * plan.share[i] / 1000 / kAlign * kAlign;
-  }
-}
 
 namespace {
 

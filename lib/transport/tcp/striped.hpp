@@ -3,8 +3,7 @@
 // link by the plan's shares, all links moving at once, each share a gate
 // stream of its own (its gate header's aux is the link's index, its bytes
 // the share's), so a share that arrives on the wrong link is EDESYNC.
-// Big gates under kStripeMinBytes stay on the row link: splitting them
-// costs more round trips than it saves.
+// Big gates under kStripeMinBytes (rail_share.hpp) stay on the row link.
 //
 // A rail lost mid big gate (an error on it, or nothing moved on it for a
 // gate deadline while it still owed bytes) is recovered on link 0: both
@@ -20,13 +19,12 @@
 
 #include "common/log.hpp"
 #include "net/socket.hpp"
+#include "transport/rail_share.hpp"
 #include "transport/tcp/big_exchange.hpp"
 #include "transport/transport.hpp"
 #include "wire/failover.hpp"
 
 namespace ds4tp::tcp {
-
-constexpr uint64_t kStripeMinBytes = 1u << 20;
 
 // Takes the links (links[k]: link k of the plan, 0 the data connection).
 std::unique_ptr<Transport> make_striped_transport(std::vector<net::Fd> links,
@@ -34,9 +32,5 @@ std::unique_ptr<Transport> make_striped_transport(std::vector<net::Fd> links,
                                                   const DataConfig &cfg, const BigPlan &big,
                                                   const Logger &log);
 
-// The byte range of link k's share of a `bytes` big gate: shares rounded
-// down to 4 KiB, the remainder to the last link with a share. Pure.
-void stripe_range(const wire::RailPlan &plan, uint64_t bytes, int k, uint64_t &offset,
-                  uint64_t &length);
 
 }  // namespace ds4tp::tcp

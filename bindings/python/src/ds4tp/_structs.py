@@ -110,6 +110,7 @@ class Options(_Struct):
         ("peer_arrival_timeout_ms", c_int32),
         ("failover", c_int32),
         ("rails", c_char_p),
+        ("rdma_rails", c_char_p),
     ]
 
     @classmethod

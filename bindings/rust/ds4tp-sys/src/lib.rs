@@ -221,6 +221,9 @@ pub struct ds4tp_options {
     /// The leader's IPv4 addresses of more tcp links ("10.0.2.1,10.0.3.1") a tcp pair
     /// stripes its big gates over; NULL = none.
     pub rails: *const c_char,
+    /// This rank's ports of more rdma links ("mlx5_1", "rdma_en6:1:3"; rail k of each
+    /// rank joined by one cable) an rdma pair stripes its big gates over; NULL = none.
+    pub rdma_rails: *const c_char,
 }
 
 extern "C" {

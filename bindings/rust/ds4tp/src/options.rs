@@ -73,6 +73,10 @@ pub struct Options {
     /// The leader's IPv4 addresses of more tcp links a tcp pair stripes
     /// its big gates over, the same list on both ranks (None: none).
     pub rails: Option<String>,
+    /// This rank's ports (`device[:port[:gid_index]]`) of more rdma links
+    /// an rdma pair stripes its big gates over; both ranks list as many,
+    /// rail k of each joined by one cable (None: none).
+    pub rdma_rails: Option<String>,
 }
 
 /// `peer_arrival_timeout_ms`: no limit while the peer is alive.
@@ -113,6 +117,7 @@ impl Default for Options {
             peer_arrival_timeout_ms: c.peer_arrival_timeout_ms,
             failover: c.failover != 0,
             rails: None,
+            rdma_rails: None,
         }
     }
 }
@@ -210,6 +215,9 @@ impl Options {
         }
         if let Some(list) = &self.rails {
             c.rails = keep(list, "rails")?;
+        }
+        if let Some(list) = &self.rdma_rails {
+            c.rdma_rails = keep(list, "rdma_rails")?;
         }
         let psk = self.psk.clone();
         if let Some(key) = &psk {

@@ -49,7 +49,7 @@ fn structs_match_the_c_compiler() {
             leader_host, leader_port, connect_timeout_ms, hello_timeout_ms, gate_timeout_ms,
             big_gate_timeout_ms, frame_timeout_ms, spin_us, log_fn, log_user_data, log_level,
             max_frame_bytes, rdma_device, rdma_port, rdma_gid_index, psk, psk_bytes, psk_file,
-            peer_silence_ms, peer_arrival_timeout_ms, failover, rails)),
+            peer_silence_ms, peer_arrival_timeout_ms, failover, rails, rdma_rails)),
         ("ds4tp_identity", rust_fields!(sys::ds4tp_identity, size, model_bytes, model_id, n_layer, n_embd,
             n_vocab, quant_bits, ctx_size, gate_slot_start, gate_slot_step, gates_per_token,
             gate_slot_mask, features, engine_blob, engine_blob_bytes)),

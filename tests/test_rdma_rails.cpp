@@ -1,0 +1,211 @@
+// RDMA rails (ds4tp_options.rdma_rails, transport/rdma/rails.cpp) through
+// the test verbs provider, whose devices fv0..fv2 are each cabled only to
+// the same device of the other process: a pair over fv0 with fv1 as a
+// rail splits its big gates across both, every payload bit for bit, and
+// ds4tp_links reports each link's share, rate and round trip; a rail cut
+// mid big gates moves the pair to its standby; lists of different lengths,
+// a rail that is no device and crossed rails are named. Every ctest name
+// starts with "rdma rails".
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "failover_util.hpp"
+#include "transport/rdma/probe.hpp"
+
+using namespace ds4tp::test;
+
+namespace {
+
+// Both ranks: the primary on fv0 (uc-apple: rdma_en5), these rails.
+RankSetup rails_setup(const char *leader_rails, const char *worker_rails) {
+  RankSetup s = failover_setup(DS4TP_TRANSPORT_RDMA);
+  auto lead = s.leader_tweak, work = s.worker_tweak;
+  s.leader_tweak = [lead, leader_rails](ds4tp_options &o) {
+    lead(o);
+    o.rdma_rails = leader_rails;
+  };
+  s.worker_tweak = [work, worker_rails](ds4tp_options &o) {
+    work(o);
+    o.rdma_rails = worker_rails;
+  };
+  return s;
+}
+
+// The links after attach: the primary and `rails` rails, all rdma, with
+// shares that sum to 1000 and measured rates, then the idle standby.
+int rdma_links(ds4tp_pair *tp, int rails = 1) {
+  ds4tp_link_info li[8];
+  const int n = ds4tp_links(tp, li, 8, sizeof li[0]);
+  CHILD_EXPECT(n == rails + 2, tp, "links %d", n);
+  uint32_t shares = 0;
+  for (int k = 0; k <= rails; k++) {
+    CHILD_EXPECT(li[k].transport == DS4TP_TRANSPORT_RDMA &&
+                     li[k].role == (k == 0 ? DS4TP_LINK_DATA : DS4TP_LINK_RAIL) &&
+                     li[k].state == 1 && li[k].row == (k == 0) && li[k].share > 0 &&
+                     li[k].rate_mbit > 0,
+                 tp, "link %d: role %d state %d row %d share %u rate %u", k, li[k].role,
+                 li[k].state, li[k].row, li[k].share, li[k].rate_mbit);
+    shares += li[k].share;
+  }
+  CHILD_EXPECT(shares == 1000, tp, "shares sum to %u", shares);
+  CHILD_EXPECT(li[rails + 1].role == DS4TP_LINK_STANDBY && li[rails + 1].state == 0, tp);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("rdma rails: a rail device's text is parsed or refused") {
+  ds4tp::rdma::ProbeRequest r;
+  CHECK(ds4tp::rdma::parse_rail("mlx5_1", r));
+  CHECK((r.device == "mlx5_1" && r.port == 1 && r.gid_index == -1));
+  CHECK(ds4tp::rdma::parse_rail("rdma_en6:2:3", r));
+  CHECK((r.device == "rdma_en6" && r.port == 2 && r.gid_index == 3));
+  for (const char *bad : {"", ":1", "fv1:0", "fv1:256", "fv1:1:", "fv1:1:x", "fv1:1:70000"}) {
+    INFO(bad);
+    CHECK_FALSE(ds4tp::rdma::parse_rail(bad, r));
+  }
+}
+
+TEST_CASE("rdma rails: big gates split over the primary and a rail, bit for bit") {
+  // A second device (rc, uc-apple), the primary's port through its other
+  // GID (the link-local one; the primary takes the RoCE v2 GID), and two
+  // rails.
+  struct Case {
+    const char *profile, *rails;
+    int count;
+  };
+  const Case cases[] = {
+      {"rc", "fv1", 1}, {"uc-apple", "rdma_en6", 1}, {"rc", "fv0:1:0", 1}, {"rc", "fv1,fv2", 2}};
+  for (const Case &c : cases) {
+    INFO(c.profile << " rails " << c.rails);
+    Provider p(c.profile);
+    RankSetup s = rails_setup(c.rails, c.rails);
+    const int count = c.count;
+    Body b = [count](ds4tp_pair *tp, Ctx &) -> int {
+      CHILD_EXPECT_OK(connect_attach(tp), tp);
+      if (int rc = rdma_links(tp, count)) return rc;
+      Seqs q;
+      if (int rc = traffic(tp, q)) return rc;
+      if (int rc = bigs(tp, 3, q)) return rc;
+      CHILD_EXPECT(ds4tp_transport_active(tp) == DS4TP_TRANSPORT_RDMA, tp);
+      CHILD_EXPECT(failovers(tp) == 0, tp);
+      return final_barrier(tp);
+    };
+    Outcome o = run_pair(s, b, b);
+    REQUIRE_RANKS_OK(o);
+    CHECK(logged("rdma rails: big gates of 1024 KiB or more split") != "");
+  }
+}
+
+TEST_CASE("rdma rails: a rail cut mid big gates moves the pair to its standby, bit for bit") {
+  Provider p;
+  RankSetup s = rails_setup("fv1", "fv1");
+  s.leader_tweak = [t = s.leader_tweak](ds4tp_options &o) {
+    t(o);
+    o.big_gate_timeout_ms = 1500;
+  };
+  s.worker_tweak = [t = s.worker_tweak](ds4tp_options &o) {
+    t(o);
+    o.big_gate_timeout_ms = 1500;
+  };
+  // From the rail's 7th send on, everything the worker sends on fv1 is
+  // lost with good completions, so the leader's rail receives never
+  // complete: at attach the rail sends 6 (a 2 MiB sample in 1 MiB
+  // messages, four pings), so the 7th is in the first big gate.
+  Body b = [](ds4tp_pair *tp, Ctx &c) -> int {
+    ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.rank == 1 ? "cut=7@1" : nullptr);
+    CHILD_EXPECT_OK(connect_attach(tp), tp);
+    if (int rc = rdma_links(tp)) return rc;
+    Seqs q;
+    if (int rc = traffic(tp, q)) return rc;
+    CHILD_EXPECT(ds4tp_transport_active(tp) == DS4TP_TRANSPORT_TCP, tp);
+    CHILD_EXPECT(failovers(tp) == 1, tp, "failovers %llu", (unsigned long long)failovers(tp));
+    const std::string line = logged("resuming over the standby tcp link");
+    CHILD_EXPECT(line.find("big gate (") != std::string::npos, tp, "log: %s", line.c_str());
+    return final_barrier(tp);
+  };
+  Outcome o = run_pair(s, b, b);
+  REQUIRE_RANKS_OK(o);
+}
+
+TEST_CASE("rdma rails: a UC rail whose sample is lost is made again, as the primary is") {
+  Provider p("uc-apple");
+  RankSetup s = rails_setup("rdma_en6", "rdma_en6");
+  // The worker's first queue pair on its rail never receives: the rail's
+  // sample is lost one way, both ranks read so in the verdicts and make
+  // the rail's queue pair again.
+  Body b = [](ds4tp_pair *tp, Ctx &c) -> int {
+    ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.rank == 1 ? "dead=1@1" : nullptr);
+    CHILD_EXPECT_OK(connect_attach(tp), tp);
+    if (int rc = rdma_links(tp)) return rc;
+    Seqs q;
+    if (int rc = bigs(tp, 2, q)) return rc;
+    const std::string line = logged("rdma rail 1: sample attempt 1 failed");
+    CHILD_EXPECT(line.find("peer -> this rank") != std::string::npos, tp, "log: %s",
+                 line.c_str());
+    return final_barrier(tp);
+  };
+  Outcome o = run_pair(s, b, b);
+  REQUIRE_RANKS_OK(o);
+}
+
+TEST_CASE("rdma rails: lists of different lengths fail ds4tp_connect naming both counts") {
+  Provider p;
+  RankSetup s = rails_setup("fv1", nullptr);
+  Body b = [](ds4tp_pair *tp, Ctx &c) -> int {
+    CHILD_EXPECT_RC(ds4tp_connect(tp), DS4TP_EINVAL, tp);
+    const std::string m = ds4tp_errmsg(tp);
+    const char *want = c.rank == 0 ? "this rank (leader) lists 1, the worker 0"
+                                   : "this rank (worker) lists 0, the leader 1";
+    CHILD_EXPECT(m.find(want) != std::string::npos, tp, "message: %s", m.c_str());
+    return 0;
+  };
+  Outcome o = run_pair(s, b, b);
+  REQUIRE_RANKS_OK(o);
+}
+
+TEST_CASE("rdma rails: a rail that is no device fails ds4tp_connect naming it") {
+  Provider p;
+  RankSetup s = rails_setup("mlx5_9", "fv1");
+  Body lead = [](ds4tp_pair *tp, Ctx &) -> int {
+    CHILD_EXPECT_RC(ds4tp_connect(tp), DS4TP_EUNSUPPORTED, tp);
+    const std::string m = ds4tp_errmsg(tp);
+    CHILD_EXPECT(m.find("rdma rail 1 (mlx5_9): RDMA device 'mlx5_9' not found") !=
+                     std::string::npos,
+                 tp, "message: %s", m.c_str());
+    return 0;
+  };
+  // The worker meets the leader's closed data connection, at connect or
+  // at attach: it fails, whichever.
+  Body work = [](ds4tp_pair *tp, Ctx &) -> int {
+    CHILD_EXPECT(connect_attach(tp) != DS4TP_OK, tp);
+    return 0;
+  };
+  Outcome o = run_pair(s, lead, work);
+  REQUIRE_RANKS_OK(o);
+}
+
+TEST_CASE("rdma rails: crossed rails are named at attach on both ranks") {
+  // The leader's rail is fv1, the worker's fv2: fv1's cable ends at the
+  // worker's fv1, so nothing the rail sends arrives (rc: its sends fail;
+  // uc-apple: they vanish, and the rail is made again before giving up).
+  for (const char *profile : {"rc", "uc-apple"}) {
+    INFO(profile);
+    Provider p(profile);
+    const bool apple = std::string(profile) == "uc-apple";
+    RankSetup s = rails_setup(apple ? "rdma_en6" : "fv1", apple ? "rdma_en7" : "fv2");
+    Body b = [](ds4tp_pair *tp, Ctx &) -> int {
+      CHILD_EXPECT_OK(ds4tp_connect(tp), tp);
+      CHILD_EXPECT_RC(ds4tp_attach_slab(tp, nullptr, 0), DS4TP_EIO, tp);
+      const std::string m = ds4tp_errmsg(tp);
+      CHILD_EXPECT(m.find("rdma rail 1 (") != std::string::npos &&
+                       m.find("its sample did not cross") != std::string::npos &&
+                       m.find("crossed") != std::string::npos,
+                   tp, "message: %s", m.c_str());
+      return 0;
+    };
+    Outcome o = run_pair(s, b, b);
+    REQUIRE_RANKS_OK(o);
+  }
+}
