@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "support/ranks.hpp"
+#include "transport/rail_share.hpp"
 #include "transport/tcp/big_exchange.hpp"
 #include "transport/tcp/rails.hpp"
 #include "transport/tcp/striped.hpp"

@@ -11,6 +11,7 @@
 #include "common/clock.hpp"
 #include "os/wait.hpp"
 #include "talk/peer_state.hpp"
+#include "transport/rail_share.hpp"
 #include "transport/tcp/big_exchange.hpp"
 #include "transport/tcp/gate_stream.hpp"
 #include "transport/tcp/striped.hpp"

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "net/socket.hpp"
+
 namespace ds4tp {
 
 void share_rails(const uint32_t *mbit, const uint64_t *rtt_ns, int links, wire::RailPlan &plan) {
@@ -37,6 +39,21 @@ void stripe_range(const wire::RailPlan &plan, uint64_t bytes, int k, uint64_t &o
     offset += length;
     length = i == last ? bytes - offset : bytes * plan.share[i] / 1000 / kAlign * kAlign;
   }
+}
+
+int send_rail_plan(int fd, const wire::RailPlan &plan, uint64_t deadline_ns, Error &err) {
+  uint8_t b[wire::kRailPlanBytes];
+  wire::encode_rail_plan(plan, b);
+  return net::write_all(fd, b, sizeof b, deadline_ns, "rail plan", err);
+}
+
+int receive_rail_plan(int fd, int links, uint64_t deadline_ns, wire::RailPlan &plan, Error &err) {
+  uint8_t b[wire::kRailPlanBytes];
+  if (int rc = net::read_exact(fd, b, sizeof b, deadline_ns, "rail plan", err)) return rc;
+  if (int rc = wire::decode_rail_plan(b, sizeof b, plan, err)) return rc;
+  if (plan.links != links)
+    return err.set(DS4TP_EPROTO, "rail plan for {} links, this worker has {}", plan.links, links);
+  return DS4TP_OK;
 }
 
 }  // namespace ds4tp

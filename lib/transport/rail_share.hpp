@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "common/error.hpp"
 #include "wire/failover.hpp"
 
 namespace ds4tp {
@@ -24,5 +25,11 @@ void share_rails(const uint32_t *mbit, const uint64_t *rtt_ns, int links, wire::
 // to 4 KiB, the remainder to the last link that still has a share.
 void stripe_range(const wire::RailPlan &plan, uint64_t bytes, int k, uint64_t &offset,
                   uint64_t &length);
+
+// The leader sends its plan on `fd` (a connected, non-blocking socket);
+// the worker reads it there and takes it as it is, EPROTO when it is not
+// for `links` links. Both bounded by `deadline_ns`.
+int send_rail_plan(int fd, const wire::RailPlan &plan, uint64_t deadline_ns, Error &err);
+int receive_rail_plan(int fd, int links, uint64_t deadline_ns, wire::RailPlan &plan, Error &err);
 
 }  // namespace ds4tp

@@ -93,7 +93,7 @@ int RdmaTransport::attach_rails(Error &err) {
   const int links = 1 + int(rails_.size());
   uint32_t mbit[wire::kMaxLinks] = {};
   uint64_t rtt[wire::kMaxLinks] = {};
-  const uint64_t limit = tun_.warm_timeout_ns ? tun_.warm_timeout_ns : cfg_.gate_timeout_ns;
+  const uint64_t limit = warm_limit_ns();
   const uint32_t attempts = std::max(1u, std::min(tun_.setup_attempts, wire::kMaxSetupAttempt));
   // Each rail's queue pair, then its sample, which is its warm-up: a UC
   // rail whose sample was lost is made again, as the primary is (both
@@ -276,21 +276,11 @@ int RdmaTransport::ping_link(int k, uint64_t limit_ns, uint64_t &rtt_ns, Error &
 
 int RdmaTransport::trade_plan(const uint32_t *mbit, const uint64_t *rtt, Error &err) {
   const int links = 1 + int(rails_.size());
-  uint8_t b[wire::kRailPlanBytes];
   const uint64_t deadline = now_ns() + tun_.setup_timeout_ns;
-  if (rank_ != 0) {
-    if (int rc = net::read_exact(data_.get(), b, sizeof b, deadline, "rdma rail plan", err))
-      return rc;
-    if (int rc = wire::decode_rail_plan(b, sizeof b, plan_, err)) return rc;
-    if (plan_.links != links)
-      return err.set(DS4TP_EPROTO, "rdma rail plan for {} links, this worker has {}",
-                     plan_.links, links);
-    return DS4TP_OK;
-  }
+  if (rank_ != 0) return receive_rail_plan(data_.get(), links, deadline, plan_, err);
   share_rails(mbit, rtt, links, plan_);
   plan_.row_link = 0;  // row and batch gates stay on the primary
-  wire::encode_rail_plan(plan_, b);
-  return net::write_all(data_.get(), b, sizeof b, deadline, "rdma rail plan", err);
+  return send_rail_plan(data_.get(), plan_, deadline, err);
 }
 
 }  // namespace ds4tp::rdma

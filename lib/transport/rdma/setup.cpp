@@ -189,9 +189,8 @@ int RdmaTransport::cross(int k, uint32_t attempt, uint32_t tag, uint64_t bytes, 
   const uint64_t t0 = now_ns();
   if (int rc = post_rail_send(k, out, bytes, t, op, err)) return rc;
   // Wait (a lost message is not an error here) for both directions.
-  const uint64_t limit = tun_.warm_timeout_ns ? tun_.warm_timeout_ns : cfg_.gate_timeout_ns;
   Error werr;
-  const int wrc = wait_link(k, l.recv_posted, op, limit, werr);
+  const int wrc = wait_link(k, l.recv_posted, op, warm_limit_ns(), werr);
   c.ns = std::max<uint64_t>(now_ns() - t0, 1000);
   if (wrc == DS4TP_EPEERCLOSED) return err.set(wrc, "{}", werr.message);
   c.waited = wrc == DS4TP_OK;

@@ -114,6 +114,11 @@ class RdmaTransport final : public Transport {
   // ---- set-up --------------------------------------------------------
   int setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, Error &err);
   int warm_up(uint32_t attempt, bool &ok, Error &err);
+  // How long a set-up exchange over a queue pair (warm-up, sample, ping)
+  // waits for its messages.
+  uint64_t warm_limit_ns() const {
+    return tun_.warm_timeout_ns ? tun_.warm_timeout_ns : cfg_.gate_timeout_ns;
+  }
   // How a pattern crossed link k each way (cross()).
   struct Crossing {
     bool waited = false;  // both directions completed within the limit

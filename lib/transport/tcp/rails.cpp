@@ -50,15 +50,10 @@ int worker_echo(int fd, uint64_t deadline, Error &err) {
 int plan_rails(int rank, const std::vector<int> &fds, uint64_t deadline, wire::RailPlan &plan,
                Error &err) {
   const int links = int(fds.size());
-  uint8_t b[wire::kRailPlanBytes];
   if (rank != 0) {
     for (int fd : fds)
       if (int rc = worker_echo(fd, deadline, err)) return rc;
-    if (int rc = net::read_exact(fds[0], b, sizeof b, deadline, "rail plan", err)) return rc;
-    if (int rc = wire::decode_rail_plan(b, sizeof b, plan, err)) return rc;
-    if (plan.links != links)
-      return err.set(DS4TP_EPROTO, "rail plan for {} links, this worker has {}", plan.links, links);
-    return DS4TP_OK;
+    return receive_rail_plan(fds[0], links, deadline, plan, err);
   }
   uint64_t rtt[wire::kMaxLinks] = {};
   uint32_t mbit[wire::kMaxLinks] = {};
@@ -68,8 +63,7 @@ int plan_rails(int rank, const std::vector<int> &fds, uint64_t deadline, wire::R
   // Test only: row gates on the link this names, whatever the round trips.
   if (const char *v = std::getenv("DS4TP_TEST_ROW_LINK"); v != nullptr && *v != 0)
     if (const int k = std::atoi(v); k >= 0 && k < links) plan.row_link = uint16_t(k);
-  wire::encode_rail_plan(plan, b);
-  return net::write_all(fds[0], b, sizeof b, deadline, "rail plan", err);
+  return send_rail_plan(fds[0], plan, deadline, err);
 }
 
 }  // namespace ds4tp::tcp

@@ -27,5 +27,4 @@ constexpr uint64_t kRailSampleBytes = 2u << 20;
 int plan_rails(int rank, const std::vector<int> &fds, uint64_t deadline_ns, wire::RailPlan &plan,
                Error &err);
 
-
 }  // namespace ds4tp::tcp

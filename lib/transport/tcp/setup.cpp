@@ -5,6 +5,7 @@
 
 #include "common/clock.hpp"
 #include "transport/descriptor.hpp"
+#include "transport/rail_share.hpp"
 #include "transport/standby.hpp"
 #include "transport/tcp/mesh.hpp"
 #include "transport/tcp/rails.hpp"

@@ -19,7 +19,6 @@
 
 #include "common/log.hpp"
 #include "net/socket.hpp"
-#include "transport/rail_share.hpp"
 #include "transport/tcp/big_exchange.hpp"
 #include "transport/transport.hpp"
 #include "wire/failover.hpp"
