@@ -1,5 +1,6 @@
 // Failover (transport/failover.hpp), measured and at random: the time
-// from the primary's loss to the first gate done over tcp, faults at
+// from the primary's loss to the first gate done over tcp, and from an
+// rdma rail's loss to the gate done over the other links, faults at
 // random places of the traffic on either rank or both, and the two cases
 // where the ranks must not fail over (a partial that is gone, a desync).
 // Every ctest name starts with "failover".
@@ -19,6 +20,45 @@
 
 using namespace ds4tp::test;
 
+namespace {
+
+int trials_or(int fallback) {
+  const char *t = std::getenv("DS4TP_FAILOVER_TRIALS");
+  return t != nullptr ? std::max(1, std::atoi(t)) : fallback;
+}
+
+// Per rank, the start and end (CLOCK_MONOTONIC ns) of the gate timed,
+// shared across the fork; and each trial's span.
+struct GateMarks {
+  uint64_t *at = nullptr;
+  std::vector<double> ms;
+  GateMarks() {
+    void *p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    at = p == MAP_FAILED ? nullptr : static_cast<uint64_t *>(p);
+  }
+  ~GateMarks() {
+    if (at != nullptr) munmap(at, 4096);
+  }
+  GateMarks(const GateMarks &) = delete;
+  GateMarks &operator=(const GateMarks &) = delete;
+  static void mark(uint64_t *at, int rank, const timespec &a, const timespec &b) {
+    at[2 * rank] = uint64_t(a.tv_sec) * 1000000000ull + uint64_t(a.tv_nsec);
+    at[2 * rank + 1] = uint64_t(b.tv_sec) * 1000000000ull + uint64_t(b.tv_nsec);
+  }
+  // From `start` to the later of the two ranks' ends.
+  double span_ms(uint64_t start) {
+    ms.push_back(double(std::max(at[1], at[3]) - start) / 1e6);
+    return ms.back();
+  }
+  void summary(const char *what) {
+    std::sort(ms.begin(), ms.end());
+    std::printf("failover-summary: %s: %zu trials, median %.1f ms, worst %.1f ms\n", what,
+                ms.size(), ms[ms.size() / 2], ms.back());
+  }
+};
+
+}  // namespace
+
 // The time from the primary's loss to the first gate completed over tcp:
 // from the start of the gate whose send fails on the worker (the loss) to
 // the later of the two ranks' returns from it. DS4TP_FAILOVER_TRIALS sets
@@ -27,18 +67,13 @@ using namespace ds4tp::test;
 // liveness one: the peer's silence window plus scheduling slack.
 TEST_CASE("failover: time from the primary's loss to the first gate done over tcp") {
   Provider p;
-  int trials = 3;
-  if (const char *t = std::getenv("DS4TP_FAILOVER_TRIALS")) trials = std::max(1, std::atoi(t));
-  // Per rank: the start and end (CLOCK_MONOTONIC ns) of the gate that
-  // moved the pair to tcp, shared across the fork.
-  auto *marks = static_cast<uint64_t *>(
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  REQUIRE(marks != MAP_FAILED);
-  std::vector<double> ms;
+  const int trials = trials_or(3);
+  GateMarks marks;  // the gate that moved the pair to tcp
+  REQUIRE(marks.at != nullptr);
   for (int i = 0; i < trials; i++) {
-    std::memset(marks, 0, 4 * sizeof(uint64_t));
+    std::memset(marks.at, 0, 4 * sizeof(uint64_t));
     RankSetup s = failover_setup(DS4TP_TRANSPORT_RDMA);
-    auto body = [marks](ds4tp_pair *tp, Ctx &c) -> int {
+    auto body = [at = marks.at](ds4tp_pair *tp, Ctx &c) -> int {
       ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.rank == 1 ? "wc=12@20" : nullptr);
       CHILD_EXPECT_OK(connect_attach(tp), tp);
       const ds4tp_slab_layout l = layout_of(tp);
@@ -48,27 +83,65 @@ TEST_CASE("failover: time from the primary's loss to the first gate done over tc
         clock_gettime(CLOCK_MONOTONIC, &a);
         CHILD_EXPECT_OK(ds4tp_gate_exchange(tp, g / 2, g % 2, seq), tp);
         clock_gettime(CLOCK_MONOTONIC, &b);
-        if (ds4tp_transport_active(tp) == DS4TP_TRANSPORT_TCP && marks[2 * c.rank] == 0) {
-          marks[2 * c.rank] = uint64_t(a.tv_sec) * 1000000000ull + uint64_t(a.tv_nsec);
-          marks[2 * c.rank + 1] = uint64_t(b.tv_sec) * 1000000000ull + uint64_t(b.tv_nsec);
-        }
+        if (ds4tp_transport_active(tp) == DS4TP_TRANSPORT_TCP && at[2 * c.rank] == 0)
+          GateMarks::mark(at, c.rank, a, b);
       }
       CHILD_EXPECT(failovers(tp) == 1, tp);
       return final_barrier(tp);
     };
     Outcome o = run_pair(s, body, body);
     REQUIRE_RANKS_OK(o);
-    REQUIRE(marks[0] != 0);
-    REQUIRE(marks[2] != 0);
-    const uint64_t end = std::max(marks[1], marks[3]);
-    ms.push_back(double(end - marks[2]) / 1e6);
-    CHECK(ms.back() < 1000 + 1500);
+    REQUIRE(marks.at[0] != 0);
+    REQUIRE(marks.at[2] != 0);
+    CHECK(marks.span_ms(marks.at[2]) < 1000 + 1500);
   }
-  munmap(marks, 4096);
-  std::sort(ms.begin(), ms.end());
-  std::printf("failover-summary: rdma error completion mid row gates -> first gate over tcp: "
-              "%zu trials, median %.1f ms, worst %.1f ms\n",
-              ms.size(), ms[ms.size() / 2], ms.back());
+  marks.summary("rdma error completion mid row gates -> first gate over tcp");
+}
+
+// The time from a rail's loss to the big gate done over the other rdma
+// links: the worker's rail fv1 goes silent from its 7th send (inside the
+// first big gate; attach sends 6 there); the leader's wait names the rail
+// at big_gate_timeout_ms (1000 here), both ranks make the rdma transport
+// again without it and run the gate again. Measured from the gate's start
+// to the later return; what passes the deadline is the agreement, the
+// remaking and the gate run again. A "failover-summary:" line gives the
+// median and worst, which docs/RELIABILITY.md reports.
+TEST_CASE("failover: time from an rdma rail's loss to the big gate done over the other links") {
+  Provider p;
+  const int trials = trials_or(3);
+  GateMarks marks;  // the first big gate, which finds the rail lost
+  REQUIRE(marks.at != nullptr);
+  for (int i = 0; i < trials; i++) {
+    RankSetup s = failover_setup(DS4TP_TRANSPORT_RDMA);
+    for (auto *tweak : {&s.leader_tweak, &s.worker_tweak})
+      *tweak = [t = *tweak](ds4tp_options &o) {
+        t(o);
+        o.rdma_rails = "fv1";
+        o.big_gate_timeout_ms = 1000;
+      };
+    auto body = [at = marks.at](ds4tp_pair *tp, Ctx &c) -> int {
+      ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.rank == 1 ? "cut=7@1" : nullptr);
+      CHILD_EXPECT_OK(connect_attach(tp), tp);
+      Seqs q;
+      timespec a{}, b{};
+      clock_gettime(CLOCK_MONOTONIC, &a);
+      if (int rc = bigs(tp, 1, q)) return rc;
+      clock_gettime(CLOCK_MONOTONIC, &b);
+      GateMarks::mark(at, c.rank, a, b);
+      CHILD_EXPECT(failovers(tp) == 1 && ds4tp_transport_active(tp) == DS4TP_TRANSPORT_RDMA, tp,
+                   "failovers %llu, transport %d", (unsigned long long)failovers(tp),
+                   ds4tp_transport_active(tp));
+      if (int rc = bigs(tp, 2, q)) return rc;
+      return final_barrier(tp);
+    };
+    Outcome o = run_pair(s, body, body);
+    REQUIRE_RANKS_OK(o);
+    // Timed only: making the links again samples each one (under the
+    // sanitizers, seconds), which no liveness bound covers.
+    marks.span_ms(std::min(marks.at[0], marks.at[2]));
+  }
+  marks.summary("rdma rail silent mid big gate (deadline 1000 ms) -> the gate done over the "
+                "other links");
 }
 
 // Faults at random places of the whole traffic (row gates, shape changes
@@ -79,8 +152,7 @@ TEST_CASE("failover: time from the primary's loss to the first gate done over tc
 // (DS4TP_FAILOVER_SEED).
 TEST_CASE("failover: faults anywhere in the traffic, on either rank or both") {
   Provider p;
-  int trials = 8;
-  if (const char *t = std::getenv("DS4TP_FAILOVER_TRIALS")) trials = std::max(1, std::atoi(t));
+  const int trials = trials_or(8);
   unsigned seed = unsigned(time(nullptr));
   if (const char *s = std::getenv("DS4TP_FAILOVER_SEED")) seed = unsigned(std::atoi(s));
   std::printf("failover matrix: seed %u, %d trials\n", seed, trials);

@@ -3,12 +3,14 @@
 // the same device of the other process: a pair over fv0 with fv1 as a
 // rail splits its big gates across both, every payload bit for bit, and
 // ds4tp_links reports each link's share, rate and round trip; a rail cut
-// mid big gates moves the pair to its standby; lists of different lengths,
+// mid big gates leaves the pair on its other rdma links, a primary cut
+// moves it to its standby; lists of different lengths,
 // a rail that is no device and crossed rails are named. Every ctest name
 // starts with "rdma rails".
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <vector>
 
 #include "failover_util.hpp"
 #include "transport/rdma/probe.hpp"
@@ -51,6 +53,19 @@ int rdma_links(ds4tp_pair *tp, int rails = 1) {
   CHILD_EXPECT(shares == 1000, tp, "shares sum to %u", shares);
   CHILD_EXPECT(li[rails + 1].role == DS4TP_LINK_STANDBY && li[rails + 1].state == 0, tp);
   return 0;
+}
+
+// Both ranks with big gates of 1.5 s.
+RankSetup quick_bigs(RankSetup s) {
+  s.leader_tweak = [t = s.leader_tweak](ds4tp_options &o) {
+    t(o);
+    o.big_gate_timeout_ms = 1500;
+  };
+  s.worker_tweak = [t = s.worker_tweak](ds4tp_options &o) {
+    t(o);
+    o.big_gate_timeout_ms = 1500;
+  };
+  return s;
 }
 
 }  // namespace
@@ -98,23 +113,60 @@ TEST_CASE("rdma rails: big gates split over the primary and a rail, bit for bit"
   }
 }
 
-TEST_CASE("rdma rails: a rail cut mid big gates moves the pair to its standby, bit for bit") {
-  Provider p;
-  RankSetup s = rails_setup("fv1", "fv1");
-  s.leader_tweak = [t = s.leader_tweak](ds4tp_options &o) {
-    t(o);
-    o.big_gate_timeout_ms = 1500;
-  };
-  s.worker_tweak = [t = s.worker_tweak](ds4tp_options &o) {
-    t(o);
-    o.big_gate_timeout_ms = 1500;
-  };
+TEST_CASE("rdma rails: a rail cut mid big gates leaves the pair on its other rdma links") {
   // From the rail's 7th send on, everything the worker sends on fv1 is
   // lost with good completions, so the leader's rail receives never
-  // complete: at attach the rail sends 6 (a 2 MiB sample in 1 MiB
-  // messages, four pings), so the 7th is in the first big gate.
+  // complete: at attach a rail sends 6 (a 2 MiB sample in 1 MiB messages,
+  // four pings), so the 7th is in the first big gate. The leader names
+  // rail 1 lost; both ranks make the rdma transport again without it.
+  // With two rails the big gates go on striped over fv0 and fv2.
+  for (const char *rails : {"fv1", "fv1,fv2"}) {
+    INFO("rails " << rails);
+    Provider p;
+    RankSetup s = quick_bigs(rails_setup(rails, rails));
+    const int count = rails[3] == ',' ? 2 : 1;
+    Body b = [count](ds4tp_pair *tp, Ctx &c) -> int {
+      ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.rank == 1 ? "cut=7@1" : nullptr);
+      CHILD_EXPECT_OK(connect_attach(tp), tp);
+      if (int rc = rdma_links(tp, count)) return rc;
+      Seqs q;
+      if (int rc = traffic(tp, q)) return rc;
+      if (int rc = bigs(tp, 2, q)) return rc;
+      CHILD_EXPECT(ds4tp_transport_active(tp) == DS4TP_TRANSPORT_RDMA, tp, "log: %s",
+                   logged(" lost at ").c_str());
+      CHILD_EXPECT(failovers(tp) == 1, tp, "failovers %llu", (unsigned long long)failovers(tp));
+      const std::string line = logged("rdma rail 1 lost at big gate (");
+      CHILD_EXPECT(line.find("resuming over rdma over the other links") != std::string::npos,
+                   tp, "log: %s", line.c_str());
+      // The primary carries on (with fv2 beside it, sharing big gates),
+      // rail 1 is lost, the standby is the data connection.
+      ds4tp_link_info li[8];
+      const int n = ds4tp_links(tp, li, 8, sizeof li[0]);
+      CHILD_EXPECT(n == count + 2, tp, "links %d", n);
+      CHILD_EXPECT(li[0].role == DS4TP_LINK_DATA && li[0].state == 1 && li[0].row, tp,
+                   "primary state %d", li[0].state);
+      CHILD_EXPECT(li[1].role == DS4TP_LINK_RAIL && li[1].state == -1 && li[1].share == 0, tp,
+                   "rail 1 state %d share %u", li[1].state, li[1].share);
+      CHILD_EXPECT(count == 1 || (li[2].state == 1 && li[2].share > 0 &&
+                                  li[0].share + li[2].share == 1000),
+                   tp, "rail 2 state %d share %u, primary share %u", li[2].state, li[2].share,
+                   li[0].share);
+      CHILD_EXPECT(li[n - 1].role == DS4TP_LINK_STANDBY && li[n - 1].state == 1, tp);
+      return final_barrier(tp);
+    };
+    Outcome o = run_pair(s, b, b);
+    REQUIRE_RANKS_OK(o);
+  }
+}
+
+TEST_CASE("rdma rails: a primary cut beside a rail moves the pair to its standby") {
+  Provider p;
+  RankSetup s = quick_bigs(rails_setup("fv1", "fv1"));
+  // The worker's fv0 loses what it sends from its 10th send on: attach
+  // sends 7 there (a warm-up, a 2 MiB sample, four pings), so the third
+  // row gate is lost. The wait names no rail: the pair goes to tcp.
   Body b = [](ds4tp_pair *tp, Ctx &c) -> int {
-    ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.rank == 1 ? "cut=7@1" : nullptr);
+    ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.rank == 1 ? "cut=10@0" : nullptr);
     CHILD_EXPECT_OK(connect_attach(tp), tp);
     if (int rc = rdma_links(tp)) return rc;
     Seqs q;
@@ -122,7 +174,11 @@ TEST_CASE("rdma rails: a rail cut mid big gates moves the pair to its standby, b
     CHILD_EXPECT(ds4tp_transport_active(tp) == DS4TP_TRANSPORT_TCP, tp);
     CHILD_EXPECT(failovers(tp) == 1, tp, "failovers %llu", (unsigned long long)failovers(tp));
     const std::string line = logged("resuming over the standby tcp link");
-    CHILD_EXPECT(line.find("big gate (") != std::string::npos, tp, "log: %s", line.c_str());
+    CHILD_EXPECT(line.find("row gate (") != std::string::npos, tp, "log: %s", line.c_str());
+    ds4tp_link_info li[4];
+    CHILD_EXPECT(ds4tp_links(tp, li, 4, sizeof li[0]) == 3 && li[0].state == -1 &&
+                     li[1].state == -1 && li[2].state == 1 && li[2].row,
+                 tp);
     return final_barrier(tp);
   };
   Outcome o = run_pair(s, b, b);
@@ -208,4 +264,27 @@ TEST_CASE("rdma rails: crossed rails are named at attach on both ranks") {
     Outcome o = run_pair(s, b, b);
     REQUIRE_RANKS_OK(o);
   }
+}
+
+TEST_CASE("rdma rails: links that cannot be made again after a rail's loss fail the pair, naming both") {
+  Provider p;
+  RankSetup s = quick_bigs(rails_setup("fv1", "fv1"));
+  // The worker's rail goes silent in the first big gate (cut=7@1, as
+  // above) and every queue pair its fv0 makes after the first never
+  // receives: the primary made again fails its warm-up on both ranks.
+  Body b = [](ds4tp_pair *tp, Ctx &c) -> int {
+    ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.rank == 1 ? "cut=7@1,dead_after=1@0" : nullptr);
+    CHILD_EXPECT_OK(connect_attach(tp), tp);
+    std::vector<uint8_t> out(kBigBytes, uint8_t(1 + c.rank)), in(kBigBytes);
+    const int rc = ds4tp_big_gate_exchange(tp, 3, 1, out.data(), in.data(), out.size());
+    const std::string m = ds4tp_errmsg(tp);
+    CHILD_EXPECT(rc != DS4TP_OK &&
+                     m.find("failover to rdma over the other links failed") != std::string::npos,
+                 tp, "rc %d message: %s", rc, m.c_str());
+    CHILD_EXPECT_RC(ds4tp_big_gate_exchange(tp, 3, 2, out.data(), in.data(), out.size()),
+                    DS4TP_EFAILED, tp);
+    return 0;
+  };
+  Outcome o = run_pair(s, b, b);
+  REQUIRE_RANKS_OK(o);
 }

@@ -261,6 +261,7 @@ TEST_CASE("failover messages round trip and refuse what is not theirs, naming wh
   r.in_flight = {uint16_t(GateKind::Batch), 2, 5, 9, 81920};
   r.done = {uint16_t(GateKind::Row), 1, 1, 44, 16384};
   r.holds_done = true;
+  r.lost_links = 0x06;  // rails 1 and 2
   r.reason = "rdma: a send work request failed";
   uint8_t rb[kResumeBytes];
   encode_resume(r, rb);
@@ -269,6 +270,7 @@ TEST_CASE("failover messages round trip and refuse what is not theirs, naming wh
   CHECK(rr.in_flight == r.in_flight);
   CHECK(rr.done == r.done);
   CHECK(rr.holds_done);
+  CHECK(rr.lost_links == 0x06);
   CHECK(rr.reason == r.reason);
 
   struct Bad {
@@ -300,7 +302,7 @@ TEST_CASE("failover messages round trip and refuse what is not theirs, naming wh
       {"truncated", 0, 'D', 100, "truncated: 100 of 256"},
       {"magic", 1, 0, kResumeBytes, "bad resume message magic"},
       {"version", 4, 2, kResumeBytes, "version 2"},
-      {"flags", 6, 2, kResumeBytes, "flags 0x2 unknown"},
+      {"flags", 6, 2, kResumeBytes, "flags 0x602 unknown"},
       {"gate magic", 8, 0, kResumeBytes, "bad gate header magic"},
       {"kind", 12, 7, kResumeBytes, "names gate kinds 7 and 1"},
       {"unterminated", kResumeBytes - 1, 'x', kResumeBytes, "not NUL-terminated text"},

@@ -84,7 +84,8 @@ typedef struct ds4tp_options {
    * when the peer offers one too; a primary that fails mid-gate is left
    * for it, the gate runs again there and the call succeeds
    * (ds4tp_transport_active then says tcp, ds4tp_stats.failovers counts
-   * it). 0: no standby; a failed primary fails the pair, as any
+   * it; an rdma pair that lost only rails stays on rdma, over its other
+   * links, the standby their data connection). 0: no standby; a failed primary fails the pair, as any
    * data-plane failure of a pair without a standby does. */
   int32_t failover;
 
@@ -106,8 +107,10 @@ typedef struct ds4tp_options {
    * more across them in proportion to their rates; row and batch gates
    * stay on rdma_device's link. Lists of different lengths fail
    * ds4tp_connect, a rail whose cable joins another port (crossed rails)
-   * fails ds4tp_attach_slab, naming the rail. NULL or "" = none; ignored
-   * (with a warning) when the pair does not run rdma. */
+   * fails ds4tp_attach_slab, naming the rail. With failover, a rail lost
+   * mid-gate is left and the pair goes on over rdma on the other links.
+   * NULL or "" = none; ignored (with a warning) when the pair does not
+   * run rdma. */
   const char *rdma_rails;
 } ds4tp_options;
 

@@ -51,7 +51,8 @@ typedef struct ds4tp_stats {
   /* its shm steps within the host and, on leaders, in the steps across. */
   ds4tp_stats_hist group_host_step, group_across_step;
   /* Pairs: times the primary link (rdma, shm, tcp rails) failed and   */
-  /* the pair went on over its standby tcp link (ds4tp_options.failover). */
+  /* the pair went on over its standby tcp link, or an rdma pair went  */
+  /* on without a lost rail (ds4tp_options.failover).                  */
   uint64_t failovers;
 } ds4tp_stats;
 

@@ -91,7 +91,7 @@ int Pair::connect_once(Error &err) {
     else if (d.probe_on_request && opt_.transport == DS4TP_TRANSPORT_AUTO)
       log_.info("{} not offered, auto will use shm or tcp: {}", d.name, offers[i].why);
   }
-  if (opt_.failover) mine.caps |= wire::kCapStandby;
+  if (opt_.failover) mine.caps |= wire::kCapStandby | wire::kCapLostLinks;
   if (!opt_.rails.empty()) mine.caps |= wire::kCapRails;
   mine.caps |= (uint32_t(opt_.rdma_rails.size()) << wire::kCapRdmaRailsShift) &
                wire::kCapRdmaRailsMask;  // at most 7 (options_from_c)

@@ -37,11 +37,12 @@ int Pair::add_standby(const transport::Connection &c, net::Fd primary_data, Erro
   fc.primary_kind = transport();
   fc.control_fd = control_.get();
   fc.log = log_;
+  fc.name_lost_links = (peer_.caps & wire::kCapLostLinks) != 0;
   // Test only (`ds4tp pair --fail-primary-after N`): give the primary up at gate N.
   if (const char *v = std::getenv("DS4TP_TEST_FAIL_PRIMARY_AFTER"); v != nullptr && *v != 0)
     fc.drop_primary_at = std::strtoull(v, nullptr, 10);
-  fc.switched = [this] {
-    transport_kind_.store(DS4TP_TRANSPORT_TCP, std::memory_order_release);
+  fc.switched = [this](int transport) {
+    transport_kind_.store(transport, std::memory_order_release);
     failovers_.fetch_add(1, std::memory_order_relaxed);
   };
   log_.info("failover on: a standby tcp link is open beside {}", transport_->name());

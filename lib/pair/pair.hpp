@@ -227,7 +227,7 @@ class Pair {
   // gates write it); declared before everything that reads it.
   talk::PeerState peer_state_;
   std::unique_ptr<Transport> transport_;
-  std::atomic<int> transport_kind_{DS4TP_TRANSPORT_AUTO};  // tcp after a failover
+  std::atomic<int> transport_kind_{DS4TP_TRANSPORT_AUTO};  // what carries gates after a failover
   std::atomic<uint64_t> failovers_{0};
   // Wraps transport_ in a failover transport when both ranks can open a
   // standby link (connect.cpp); logs why not otherwise.

@@ -9,11 +9,10 @@
 #include <vector>
 
 #include "common/clock.hpp"
-#include "os/wait.hpp"
 #include "talk/peer_state.hpp"
 #include "transport/rail_share.hpp"
+#include "transport/resume_wait.hpp"
 #include "transport/tcp/big_exchange.hpp"
-#include "transport/tcp/gate_stream.hpp"
 #include "transport/tcp/striped.hpp"
 #include "transport/tcp/transport.hpp"
 #include "wire/failover.hpp"
@@ -72,8 +71,13 @@ class FailoverTransport final : public Transport {
     return primary_->setup_retries();
   }
   bool links(std::vector<LinkInfo> &out) const override {
+    if (remade_) return remade_links(out);
     const size_t first = out.size();
-    if (!primary_->links(out)) {  // rails report their own
+    // Rails report their own (rdma's only while attached: then as they
+    // were when the primary failed).
+    if (!primary_->links(out) && !before_.empty()) {
+      out.insert(out.end(), before_.begin(), before_.end());
+    } else if (out.size() == first) {
       LinkInfo p;
       p.transport = cfg_.primary_kind;
       p.role = DS4TP_LINK_DATA;
@@ -213,7 +217,17 @@ class FailoverTransport final : public Transport {
   // to arrive, or one progress deadline (a peer that may not be in a gate).
   enum class Await { Arrival, Progress };
   int fail_over(const Call &c, int rc, Error &err, Await await);
-  int await_resume(uint64_t limit_ns, wire::Resume &peer, std::string &why);
+  // The transport that carries the pair from now on: the primary made
+  // again without the lost links where both ranks named only rails of it
+  // (`lost`), else tcp over the standby and the rails kept beside it.
+  void take_standby(uint32_t lost, bool clean);
+  // links() once the primary was made again: its links as they were,
+  // those kept as they are now, the others lost; the standby its data
+  // connection.
+  bool remade_links(std::vector<LinkInfo> &out) const;
+  int await_resume(uint64_t limit_ns, wire::Resume &peer, std::string &why) {
+    return read_resume(standby_.get(), cfg_.control_fd, cfg_.data.peer, limit_ns, peer, why);
+  }
 
   std::unique_ptr<Transport> primary_;
   net::Fd primary_data_;
@@ -224,6 +238,8 @@ class FailoverTransport final : public Transport {
   std::string lost_name_;  // the primary in messages: "rdma link", "tcp rails"
   std::unique_ptr<Transport> tcp_;  // once failed over
   std::vector<int> kept_;           // the primary's rails that tcp_ runs on too
+  bool remade_ = false;             // tcp_ is the primary made again without lost links
+  std::vector<LinkInfo> before_;    // the primary's links when it failed
   Call done_;                       // the last completed gate
   uint64_t gates_ = 0;              // the test hook's count
   bool broken_ = false;             // a failover failed: nothing carries the pair
@@ -247,6 +263,11 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   // (its resume comes after that) is never taken for the first.
   pollfd pf{standby_.get(), POLLIN, 0};
   const bool followed = ::poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN) != 0;
+  // Which links this rank's gate found lost (rdma rails; from its own
+  // evidence, so a rank that only follows may name them too).
+  const uint32_t lost_here = primary_->lost_links();
+  before_.clear();
+  (void)primary_->links(before_);
 
   // Nothing of the primary lands in the slab from now on, and the peer's
   // primary waits see its data connection go.
@@ -257,6 +278,7 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   mine.in_flight = c.header();
   mine.done = done_.header();
   mine.holds_done = holds_done(c);
+  mine.lost_links = cfg_.name_lost_links ? uint8_t(lost_here) : 0;
   mine.reason = followed ? "it left the link only after this rank did"
                          : lost.substr(0, wire::kResumeReasonMax);
   uint8_t b[wire::kResumeBytes];
@@ -304,15 +326,15 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
     return h.kind == uint16_t(GateKind::Big) && h.bytes >= kStripeMinBytes;
   };
   const bool clean = !striped(mine.in_flight) && !striped(peer.in_flight);
-  tcp_ = primary_->over_standby(standby_, cfg_.rank, clean, kept_);
-  if (tcp_ == nullptr) {
-    const char *bad = nullptr;
-    const tcp::BigPlan plan = tcp::choose_big_plan(standby_.get(), cfg_.rank, bad);
-    tcp_ = make_tcp_transport(std::move(standby_), cfg_.data, plan, "standby link");
-  }
+  const uint32_t lost_links = uint32_t(mine.lost_links | peer.lost_links);
+  take_standby(lost_links, clean);
   if (int arc = tcp_->attach(base_, layout_, err)) {
     broken_ = true;
-    return arc;
+    if (!remade_) return arc;
+    // Closed at once, so a peer still in the set-up frames leaves them.
+    tcp_.reset();
+    return err.set(arc, "{}; failover to {} over the other links failed: {}", lost,
+                   primary_->name(), err.message);
   }
   live_ = tcp_.get();
   const std::string from =
@@ -320,15 +342,20 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
                              describe(mine.in_flight))
       : behind ? describe(mine.in_flight) + ", which the peer completed"
                : describe(mine.in_flight);
+  std::string what = lost_name_, onto = "the standby tcp link";
+  if (remade_) {
+    what = "rdma rail";
+    for (int k = 1; k < wire::kMaxLinks; k++)
+      if ((lost_links >> k & 1u) != 0) what += fmt::format(" {}", k);
+    onto = fmt::format("{} over the other links", primary_->name());
+  }
   if (followed)
-    cfg_.log.warn("{} lost at {}, as the peer found: {}; resuming over the standby tcp "
-                  "link from {}",
-                  lost_name_, describe(mine.in_flight), peer.reason, from);
+    cfg_.log.warn("{} lost at {}, as the peer found: {}; resuming over {} from {}", what,
+                  describe(mine.in_flight), peer.reason, onto, from);
   else
-    cfg_.log.warn("{} lost at {}: {}; resuming over the standby tcp link from {} (the "
-                  "peer: {})",
-                  lost_name_, describe(mine.in_flight), lost, from, peer.reason);
-  if (cfg_.switched) cfg_.switched();
+    cfg_.log.warn("{} lost at {}: {}; resuming over {} from {} (the peer: {})", what,
+                  describe(mine.in_flight), lost, onto, from, peer.reason);
+  if (cfg_.switched) cfg_.switched(remade_ ? cfg_.primary_kind : DS4TP_TRANSPORT_TCP);
 
   if (ahead || behind)
     if (int crc = catch_up(ahead ? done_ : c, ahead, err)) return crc;
@@ -344,54 +371,53 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   return rrc;
 }
 
-// Reads the peer's resume message from the standby link within `limit`,
-// ended early by the peer's liveness verdict or its control connection.
-int FailoverTransport::await_resume(uint64_t limit, wire::Resume &peer, std::string &why) {
-  const int fd = standby_.get();
-  net::set_nonblocking(fd);
-  os::PeerWatch watch;
-  watch.watch_socket(cfg_.control_fd, "control connection");
-  talk::watch_peer(watch, cfg_.data.peer);
-  os::WaitPolicy block_at_once;
-  os::Waiter w(block_at_once, &watch);
-  const uint64_t deadline = os::deadline_after(w.now(), limit);
-  uint8_t b[wire::kResumeBytes];
-  size_t got = 0;
-  while (got < sizeof b) {
-    const ssize_t n = ::recv(fd, b + got, sizeof b - got, MSG_DONTWAIT);
-    if (n > 0) {
-      got += size_t(n);
-      w.progress();
-      continue;
-    }
-    // A reset: the peer closed it with this rank's resume unread.
-    if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE))) {
-      why = "the peer closed the standby link too (it has exited)";
-      return DS4TP_EPEERCLOSED;
-    }
-    if (!tcp::retry_later(errno)) {
-      why = fmt::format("the standby link failed: {}", std::strerror(errno));
-      return DS4TP_EIO;
-    }
-    const int rc = w.idle(deadline, [&](uint64_t) {
-      pollfd p{fd, POLLIN, 0};
-      ::poll(&p, 1, std::min(ms_left(deadline), kLivenessSliceMs));
-    });
-    if (rc == DS4TP_ETIMEDOUT) {
-      why = fmt::format("the peer did not come to the standby link within {} ms", limit / 1000000);
-      return rc;
-    }
-    if (rc != DS4TP_OK) {
-      why = watch.silent() ? watch.why() : "the peer " + watch.why();
-      return rc;
-    }
+void FailoverTransport::take_standby(uint32_t lost, bool clean) {
+  kept_.clear();
+  if (lost != 0 && (lost & 1u) == 0) tcp_ = primary_->remake_without(standby_, lost, kept_);
+  remade_ = tcp_ != nullptr;
+  if (remade_) return;
+  kept_.clear();
+  tcp_ = primary_->over_standby(standby_, cfg_.rank, clean, kept_);
+  if (tcp_ != nullptr) return;
+  const char *bad = nullptr;
+  const tcp::BigPlan plan = tcp::choose_big_plan(standby_.get(), cfg_.rank, bad);
+  tcp_ = make_tcp_transport(std::move(standby_), cfg_.data, plan, "standby link");
+}
+
+bool FailoverTransport::remade_links(std::vector<LinkInfo> &out) const {
+  const size_t first = out.size();
+  for (LinkInfo l : before_) {
+    l.state = -1;
+    l.row = false;
+    l.share = 0;
+    out.push_back(l);
   }
-  Error de;
-  if (wire::decode_resume(b, sizeof b, peer, de) != DS4TP_OK) {
-    why = de.message;
-    return DS4TP_EPROTO;
+  // The made-again transport's link 0 is the primary, its link j the old
+  // link kept_[j - 1]; one link alone lists none.
+  std::vector<LinkInfo> now;
+  if (broken_ || tcp_ == nullptr) {
+    // Making the links again failed: none carries the pair.
+  } else if (!tcp_->links(now)) {
+    LinkInfo p = before_.empty() ? LinkInfo{} : before_[0];
+    p.share = 0;
+    now.push_back(p);
   }
-  return DS4TP_OK;
+  for (size_t j = 0; j < now.size() && j <= kept_.size(); j++) {
+    const size_t at = first + (j == 0 ? 0 : size_t(kept_[j - 1]));
+    if (at >= out.size()) break;
+    out[at].state = 1;
+    out[at].row = j == 0;
+    out[at].share = now[j].share;
+    out[at].rate_mbit = now[j].rate_mbit;
+    out[at].rtt_us = now[j].rtt_us;
+  }
+  LinkInfo s;
+  s.transport = DS4TP_TRANSPORT_TCP;
+  s.role = DS4TP_LINK_STANDBY;
+  s.state = broken_ ? -1 : 1;  // the data connection of the links made again
+  s.row = false;
+  out.push_back(s);
+  return true;
 }
 
 }  // namespace

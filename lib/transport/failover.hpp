@@ -20,6 +20,12 @@
 // for its resume message as a gate would (liveness, arrival deadline),
 // and the primary's error is returned with why failover did not help.
 //
+// An rdma pair with rails: the resume also names the links that the
+// first rank to give up found lost. Where those are rails only, the rdma
+// transport is made again without them (queue pairs and warm-ups anew,
+// the standby tcp link its data connection) instead of moving to tcp; a
+// lost primary, or a loss that names no link, moves to tcp.
+//
 // Threading and ownership as Transport: one gate thread; the failover
 // itself runs on it, inside the failing gate. The primary stays owned
 // (detached) after a failover: a shm slab the engine got from it lives on.
@@ -43,10 +49,15 @@ struct FailoverConfig {
   // Test only: the primary is given up at this gate (counting row,
   // batch and big gates from 1) as if it had failed; 0: never.
   uint64_t drop_primary_at = 0;
+  // The peer names lost rdma rails in its resume too (hello capability
+  // kCapLostLinks): only then does this rank name them.
+  bool name_lost_links = false;
   Logger log;
   // Runs on the gate thread once the standby carries the pair (the
-  // transport has logged which gate moved and why).
-  std::function<void()> switched;
+  // transport has logged which gate moved and why): `transport` is what
+  // carries gates now (DS4TP_TRANSPORT_*: tcp, or the primary's kind
+  // when it was made again without a lost rail).
+  std::function<void(int transport)> switched;
 };
 
 // `primary_data`: a duplicate of the primary's data connection, shut down

@@ -86,6 +86,19 @@ class Transport {
   virtual std::unique_ptr<Transport> over_standby(net::Fd &, int, bool, std::vector<int> &) {
     return nullptr;
   }
+  // The links the last failed gate found lost (bit k: link k, 0 the
+  // primary): an error completion on them, or only they owing when the
+  // progress deadline passed; 0 where the loss names no link (an rdma
+  // pair's rails; others always 0).
+  virtual uint32_t lost_links() const { return 0; }
+  // After give_up(), once both ranks resumed on the standby: this kind of
+  // transport made again over its other links (the standby its data
+  // connection), without those in `lost` (never link 0), their indexes
+  // here in `kept`; null where it cannot (rdma rails; others always null).
+  // Its attach brings the links up again, as at bring-up.
+  virtual std::unique_ptr<Transport> remake_without(net::Fd &, uint32_t, std::vector<int> &) {
+    return nullptr;
+  }
   // A slab the transport allocated in memory the peer reaches directly
   // (shm: this rank's segment), which ds4tp_attach_slab(pair, NULL, 0)
   // hands out instead of private memory; nullptr when it has none.

@@ -74,7 +74,7 @@ int decode_standby(const uint8_t *buf, size_t len, StandbyMsg &out, Error &err) 
 void encode_resume(const Resume &r, uint8_t out[kResumeBytes]) {
   put_u32(out, kResumeMagic);
   put_u16(out + 4, kResumeVersion);
-  put_u16(out + 6, r.holds_done ? 1 : 0);
+  put_u16(out + 6, uint16_t((r.holds_done ? 1 : 0) | r.lost_links << 8));
   encode_gate_header(r.in_flight, out + 8);
   encode_gate_header(r.done, out + 40);
   put_reason(out + 72, kResumeBytes - 72, r.reason);
@@ -90,8 +90,10 @@ int decode_resume(const uint8_t *buf, size_t len, Resume &out, Error &err) {
     return err.set(DS4TP_EPROTO, "resume message version {} (this library speaks {})",
                    get_u16(buf + 4), kResumeVersion);
   const uint16_t flags = get_u16(buf + 6);
-  if (flags > 1) return err.set(DS4TP_EPROTO, "resume message flags 0x{:x} unknown", flags);
-  out.holds_done = flags == 1;
+  if ((flags & 0xFEu) != 0)
+    return err.set(DS4TP_EPROTO, "resume message flags 0x{:x} unknown", flags);
+  out.holds_done = (flags & 1u) != 0;
+  out.lost_links = uint8_t(flags >> 8);
   if (int rc = decode_gate_header(buf + 8, 32, out.in_flight, err)) return rc;
   if (int rc = decode_gate_header(buf + 40, 32, out.done, err)) return rc;
   if (!known_kind(out.in_flight.kind, false) || !known_kind(out.done.kind, true))

@@ -18,7 +18,10 @@
 //   the gate this rank is in | gate header: the last gate it completed
 //   (kind 0: none) | 184 bytes reason (NUL-padded)
 // flags bit 0: this rank still holds its partial of the completed gate
-// (it can send it again).
+// (it can send it again); bits 8..15: the links of an rdma pair with
+// rails that this rank found lost (bit 8 + k: link k, 0 the primary;
+// set only where both ranks' hellos carry kCapLostLinks: a peer that
+// does not read these bits never meets them).
 #pragma once
 
 #include <cstddef>
@@ -76,6 +79,7 @@ struct Resume {
   GateHeader in_flight;  // the gate this rank is in
   GateHeader done;       // the last gate it completed (kind 0: none)
   bool holds_done = false;  // its partial of `done` is still where it was
+  uint8_t lost_links = 0;   // bit k: link k found lost (rdma rails)
   std::string reason;       // why this rank left the primary
 };
 

@@ -74,6 +74,10 @@ enum : uint32_t {
   // one rank pairs with rail k of the other, so the counts must match.
   kCapRdmaRailsShift = 10,
   kCapRdmaRailsMask = 7u << kCapRdmaRailsShift,
+  // Not a transport: the rank names the rdma rails it found lost in its
+  // resume message (wire/failover.hpp), and reads the peer's; a pair
+  // where both do goes on over rdma without a lost rail.
+  kCapLostLinks = 1u << 13,
 };
 
 struct Identity {

@@ -31,6 +31,8 @@
 //   wc=S@N        the N-th send completes with ibv_wc_status S, not sent
 //   dead=K        the first K QPs of this process never receive
 //   dead=K@D      the first K QPs it creates on device D never receive
+//   dead_after=K@D  every QP it creates on device D after its first K never
+//                 receives (a port that dies between two bring-ups)
 //   port_down     port 1 is DOWN
 //   no_ipv4_gid   GID 1 is empty (only the link-local fe80::1)
 //   no_gid        every GID is empty
@@ -82,6 +84,11 @@ Config read_config() {
       char *e = nullptr;
       c.dead_qps = uint32_t(std::strtoul(t.c_str() + 5, &e, 0));
       if (e && *e == '@') c.dead_device = int(std::strtol(e + 1, nullptr, 0));
+    }
+    if (t.rfind("dead_after=", 0) == 0) {
+      char *e = nullptr;
+      c.dead_after = uint32_t(std::strtoul(t.c_str() + 11, &e, 0));
+      if (e && *e == '@') c.dead_after_device = int(std::strtol(e + 1, nullptr, 0));
     }
     if (t.rfind("wc=", 0) == 0) {
       char *e = nullptr;
@@ -316,7 +323,9 @@ FV_API ibv_qp *ibv_create_qp(ibv_pd *pd, ibv_qp_init_attr *a) {
   q->cfg = cfg;
   const int dev = device_of(pd->context);
   const uint32_t nth = cfg.dead_device < 0 ? g_created : g_device_created[dev];
-  q->dead_in = (cfg.dead_device < 0 || cfg.dead_device == dev) && nth < cfg.dead_qps;
+  q->dead_in = ((cfg.dead_device < 0 || cfg.dead_device == dev) && nth < cfg.dead_qps) ||
+               (cfg.dead_after != 0 && cfg.dead_after_device == dev &&
+                g_device_created[dev] >= cfg.dead_after);
   g_created++;
   g_device_created[dev]++;
   a->cap.max_send_wr = q->max_send = std::min<uint32_t>(a->cap.max_send_wr, kMaxWr);

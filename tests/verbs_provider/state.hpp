@@ -23,6 +23,8 @@ struct Config {
   int wc_status = 0;
   uint32_t dead_qps = 0;
   int dead_device = -1;  // dead_qps counts this device's QPs only (-1: all QPs)
+  uint32_t dead_after = 0;      // QPs after this many on dead_after_device never receive (0: off)
+  int dead_after_device = 0;
   bool port_down = false, no_ipv4 = false, no_gid = false;
   std::string fail;  // the call made to fail
 };

@@ -8,8 +8,11 @@
 // it on the data connection; the worker takes it as it is.
 //
 // Row and batch gates stay on the primary: its receive windows and drains
-// are the pair's ordering. A rail lost in a striped gate fails the gate
-// like a primary loss, so a pair with a standby fails over to tcp.
+// are the pair's ordering. A rail lost in a striped gate fails the gate;
+// the failover (transport/failover.hpp) learns which link from
+// lost_links(), and where both ranks named only rails, makes the
+// transport again without them (remake_without) over the standby tcp
+// link, so the pair goes on over rdma; a lost primary goes to tcp.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +20,7 @@
 #include "common/clock.hpp"
 #include "transport/rail_share.hpp"
 #include "transport/rdma/probe.hpp"
+#include "transport/rdma/setup_link.hpp"
 #include "transport/rdma/transport_impl.hpp"
 
 namespace ds4tp::rdma {
@@ -87,6 +91,35 @@ bool RdmaTransport::links(std::vector<LinkInfo> &out) const {
     out.push_back(l);
   }
   return true;
+}
+
+std::unique_ptr<Transport> RdmaTransport::remake_without(net::Fd &standby, uint32_t lost,
+                                                         std::vector<int> &kept) {
+  // Link 0, or a link this pair does not have (both ranks have as many):
+  // nothing to go on with.
+  if (rails_.empty() || (lost & 1u) != 0 || (lost >> (1 + rails_.size())) != 0 ||
+      dev_ == nullptr)
+    return nullptr;
+  Endpoint ep;
+  std::string gone;
+  for (size_t j = 0; j < rails_.size(); j++) {
+    if ((lost >> (j + 1) & 1u) != 0) {
+      gone += fmt::format("{}rail {} ({})", gone.empty() ? "" : ", ", j + 1,
+                          rails_[j].dev->describe());
+      continue;
+    }
+    kept.push_back(int(j + 1));
+    ep.rails.push_back(std::move(rails_[j].dev));
+  }
+  log_.warn("rdma: going on without {}: the primary and {} rail(s) are brought up again, the "
+            "standby tcp link their data connection",
+            gone, ep.rails.size());
+  ep.device = std::move(dev_);
+  ep.link = make_socket_setup_link(standby.get());
+  ep.data = std::move(standby);
+  ep.control_fd = control_fd_;
+  ep.rank = rank_;
+  return make_rdma_transport(std::move(ep), cfg_, tun_, sched_, log_);
 }
 
 int RdmaTransport::attach_rails(Error &err) {

@@ -15,38 +15,6 @@
 
 namespace ds4tp::rdma {
 
-
-uint32_t row_tag(uint64_t seq, uint32_t chunk) {
-  return kTagRow << 28 | uint32_t(seq & 0xFFFFFu) << 8 | (chunk & 0xFFu);
-}
-uint32_t batch_tag(uint64_t seq, uint32_t message) {
-  return kTagBatch << 28 | uint32_t(seq & 0xFFFFu) << 12 | (message & 0xFFFu);
-}
-uint32_t big_tag(uint32_t round, uint32_t message) {
-  return kTagBig << 28 | (round & 0xFFFu) << 16 | (message & 0xFFFFu);
-}
-uint32_t drain_tag(uint32_t message) { return kTagDrain << 28 | (message & 0x0FFFFFFFu); }
-uint32_t warm_tag(uint32_t attempt) { return kTagWarm << 28 | (attempt & 0x0FFFFFFFu); }
-
-std::string describe_tag(uint32_t imm) {
-  switch (imm >> 28) {
-    case kTagRow:
-      return fmt::format("row gate seq ...{} (low 20 bits) message {}", (imm >> 8) & 0xFFFFF,
-                         imm & 0xFF);
-    case kTagBatch:
-      return fmt::format("batch gate seq ...{} (low 16 bits) message {}", (imm >> 12) & 0xFFFF,
-                         imm & 0xFFF);
-    case kTagBig:
-      return fmt::format("big gate round {} message {}", (imm >> 16) & 0xFFF, imm & 0xFFFF);
-    case kTagDrain: return fmt::format("drain message {}", imm & 0x0FFFFFFF);
-    case kTagWarm:
-      if ((imm & 0x0FFFFF00u) == 0 || (imm & 0x0FFFFF00u) > 0x200)
-        return fmt::format("warm-up of attempt {}", imm & 0x0FFFFFFF);
-      return fmt::format("{} of link {}", (imm & 0x300) == 0x100 ? "sample" : "ping", imm & 0xFF);
-    default: return fmt::format("unknown message (immediate 0x{:08x})", imm);
-  }
-}
-
 // ---------------------------------------------------------------------
 // Completions
 
@@ -99,6 +67,20 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
     return n;
   };
   const uint64_t recv_at_start = received();
+  // lost_links(): the rails still owing once nothing moved for half the
+  // deadline while the primary owes nothing (a primary owing too may as
+  // well mean a stalled peer). Also when the peer leaves first: the rank
+  // whose rail went quiet may be the one that follows. (Each gate starts
+  // with none named: GateStart.)
+  auto name_stuck_rails = [&] {
+    const bool primary_owes = want_recv > qpl_.recv_done || want_send > qpl_.send_done;
+    if (!met || primary_owes || now_ns() - w.last_progress() < idle_ns / 2) return;
+    for (int k = 1; k < links; k++) {
+      const QpLink &l = link(k);
+      if (l.qp && (rail_recv[k - 1] > l.recv_done || l.send_posted > l.send_done))
+        lost_ |= 1u << k;
+    }
+  };
   for (;;) {
     uint64_t recv_left = 0, send_left = 0;
     owed(recv_left, send_left);
@@ -107,6 +89,7 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
     for (int k = 0; k < links && n >= 0; k++) {
       if (!link(k).qp) continue;
       const int got = poll_link(k, err);
+      if (got < 0) lost_ |= 1u << k;
       n = got < 0 ? got : n + got;
     }
     if (n < 0) return err.set(n, "rdma {}: {}", op.str(), err.message);
@@ -130,20 +113,24 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
                      "rdma {}: {} (this rank waited for {} more receive(s) and {} send "
                      "completion(s))",
                      op.str(), watch_.why(), recv_left, send_left);
-    if (rc == DS4TP_EPEERCLOSED)
+    if (rc == DS4TP_EPEERCLOSED) {
+      name_stuck_rails();
       return err.set(DS4TP_EPEERCLOSED,
                      "rdma {}: the peer closed the {} connection while this rank waited for "
                      "{} more receive(s) and {} send completion(s); the peer process has "
                      "probably exited",
                      op.str(), watch_.socket_name() ? watch_.socket_name() : "data", recv_left,
                      send_left);
+    }
     if (rc == DS4TP_ETIMEDOUT && !met) return not_reached(op, meet_ns, err);
-    if (rc == DS4TP_ETIMEDOUT)
+    if (rc == DS4TP_ETIMEDOUT) {
+      name_stuck_rails();
       return err.set(DS4TP_ETIMEDOUT,
                      "rdma {} timed out: nothing completed for {} ms while {} receive(s) and "
                      "{} send completion(s) were outstanding{}; the peer is stalled or not at "
                      "this gate, or a message was lost on the connection",
                      op.str(), idle_ns / 1000000, recv_left, send_left, owing(rail_recv));
+    }
   }
 }
 
@@ -228,7 +215,7 @@ int RdmaTransport::drain(uint64_t upto, const Op &op, Error &err) {
 
 int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq,
                         uint64_t start_ns, Error &err) {
-  GateStart start(gate_start_, start_ns);
+  GateStart start(gate_start_, lost_, start_ns);
   Op op{uint16_t(GateKind::Row), layer, gate, seq, ""};
   if (window_ != Window::Rows || seq != row_next_) {
     if (window_ == Window::Rows) {
@@ -270,7 +257,7 @@ int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t s
 
 int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
                               Error &err) {
-  GateStart start(gate_start_, start_ns);
+  GateStart start(gate_start_, lost_, start_ns);
   Op op{uint16_t(GateKind::Batch), index, rows, seq, ""};
   const uint64_t vec = L_.vec_bytes;
   auto post_gate = [&](uint32_t idx, uint32_t nrows, uint64_t s) -> int {
@@ -327,7 +314,7 @@ int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint6
 
 int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void *inp,
                             uint64_t bytes, uint64_t start_ns, Error &err) {
-  GateStart start(gate_start_, start_ns);
+  GateStart start(gate_start_, lost_, start_ns);
   Op op{uint16_t(GateKind::Big), layer, 0, seq, ""};
   auto *out = static_cast<const uint8_t *>(outp);
   auto *in = static_cast<uint8_t *>(inp);

@@ -174,7 +174,7 @@ class RdmaTransport final : public Transport {
       w.bytes = l.piece(i, bytes);
       expect[w.wr_id % expect.size()] = {w.wr_id, w.bytes, tag(uint32_t(i))};
     }, err);
-    return rc ? err.set(rc, "rdma {}{}: {}", op.str(), rail_name(k), err.message) : DS4TP_OK;
+    return rc ? refused(k, rc, op, err) : DS4TP_OK;
   }
   template <typename Tag>
   int post_run_recv(uint8_t *dst, uint64_t bytes, Tag tag, const Op &op, Error &err) {
@@ -205,7 +205,13 @@ class RdmaTransport final : public Transport {
                                    s.bytes = l.piece(i, bytes);
                                    s.imm = tag(uint32_t(i));
                                  }, err);
-    return rc ? err.set(rc, "rdma {}{}: {}", op.str(), rail_name(k), err.message) : DS4TP_OK;
+    return rc ? refused(k, rc, op, err) : DS4TP_OK;
+  }
+  // A post on link k refused: named in the error and, for a rail, in
+  // lost_links().
+  int refused(int k, int rc, const Op &op, Error &err) {
+    if (k > 0) lost_ |= 1u << k;
+    return err.set(rc, "rdma {}{}: {}", op.str(), rail_name(k), err.message);
   }
 
   // Posts `n` sends filled by `fill(k, work)`, waiting for send completions
@@ -274,8 +280,12 @@ class RdmaTransport final : public Transport {
   // read their own. Zero outside a gate (set-up waits read their own too).
   uint64_t gate_start_ = 0;
   uint64_t take_gate_start() { return std::exchange(gate_start_, 0); }
+  // Also starts the gate with no link named lost.
   struct GateStart {
-    GateStart(uint64_t &slot, uint64_t start_ns) : slot_(slot) { slot_ = start_ns; }
+    GateStart(uint64_t &slot, uint32_t &lost, uint64_t start_ns) : slot_(slot) {
+      slot_ = start_ns;
+      lost = 0;
+    }
     ~GateStart() { slot_ = 0; }
     GateStart(const GateStart &) = delete;
     GateStart &operator=(const GateStart &) = delete;
@@ -313,6 +323,9 @@ class RdmaTransport final : public Transport {
   // " on rail 2 (fv1 port 1 GID 1 (RoCE v2))" for k > 0, "" for the primary.
   std::string rail_name(int k) const;
   bool links(std::vector<LinkInfo> &out) const override;
+  uint32_t lost_links() const override { return lost_; }
+  std::unique_ptr<Transport> remake_without(net::Fd &standby, uint32_t lost,
+                                            std::vector<int> &kept) override;
 
   // ---- members -------------------------------------------------------
   std::unique_ptr<Device> dev_;
@@ -353,6 +366,7 @@ class RdmaTransport final : public Transport {
   std::vector<Rail> rails_;
   wire::RailPlan plan_;
   uint64_t stripe_round_ = 0;
+  uint32_t lost_ = 0;  // lost_links(): named by the gate in progress or last failed
 
   Window window_ = Window::Quiet;
   // Rows: receives for seqs [row_first_seq_, row_posted_] posted from ring

@@ -645,7 +645,8 @@ pub struct ds4tp_stats {
     pub group_host_step: ds4tp_stats_hist,
     /// Tiered groups, on leaders: per collective, the time in the steps across hosts.
     pub group_across_step: ds4tp_stats_hist,
-    /// Pairs: times the primary link failed and the pair went on over its standby tcp link.
+    /// Pairs: times the primary link failed and the pair went on over its standby tcp link,
+    /// or an rdma pair went on without a lost rail.
     pub failovers: u64,
 }
 

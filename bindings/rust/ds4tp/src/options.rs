@@ -68,7 +68,8 @@ pub struct Options {
     /// (default 300000; `ARRIVAL_UNLIMITED`: as long as it stays alive).
     pub peer_arrival_timeout_ms: i32,
     /// A standby tcp link beside an rdma or shm transport or tcp rails,
-    /// taken when they fail mid-gate (default true).
+    /// taken when they fail mid-gate (default true); an rdma pair that
+    /// loses only a rail goes on over rdma without it.
     pub failover: bool,
     /// The leader's IPv4 addresses of more tcp links a tcp pair stripes
     /// its big gates over, the same list on both ranks (None: none).
