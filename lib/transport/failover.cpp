@@ -4,8 +4,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -58,6 +56,7 @@ class FailoverTransport final : public Transport {
   const char *name() const override { return live_->name(); }
 
   int attach(uint8_t *base, const slab::Layout &layout, Error &err) override {
+    if (broken_) return refuse(err);
     base_ = base;
     layout_ = layout;
     return live_->attach(base, layout, err);
@@ -139,9 +138,9 @@ class FailoverTransport final : public Transport {
   // After a failover that did not help: the primary is detached and no
   // standby carries the pair (the pair has latched the failure already).
   int refuse(Error &err) const {
-    return err.set(DS4TP_EFAILED, "the {} failed and so did the failover to the standby "
-                   "tcp link: the pair cannot go on",
-                   lost_name_);
+    return err.set(DS4TP_EFAILED, "the {} failed and so did the failover{}: the pair cannot "
+                   "go on",
+                   lost_name_, remade_ ? " over the other rdma links" : " to the standby tcp link");
   }
   int dropped(Error &err) const {
     return err.set(DS4TP_EIO, "the {} {} given up on request (DS4TP_TEST_FAIL_PRIMARY_AFTER, "

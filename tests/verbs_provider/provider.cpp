@@ -31,8 +31,9 @@
 //   wc=S@N        the N-th send completes with ibv_wc_status S, not sent
 //   dead=K        the first K QPs of this process never receive
 //   dead=K@D      the first K QPs it creates on device D never receive
-//   dead_after=K@D  every QP it creates on device D after its first K never
-//                 receives (a port that dies between two bring-ups)
+//   dead_after=K@D  every QP it creates on device D (default 0) after its
+//                 first K (K >= 1) never receives: a port that dies between
+//                 two bring-ups
 //   port_down     port 1 is DOWN
 //   no_ipv4_gid   GID 1 is empty (only the link-local fe80::1)
 //   no_gid        every GID is empty

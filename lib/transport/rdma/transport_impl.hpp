@@ -198,19 +198,19 @@ class RdmaTransport final : public Transport {
     QpLink &l = link(k);
     uint64_t done = 0;
     const uint64_t n = l.messages(bytes);
-    int rc = n > l.send_room() ? err.set(DS4TP_EIO, "{} sends do not fit the send queue ({} "
-                                         "free)", n, l.send_room())
-                               : l.post_sends(n, done, [&](uint64_t i, SendWork &s) {
-                                   s.addr = src + i * l.msg;
-                                   s.bytes = l.piece(i, bytes);
-                                   s.imm = tag(uint32_t(i));
-                                 }, err);
+    if (n > l.send_room())  // the striped round is sized so this never is
+      return err.set(DS4TP_EIO, "rdma {}{}: {} sends do not fit the send queue ({} free)",
+                     op.str(), rail_name(k), n, l.send_room());
+    int rc = l.post_sends(n, done, [&](uint64_t i, SendWork &s) {
+      s.addr = src + i * l.msg;
+      s.bytes = l.piece(i, bytes);
+      s.imm = tag(uint32_t(i));
+    }, err);
     return rc ? refused(k, rc, op, err) : DS4TP_OK;
   }
-  // A post on link k refused: named in the error and, for a rail, in
-  // lost_links().
+  // A post on link k refused: named in the error and in lost_links().
   int refused(int k, int rc, const Op &op, Error &err) {
-    if (k > 0) lost_ |= 1u << k;
+    lost_ |= 1u << k;
     return err.set(rc, "rdma {}{}: {}", op.str(), rail_name(k), err.message);
   }
 
@@ -224,8 +224,7 @@ class RdmaTransport final : public Transport {
         if (int rc = wait_for(qpl_.recv_done, qpl_.send_done + 1, op, err)) return rc;
         continue;
       }
-      if (int rc = qpl_.post_sends(n, done, fill, err))
-        return err.set(rc, "rdma {}: {}", op.str(), err.message);
+      if (int rc = qpl_.post_sends(n, done, fill, err)) return refused(0, rc, op, err);
     }
     return DS4TP_OK;
   }
