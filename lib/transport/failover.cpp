@@ -375,7 +375,6 @@ void FailoverTransport::take_standby(uint32_t lost, bool clean) {
   if (lost != 0 && (lost & 1u) == 0) tcp_ = primary_->remake_without(standby_, lost, kept_);
   remade_ = tcp_ != nullptr;
   if (remade_) return;
-  kept_.clear();
   tcp_ = primary_->over_standby(standby_, cfg_.rank, clean, kept_);
   if (tcp_ != nullptr) return;
   const char *bad = nullptr;
@@ -393,10 +392,10 @@ bool FailoverTransport::remade_links(std::vector<LinkInfo> &out) const {
   }
   // The made-again transport's link 0 is the primary, its link j the old
   // link kept_[j - 1]; one link alone lists none.
+  // Nothing carries the pair where making the links again failed.
   std::vector<LinkInfo> now;
-  if (broken_ || tcp_ == nullptr) {
-    // Making the links again failed: none carries the pair.
-  } else if (!tcp_->links(now)) {
+  const bool carried = !broken_ && tcp_ != nullptr;
+  if (carried && !tcp_->links(now)) {
     LinkInfo p = before_.empty() ? LinkInfo{} : before_[0];
     p.share = 0;
     now.push_back(p);

@@ -20,11 +20,12 @@
 // for its resume message as a gate would (liveness, arrival deadline),
 // and the primary's error is returned with why failover did not help.
 //
-// An rdma pair with rails: the resume also names the links that the
-// first rank to give up found lost. Where those are rails only, the rdma
-// transport is made again without them (queue pairs and warm-ups anew,
-// the standby tcp link its data connection) instead of moving to tcp; a
-// lost primary, or a loss that names no link, moves to tcp.
+// An rdma pair with rails: each resume also names the links that rank
+// found lost (transport.hpp lost_links()). Where the two together name
+// rails only, the rdma transport is made again without them (queue pairs
+// and warm-ups anew, the standby tcp link its data connection) instead of
+// moving to tcp; a lost primary, or a loss that names no link, moves to
+// tcp.
 //
 // Threading and ownership as Transport: one gate thread; the failover
 // itself runs on it, inside the failing gate. The primary stays owned

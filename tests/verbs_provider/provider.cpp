@@ -61,6 +61,16 @@
 
 namespace fv {
 
+// A fault "name=A[@B]": sets a, and b where given; nothing for another one.
+template <typename A, typename B>
+static void number_at(const std::string &t, const char *name, A &a, B &b) {
+  const size_t n = std::strlen(name);
+  if (t.compare(0, n, name) != 0) return;
+  char *e = nullptr;
+  a = A(std::strtoull(t.c_str() + n, &e, 0));
+  if (e && *e == '@') b = B(std::strtoll(e + 1, nullptr, 0));
+}
+
 Config read_config() {
   Config c;
   const char *p = std::getenv("DS4TP_VERBS_PROVIDER_PROFILE");
@@ -76,26 +86,10 @@ Config read_config() {
     std::string t = s.substr(at, end - at);
     at = end + 1;
     if (t.rfind("drop=", 0) == 0) c.drop_at = std::strtoull(t.c_str() + 5, nullptr, 0);
-    if (t.rfind("cut=", 0) == 0) {
-      char *e = nullptr;
-      c.cut_at = std::strtoull(t.c_str() + 4, &e, 0);
-      if (e && *e == '@') c.cut_device = int(std::strtol(e + 1, nullptr, 0));
-    }
-    if (t.rfind("dead=", 0) == 0) {
-      char *e = nullptr;
-      c.dead_qps = uint32_t(std::strtoul(t.c_str() + 5, &e, 0));
-      if (e && *e == '@') c.dead_device = int(std::strtol(e + 1, nullptr, 0));
-    }
-    if (t.rfind("dead_after=", 0) == 0) {
-      char *e = nullptr;
-      c.dead_after = uint32_t(std::strtoul(t.c_str() + 11, &e, 0));
-      if (e && *e == '@') c.dead_after_device = int(std::strtol(e + 1, nullptr, 0));
-    }
-    if (t.rfind("wc=", 0) == 0) {
-      char *e = nullptr;
-      c.wc_status = int(std::strtol(t.c_str() + 3, &e, 0));
-      if (e && *e == '@') c.wc_at = std::strtoull(e + 1, nullptr, 0);
-    }
+    number_at(t, "cut=", c.cut_at, c.cut_device);
+    number_at(t, "dead=", c.dead_qps, c.dead_device);
+    number_at(t, "dead_after=", c.dead_after, c.dead_after_device);
+    number_at(t, "wc=", c.wc_status, c.wc_at);
     if (t.rfind("fail=", 0) == 0) c.fail = t.substr(5);
     if (t == "port_down") c.port_down = true;
     if (t == "no_ipv4_gid") c.no_ipv4 = true;
