@@ -4,7 +4,9 @@
 // rail splits its big gates across both, every payload bit for bit, and
 // ds4tp_links reports each link's share, rate and round trip; a rail cut
 // mid big gates leaves the pair on its other rdma links, a primary cut
-// moves it to its standby; lists of different lengths,
+// moves it to its standby; a rail with a clearly shorter round trip
+// carries the row gates, and losing it leaves them to the primary; lists
+// of different lengths,
 // a rail that is no device and crossed rails are named. Every ctest name
 // starts with "rdma rails".
 #include <catch2/catch.hpp>
@@ -34,9 +36,16 @@ RankSetup rails_setup(const char *leader_rails, const char *worker_rails) {
   return s;
 }
 
+// Row gates on the primary, whatever the round trips the leader measures
+// (the provider's links tie, so noise would choose): most cases rely on it.
+struct RowsOnPrimary {
+  ScopedEnv env{"DS4TP_TEST_ROW_LINK", "0"};
+};
+
 // The links after attach: the primary and `rails` rails, all rdma, with
-// shares that sum to 1000 and measured rates, then the idle standby.
-int rdma_links(ds4tp_pair *tp, int rails = 1) {
+// shares that sum to 1000 and measured rates, the row gates on link
+// `row`, then the idle standby.
+int rdma_links(ds4tp_pair *tp, int rails = 1, int row = 0) {
   ds4tp_link_info li[8];
   const int n = ds4tp_links(tp, li, 8, sizeof li[0]);
   CHILD_EXPECT(n == rails + 2, tp, "links %d", n);
@@ -44,7 +53,7 @@ int rdma_links(ds4tp_pair *tp, int rails = 1) {
   for (int k = 0; k <= rails; k++) {
     CHILD_EXPECT(li[k].transport == DS4TP_TRANSPORT_RDMA &&
                      li[k].role == (k == 0 ? DS4TP_LINK_DATA : DS4TP_LINK_RAIL) &&
-                     li[k].state == 1 && li[k].row == (k == 0) && li[k].share > 0 &&
+                     li[k].state == 1 && li[k].row == (k == row) && li[k].share > 0 &&
                      li[k].rate_mbit > 0,
                  tp, "link %d: role %d state %d row %d share %u rate %u", k, li[k].role,
                  li[k].state, li[k].row, li[k].share, li[k].rate_mbit);
@@ -83,6 +92,7 @@ TEST_CASE("rdma rails: a rail device's text is parsed or refused") {
 }
 
 TEST_CASE("rdma rails: big gates split over the primary and a rail, bit for bit") {
+  RowsOnPrimary rows;
   // A second device (rc, uc-apple), the primary's port through its other
   // GID (the link-local one; the primary takes the RoCE v2 GID), and two
   // rails.
@@ -114,6 +124,7 @@ TEST_CASE("rdma rails: big gates split over the primary and a rail, bit for bit"
 }
 
 TEST_CASE("rdma rails: a rail cut mid big gates leaves the pair on its other rdma links") {
+  RowsOnPrimary rows;
   // From the rail's 7th send on, everything the worker sends on fv1 is
   // lost with good completions, so the leader's rail receives never
   // complete: at attach a rail sends 6 (a 2 MiB sample in 1 MiB messages,
@@ -160,6 +171,7 @@ TEST_CASE("rdma rails: a rail cut mid big gates leaves the pair on its other rdm
 }
 
 TEST_CASE("rdma rails: a primary cut beside a rail moves the pair to its standby") {
+  RowsOnPrimary rows;
   Provider p;
   RankSetup s = quick_bigs(rails_setup("fv1", "fv1"));
   // The worker's fv0 loses what it sends from its 10th send on: attach
@@ -186,6 +198,7 @@ TEST_CASE("rdma rails: a primary cut beside a rail moves the pair to its standby
 }
 
 TEST_CASE("rdma rails: a UC rail whose sample is lost is made again, as the primary is") {
+  RowsOnPrimary rows;
   Provider p("uc-apple");
   RankSetup s = rails_setup("rdma_en6", "rdma_en6");
   // The worker's first queue pair on its rail never receives: the rail's
@@ -267,6 +280,7 @@ TEST_CASE("rdma rails: crossed rails are named at attach on both ranks") {
 }
 
 TEST_CASE("rdma rails: links that cannot be made again after a rail's loss fail the pair, naming both") {
+  RowsOnPrimary rows;
   Provider p;
   RankSetup s = quick_bigs(rails_setup("fv1", "fv1"));
   // The worker's rail goes silent in the first big gate (cut=7@1, as
@@ -284,6 +298,78 @@ TEST_CASE("rdma rails: links that cannot be made again after a rail's loss fail 
     CHILD_EXPECT_RC(ds4tp_big_gate_exchange(tp, 3, 2, out.data(), in.data(), out.size()),
                     DS4TP_EFAILED, tp);
     return 0;
+  };
+  Outcome o = run_pair(s, b, b);
+  REQUIRE_RANKS_OK(o);
+}
+
+TEST_CASE("rdma rails: row gates run on a rail whose round trip is clearly shorter") {
+  // Both ranks' fv0 hold every send 3 ms: the leader's pings find the
+  // rail fv1 far quicker, so the plan puts the row and batch gates there
+  // and big gates stay split over both. The worker's fv0 then loses what
+  // it sends from its 8th send on (attach sends 7 there: a warm-up, a
+  // 2 MiB sample, four pings): row and batch gates go on untouched, and
+  // the first striped big gate finds the primary lost and moves the pair
+  // to tcp, as a lost primary does whichever link carries the rows.
+  Provider p;
+  RankSetup s = quick_bigs(rails_setup("fv1", "fv1"));
+  Body b = [](ds4tp_pair *tp, Ctx &c) -> int {
+    ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.rank == 1 ? "delay=3000@0,cut=8@0" : "delay=3000@0");
+    CHILD_EXPECT_OK(connect_attach(tp), tp);
+    if (int rc = rdma_links(tp, 1, 1)) return rc;
+    const std::string plan = logged("rdma rails: big gates of");
+    CHILD_EXPECT(plan.find("row and batch gates on rail 1 (fv1") != std::string::npos, tp,
+                 "log: %s", plan.c_str());
+    Seqs q;
+    if (int rc = rows(tp, kRows, q)) return rc;
+    if (int rc = batches(tp, kBatches, q)) return rc;
+    if (int rc = rows(tp, kTailRows, q)) return rc;
+    CHILD_EXPECT(ds4tp_transport_active(tp) == DS4TP_TRANSPORT_RDMA && failovers(tp) == 0, tp,
+                 "row and batch gates left the rail: failovers %llu, log: %s",
+                 (unsigned long long)failovers(tp), logged(" lost at ").c_str());
+    if (int rc = bigs(tp, kBigs, q)) return rc;
+    if (int rc = rows(tp, kTailRows, q)) return rc;
+    CHILD_EXPECT(ds4tp_transport_active(tp) == DS4TP_TRANSPORT_TCP && failovers(tp) == 1, tp,
+                 "transport %d, failovers %llu", ds4tp_transport_active(tp),
+                 (unsigned long long)failovers(tp));
+    return final_barrier(tp);
+  };
+  Outcome o = run_pair(s, b, b);
+  REQUIRE_RANKS_OK(o);
+}
+
+TEST_CASE("rdma rails: a rail that carries the row gates and is lost mid row gates leaves them to the primary") {
+  // The row gates run on fv1 (DS4TP_TEST_ROW_LINK); from the rail's 7th
+  // send on (attach sends 6 there: a 2 MiB sample, four pings) the
+  // worker's fv1 loses what it sends, so the leader's first row gate
+  // waits in vain while the worker's heartbeats put it in that gate: the
+  // leader names rail 1 lost, and both ranks make the rdma transport
+  // again over the primary alone, which then carries every gate.
+  Provider p;
+  ScopedEnv row("DS4TP_TEST_ROW_LINK", "1");
+  RankSetup s = quick_bigs(rails_setup("fv1", "fv1"));
+  Body b = [](ds4tp_pair *tp, Ctx &c) -> int {
+    ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.rank == 1 ? "cut=7@1" : nullptr);
+    CHILD_EXPECT_OK(connect_attach(tp), tp);
+    if (int rc = rdma_links(tp, 1, 1)) return rc;
+    Seqs q;
+    if (int rc = traffic(tp, q)) return rc;
+    CHILD_EXPECT(ds4tp_transport_active(tp) == DS4TP_TRANSPORT_RDMA && failovers(tp) == 1, tp,
+                 "transport %d, failovers %llu, log: %s", ds4tp_transport_active(tp),
+                 (unsigned long long)failovers(tp), logged(" lost at ").c_str());
+    if (c.rank == 0) {
+      const std::string line = logged("rdma rail 1 lost at gate (layer 0, gate 0, seq 1)");
+      CHILD_EXPECT(line.find("resuming over rdma over the other links") != std::string::npos,
+                   tp, "log: %s", logged(" lost at ").c_str());
+    }
+    ds4tp_link_info li[4];
+    const int n = ds4tp_links(tp, li, 4, sizeof li[0]);
+    CHILD_EXPECT(n == 3 && li[0].role == DS4TP_LINK_DATA && li[0].state == 1 && li[0].row &&
+                     li[1].state == -1 && !li[1].row && li[2].role == DS4TP_LINK_STANDBY &&
+                     li[2].state == 1,
+                 tp, "links %d: primary state %d row %d, rail state %d row %d", n, li[0].state,
+                 li[0].row, li[1].state, li[1].row);
+    return final_barrier(tp);
   };
   Outcome o = run_pair(s, b, b);
   REQUIRE_RANKS_OK(o);

@@ -13,6 +13,32 @@ using namespace ds4tp::wire;
 
 namespace {
 
+// One byte of a good message changed, and the reason a decoder must give.
+struct Altered {
+  size_t at;
+  uint8_t value;
+  const char *text;
+};
+
+// Each change of `good` (N bytes) is EPROTO naming its reason.
+template <size_t N, typename M, typename Decode>
+void check_refused(const uint8_t (&good)[N], Decode decode, std::initializer_list<Altered> bad) {
+  for (const Altered &x : bad) {
+    INFO(x.text);
+    uint8_t c[N];
+    std::memcpy(c, good, N);
+    c[x.at] = x.value;
+    M got;
+    Error e;
+    CHECK(decode(c, N, got, e) == DS4TP_EPROTO);
+    CHECK(e.message.find(x.text) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+namespace {
+
 Hello sample_hello() {
   Hello h;
   h.role = DS4TP_ROLE_WORKER;
@@ -337,22 +363,40 @@ TEST_CASE("a rail plan round trips, and its shares and links are checked") {
   CHECK(got.row_link == 2);
   CHECK(got.share[1] == 300);
   CHECK(got.mbit[2] == 1600);
-  struct Bad {
-    size_t at;
-    uint8_t value;
-    const char *text;
-  };
-  const Bad bad[] = {{0, 0, "bad rail plan magic"},   {4, 1, "names 1 links"},
-                     {4, 9, "names 9 links"},         {6, 3, "row link 3"},
-                     {8, 0, "shares sum to 756"},     {14, 1, "fills link 3 of 3"},
-                     {90, 1, "padding is not zero"}};
-  for (const Bad &x : bad) {
-    INFO(x.text);
-    uint8_t c[kRailPlanBytes];
-    std::memcpy(c, b, sizeof c);
-    c[x.at] = x.value;
-    Error e;
-    CHECK(decode_rail_plan(c, sizeof c, got, e) == DS4TP_EPROTO);
-    CHECK(e.message.find(x.text) != std::string::npos);
-  }
+  check_refused<kRailPlanBytes, RailPlan>(b, decode_rail_plan,
+                                           {{0, 0, "bad rail plan magic"},
+                                            {4, 1, "names 1 links"},
+                                            {4, 9, "names 9 links"},
+                                            {6, 3, "row link 3"},
+                                            {8, 0, "shares sum to 756"},
+                                            {14, 1, "fills link 3 of 3"},
+                                            {90, 1, "padding is not zero"}});
+}
+
+TEST_CASE("rail counts round trip, and their stage, links and counts are checked") {
+  RailSync m;
+  m.links = 3;
+  m.keep = 6;
+  m.sent[0] = 262176;
+  m.sent[2] = (5ull << 32) + 7;
+  uint8_t b[kRailSyncBytes];
+  encode_rail_sync(m, b);
+  RailSync got;
+  Error err;
+  REQUIRE(decode_rail_sync(b, sizeof b, got, err) == DS4TP_OK);
+  CHECK((got.stage == 1 && got.links == 3 && got.keep == 6));
+  CHECK((got.sent[0] == 262176 && got.sent[1] == 0 && got.sent[2] == (5ull << 32) + 7));
+  CHECK(decode_rail_sync(b, sizeof b - 1, got, err) == DS4TP_EPROTO);
+  CHECK(err.message.find("truncated: 79 of 80") != std::string::npos);
+  check_refused<kRailSyncBytes, RailSync>(b, decode_rail_sync,
+                                           {{0, 0, "bad rail counts magic"},
+                                            {4, 3, "stage 3 is not 1 or 2"},
+                                            {4, 2, "link 0 of 3 a count at stage 2"},
+                                            {6, 1, "keep 0x6 of 1 links"},
+                                            {6, 9, "keep 0x6 of 9 links"},
+                                            {8, 7, "keep 0x7 of 3 links"},
+                                            {8, 8, "keep 0x8 of 3 links"},
+                                            {11, 1, "padding is not zero"},
+                                            {15, 1, "padding is not zero"},
+                                            {40, 1, "link 3 of 3 a count"}});
 }

@@ -105,7 +105,8 @@ typedef struct ds4tp_options {
    * the other, so both ranks list as many, in cable order. An rdma pair
    * measures every link at attach and splits each big gate of 1 MiB or
    * more across them in proportion to their rates; row and batch gates
-   * stay on rdma_device's link. Lists of different lengths fail
+   * run on rdma_device's link, or on a rail whose round trip is under 3/4
+   * of its own (ds4tp_links marks which). Lists of different lengths fail
    * ds4tp_connect, a rail whose cable joins another port (crossed rails)
    * fails ds4tp_attach_slab, naming the rail. With failover, a rail lost
    * mid-gate is left and the pair goes on over rdma on the other links.

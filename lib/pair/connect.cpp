@@ -91,10 +91,11 @@ int Pair::connect_once(Error &err) {
     else if (d.probe_on_request && opt_.transport == DS4TP_TRANSPORT_AUTO)
       log_.info("{} not offered, auto will use shm or tcp: {}", d.name, offers[i].why);
   }
-  if (opt_.failover) mine.caps |= wire::kCapStandby | wire::kCapLostLinks;
+  if (opt_.failover) mine.caps |= wire::kCapStandby | wire::kCapLostLinks | wire::kCapRailSync;
   if (!opt_.rails.empty()) mine.caps |= wire::kCapRails;
   mine.caps |= (uint32_t(opt_.rdma_rails.size()) << wire::kCapRdmaRailsShift) &
                wire::kCapRdmaRailsMask;  // at most 7 (options_from_c)
+  mine.caps |= wire::kCapRailRows;
   mine.host_id = host_identity();
   mine.cookie = opt_.role == DS4TP_ROLE_LEADER ? random_cookie() : 0;
   mine.id = id_;
@@ -162,6 +163,7 @@ int Pair::connect_once(Error &err) {
                    rank() == 0 ? "leader" : "worker", my_rdma_rails, peer_state_.peer,
                    peer_rdma_rails);
   if (chosen == DS4TP_TRANSPORT_RDMA) c.rdma_rails = opt_.rdma_rails;
+  c.rail_rows = (mine.caps & peer_.caps & wire::kCapRailRows) != 0;
   const tr::Descriptor *d = tr::find(chosen);
   if (d == nullptr)
     return err.set(DS4TP_EUNSUPPORTED, "transport {} is not built into this library",

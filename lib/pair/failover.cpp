@@ -38,6 +38,7 @@ int Pair::add_standby(const transport::Connection &c, net::Fd primary_data, Erro
   fc.control_fd = control_.get();
   fc.log = log_;
   fc.name_lost_links = (peer_.caps & wire::kCapLostLinks) != 0;
+  fc.sync_rails = (peer_.caps & wire::kCapRailSync) != 0;
   // Test only (`ds4tp pair --fail-primary-after N`): give the primary up at gate N.
   if (const char *v = std::getenv("DS4TP_TEST_FAIL_PRIMARY_AFTER"); v != nullptr && *v != 0)
     fc.drop_primary_at = std::strtoull(v, nullptr, 10);

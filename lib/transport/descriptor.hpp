@@ -67,6 +67,9 @@ struct Connection {
   // rdma: this rank's ports of the rdma rails, when both ranks were given
   // as many (empty: none).
   std::vector<std::string> rdma_rails;
+  // rdma: both ranks run row gates on the rail the leader's plan names
+  // (wire::kCapRailRows); otherwise they stay on the primary.
+  bool rail_rows = false;
 };
 
 struct Descriptor {

@@ -219,7 +219,7 @@ class FailoverTransport final : public Transport {
   // The transport that carries the pair from now on: the primary made
   // again without the lost links where both ranks named only rails of it
   // (`lost`), else tcp over the standby and the rails kept beside it.
-  void take_standby(uint32_t lost, bool clean);
+  void take_standby(uint32_t lost, KeepRails keep);
   // links() once the primary was made again: its links as they were,
   // those kept as they are now, the others lost; the standby its data
   // connection.
@@ -252,7 +252,7 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
     broken_ = true;
     std::vector<int> none;  // rails too: nothing carries the pair
     net::Fd unused;
-    (void)primary_->over_standby(unused, cfg_.rank, false, none);
+    (void)primary_->over_standby(unused, cfg_.rank, KeepRails::None, none);
     return err.set(code != 0 ? code : rc, "{}; failover to the standby tcp link failed: {}", lost,
                    why);
   };
@@ -320,13 +320,16 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
                                describe(peer.done)));
 
   // Rails stay beside the standby where no gate was moving bytes on them:
-  // neither rank was in a striped big gate (it may leave shares unread).
+  // neither rank was in a striped big gate. Otherwise they may hold
+  // shares unread: ranks that both trade rail counts read them out first.
   auto striped = [](const GateHeader &h) {
     return h.kind == uint16_t(GateKind::Big) && h.bytes >= kStripeMinBytes;
   };
   const bool clean = !striped(mine.in_flight) && !striped(peer.in_flight);
   const uint32_t lost_links = uint32_t(mine.lost_links | peer.lost_links);
-  take_standby(lost_links, clean);
+  take_standby(lost_links, clean            ? KeepRails::Clean
+                           : cfg_.sync_rails ? KeepRails::Sync
+                                             : KeepRails::None);
   if (int arc = tcp_->attach(base_, layout_, err)) {
     broken_ = true;
     if (!remade_) return arc;
@@ -370,12 +373,12 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   return rrc;
 }
 
-void FailoverTransport::take_standby(uint32_t lost, bool clean) {
+void FailoverTransport::take_standby(uint32_t lost, KeepRails keep) {
   kept_.clear();
   if (lost != 0 && (lost & 1u) == 0) tcp_ = primary_->remake_without(standby_, lost, kept_);
   remade_ = tcp_ != nullptr;
   if (remade_) return;
-  tcp_ = primary_->over_standby(standby_, cfg_.rank, clean, kept_);
+  tcp_ = primary_->over_standby(standby_, cfg_.rank, keep, kept_);
   if (tcp_ != nullptr) return;
   const char *bad = nullptr;
   const tcp::BigPlan plan = tcp::choose_big_plan(standby_.get(), cfg_.rank, bad);
@@ -398,13 +401,14 @@ bool FailoverTransport::remade_links(std::vector<LinkInfo> &out) const {
   if (carried && !tcp_->links(now)) {
     LinkInfo p = before_.empty() ? LinkInfo{} : before_[0];
     p.share = 0;
+    p.row = true;
     now.push_back(p);
   }
   for (size_t j = 0; j < now.size() && j <= kept_.size(); j++) {
     const size_t at = first + (j == 0 ? 0 : size_t(kept_[j - 1]));
     if (at >= out.size()) break;
     out[at].state = 1;
-    out[at].row = j == 0;
+    out[at].row = now[j].row;
     out[at].share = now[j].share;
     out[at].rate_mbit = now[j].rate_mbit;
     out[at].rtt_us = now[j].rtt_us;

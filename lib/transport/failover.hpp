@@ -53,6 +53,9 @@ struct FailoverConfig {
   // The peer names lost rdma rails in its resume too (hello capability
   // kCapLostLinks): only then does this rank name them.
   bool name_lost_links = false;
+  // The peer trades rail counts (hello capability kCapRailSync): a tcp
+  // pair's rails then stay beside the standby after a striped big gate.
+  bool sync_rails = false;
   Logger log;
   // Runs on the gate thread once the standby carries the pair (the
   // transport has logged which gate moved and why): `transport` is what

@@ -1,6 +1,7 @@
 #include "transport/rail_share.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "net/socket.hpp"
 
@@ -24,6 +25,12 @@ void share_rails(const uint32_t *mbit, const uint64_t *rtt_ns, int links, wire::
   int fastest = int(std::max_element(mbit, mbit + links) - mbit);
   plan.share[fastest] = uint16_t(int(plan.share[fastest]) + left);
   plan.row_link = uint16_t(best);
+}
+
+int test_row_link(int links, int chosen) {
+  if (const char *v = std::getenv("DS4TP_TEST_ROW_LINK"); v != nullptr && *v != 0)
+    if (const int k = std::atoi(v); k >= 0 && k < links) return k;
+  return chosen;
 }
 
 void stripe_range(const wire::RailPlan &plan, uint64_t bytes, int k, uint64_t &offset,

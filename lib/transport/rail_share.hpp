@@ -21,6 +21,10 @@ constexpr uint64_t kStripeMinBytes = 1u << 20;
 // to 1000), and the row link: the one with the least `rtt_ns`.
 void share_rails(const uint32_t *mbit, const uint64_t *rtt_ns, int links, wire::RailPlan &plan);
 
+// Test only: the link DS4TP_TEST_ROW_LINK names in the leader's
+// environment (when one of `links`), whatever the round trips; else `chosen`.
+int test_row_link(int links, int chosen);
+
 // The byte range of link k's share of a `bytes` gate: shares rounded down
 // to 4 KiB, the remainder to the last link that still has a share.
 void stripe_range(const wire::RailPlan &plan, uint64_t bytes, int k, uint64_t &offset,

@@ -78,12 +78,18 @@ class Transport {
   // shuts down the links it owns beyond the data connection that the
   // peer's waits watch, so those waits end. No gate follows.
   virtual void give_up() {}
+  // Which tcp rails over_standby keeps: none; those no gate left bytes on
+  // (neither rank was in a striped big gate); or every live one, after
+  // the ranks trade what each wrote on them in the unfinished gate and
+  // read the rest of the peer's (wire::RailSync over the standby).
+  enum class KeepRails { None, Clean, Sync };
   // After give_up(), once both ranks resumed on the standby (a connected
   // tcp link): a transport over it and the links of this one still fit
-  // to carry gates (tcp rails no gate left bytes on, when `keep`), their
-  // indexes here in `kept`; null where none is left (those not kept are
-  // shut down). `rank` 0 is the leader.
-  virtual std::unique_ptr<Transport> over_standby(net::Fd &, int, bool, std::vector<int> &) {
+  // to carry gates (tcp rails, as `keep` says), their indexes here in
+  // `kept`; null where none is left (those not kept are shut down).
+  // `rank` 0 is the leader.
+  virtual std::unique_ptr<Transport> over_standby(net::Fd &, int, KeepRails,
+                                                  std::vector<int> &) {
     return nullptr;
   }
   // The links the last failed gate found lost (bit k: link k, 0 the

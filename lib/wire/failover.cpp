@@ -140,4 +140,38 @@ int decode_rail_plan(const uint8_t *buf, size_t len, RailPlan &out, Error &err) 
   return DS4TP_OK;
 }
 
+void encode_rail_sync(const RailSync &m, uint8_t out[kRailSyncBytes]) {
+  std::memset(out, 0, kRailSyncBytes);
+  put_u32(out, kRailSyncMagic);
+  put_u16(out + 4, m.stage);
+  put_u16(out + 6, m.links);
+  put_u16(out + 8, m.keep);
+  for (int i = 0; i < kMaxLinks; i++) put_u64(out + 16 + 8 * i, m.sent[i]);
+}
+
+int decode_rail_sync(const uint8_t *buf, size_t len, RailSync &out, Error &err) {
+  if (len < kRailSyncBytes)
+    return err.set(DS4TP_EPROTO, "rail counts truncated: {} of {} bytes", len, kRailSyncBytes);
+  if (get_u32(buf) != kRailSyncMagic)
+    return err.set(DS4TP_EPROTO, "bad rail counts magic 0x{:08x} (want 0x{:08x})", get_u32(buf),
+                   kRailSyncMagic);
+  out.stage = get_u16(buf + 4);
+  out.links = get_u16(buf + 6);
+  out.keep = get_u16(buf + 8);
+  if (out.stage != 1 && out.stage != 2)
+    return err.set(DS4TP_EPROTO, "rail counts stage {} is not 1 or 2", out.stage);
+  if (out.links < 2 || out.links > kMaxLinks || (out.keep & 1u) != 0 ||
+      (out.keep >> out.links) != 0)
+    return err.set(DS4TP_EPROTO, "rail counts keep 0x{:x} of {} links", out.keep, out.links);
+  if (get_u16(buf + 10) != 0 || get_u32(buf + 12) != 0)
+    return err.set(DS4TP_EPROTO, "rail counts padding is not zero");
+  for (int i = 0; i < kMaxLinks; i++) {
+    out.sent[i] = get_u64(buf + 16 + 8 * i);
+    if (out.sent[i] != 0 && (i >= out.links || out.stage == 2))
+      return err.set(DS4TP_EPROTO, "rail counts give link {} of {} a count at stage {}", i,
+                     out.links, out.stage);
+  }
+  return DS4TP_OK;
+}
+
 }  // namespace ds4tp::wire

@@ -83,6 +83,29 @@ struct Resume {
   std::string reason;       // why this rank left the primary
 };
 
+// Rail counts, on the standby link right after the resume messages, where
+// a tcp pair's rails fail over with a striped big gate in flight and both
+// hellos carry kCapRailSync (docs/PROTOCOL.md 6.2). 80 bytes:
+//   u32 magic "D4RC" | u16 stage | u16 links (2..8) | u16 keep |
+//   6 bytes zero | u64 sent[8]
+// Stage 1: `keep`, the rails (bit k: link k, never link 0) this rank can
+// keep, and sent[k], the bytes it wrote on link k since the striped links
+// began (bring-up, or the failover that kept them; 0 past `links`). Stage 2: the rails it kept once it read what the
+// peer wrote on them (sent all 0).
+constexpr uint32_t kRailSyncMagic = 0x43523444u;  // "D4RC"
+constexpr size_t kRailSyncBytes = 80;
+struct RailSync {
+  uint16_t stage = 1;
+  uint16_t links = 0;
+  uint16_t keep = 0;
+  uint64_t sent[kMaxLinks] = {};
+};
+void encode_rail_sync(const RailSync &m, uint8_t out[kRailSyncBytes]);
+// EPROTO for a short buffer, a bad magic or stage, a link count outside
+// 2..8, keep naming link 0 or a link past `links`, counts past `links` or
+// in stage 2, or nonzero padding.
+int decode_rail_sync(const uint8_t *buf, size_t len, RailSync &out, Error &err);
+
 // Encoders truncate an over-long reason.
 void encode_standby(const StandbyMsg &m, uint8_t out[kStandbyBytes]);
 void encode_resume(const Resume &r, uint8_t out[kResumeBytes]);

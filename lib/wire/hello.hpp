@@ -78,6 +78,15 @@ enum : uint32_t {
   // resume message (wire/failover.hpp), and reads the peer's; a pair
   // where both do goes on over rdma without a lost rail.
   kCapLostLinks = 1u << 13,
+  // Not a transport: the rank runs row and batch gates on the rdma rail
+  // that the leader's plan names (RailPlan.row_link); unless both offer
+  // it, they stay on the primary.
+  kCapRailRows = 1u << 14,
+  // Not a transport: a tcp pair's rails fail over with a striped big gate
+  // in flight by trading what each rank wrote on them (wire::RailSync),
+  // so the rails not lost stay beside the standby; unless both offer it,
+  // they are shut down.
+  kCapRailSync = 1u << 15,
 };
 
 struct Identity {

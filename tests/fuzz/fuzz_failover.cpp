@@ -1,6 +1,6 @@
 // The messages of a pair's extra links (wire/failover.hpp): a link set-up
-// message, a resume message or a rail plan, by the first bytes' magic;
-// what decodes encodes back to the same bytes.
+// message, a resume message, a rail plan or rail counts, by the first
+// bytes' magic; what decodes encodes back to the same bytes.
 #include "fuzz/fuzz.hpp"
 
 #include <cstring>
@@ -9,6 +9,23 @@
 #include "wire/failover.hpp"
 
 namespace ds4tp::fuzz {
+
+// A message of N bytes: what does not decode is EPROTO with a reason;
+// what decodes passes `ok` and encodes back to the same bytes.
+template <size_t N, typename M, typename Decode, typename Encode, typename Ok>
+int round_trip(const uint8_t *d, size_t n, Decode decode, Encode encode, Ok ok) {
+  M m;
+  Error err;
+  if (decode(d, n, m, err) != DS4TP_OK) {
+    FUZZ_CHECK(err.code == DS4TP_EPROTO && !err.message.empty());
+    return 0;
+  }
+  FUZZ_CHECK(ok(m));
+  uint8_t again[N];
+  encode(m, again);
+  FUZZ_CHECK(std::memcmp(again, d, N) == 0);
+  return 0;
+}
 
 int failover(const uint8_t *d, size_t n) {
   using namespace ds4tp::wire;
@@ -30,28 +47,20 @@ int failover(const uint8_t *d, size_t n) {
     FUZZ_CHECK(std::memcmp(again, want, sizeof want) == 0);
     return 0;
   }
-  if (n >= 4 && get_u32(d) == kRailPlanMagic) {
-    RailPlan p;
-    if (decode_rail_plan(d, n, p, err) != DS4TP_OK) {
-      FUZZ_CHECK(err.code == DS4TP_EPROTO && !err.message.empty());
-      return 0;
-    }
-    FUZZ_CHECK(p.links >= 2 && p.links <= kMaxLinks && p.row_link < p.links);
-    uint8_t again[kRailPlanBytes];
-    encode_rail_plan(p, again);
-    FUZZ_CHECK(std::memcmp(again, d, sizeof again) == 0);
-    return 0;
-  }
-  StandbyMsg m;
-  if (decode_standby(d, n, m, err) != DS4TP_OK) {
-    FUZZ_CHECK(err.code == DS4TP_EPROTO && !err.message.empty());
-    return 0;
-  }
-  FUZZ_CHECK(m.ok || m.reason.size() <= kStandbyReasonMax);
-  uint8_t again[kStandbyBytes];
-  encode_standby(m, again);
-  FUZZ_CHECK(std::memcmp(again, d, sizeof again) == 0);
-  return 0;
+  if (n >= 4 && get_u32(d) == kRailPlanMagic)
+    return round_trip<kRailPlanBytes, RailPlan>(d, n, decode_rail_plan, encode_rail_plan,
+                                                [](const RailPlan &p) {
+      return p.links >= 2 && p.links <= kMaxLinks && p.row_link < p.links;
+    });
+  if (n >= 4 && get_u32(d) == kRailSyncMagic)
+    return round_trip<kRailSyncBytes, RailSync>(d, n, decode_rail_sync, encode_rail_sync,
+                                                [](const RailSync &m) {
+      return m.links >= 2 && m.links <= kMaxLinks && (m.keep & 1u) == 0;
+    });
+  return round_trip<kStandbyBytes, StandbyMsg>(d, n, decode_standby, encode_standby,
+                                               [](const StandbyMsg &m) {
+    return m.ok || m.reason.size() <= kStandbyReasonMax;
+  });
 }
 
 std::vector<Bytes> failover_seeds() {
@@ -91,6 +100,15 @@ std::vector<Bytes> failover_seeds() {
   Bytes pb(kRailPlanBytes);
   encode_rail_plan(plan, pb.data());
   out.push_back(pb);
+  RailSync sync;
+  sync.links = 3;
+  sync.keep = 6;
+  sync.sent[0] = 262176;
+  sync.sent[1] = 1376288;
+  sync.sent[2] = 917536;
+  Bytes sb(kRailSyncBytes);
+  encode_rail_sync(sync, sb.data());
+  out.push_back(sb);
   Resume first;
   first.in_flight = {uint16_t(GateKind::Big), 5, 0, 1, 1u << 20};
   encode_resume(first, b.data());

@@ -3,6 +3,7 @@
 // CQ. Progress happens inside post and poll calls (no threads).
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "state.hpp"
 
@@ -31,11 +32,21 @@ ibv_wc make_wc(Qp *q, uint64_t wr_id, ibv_wc_status st, ibv_wc_opcode op) {
   return wc;
 }
 
-// Moves posted sends into the peer's ring while it has room.
+uint64_t now_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+}
+
+// Moves posted sends into the peer's ring while it has room (and, under
+// the delay fault, once they are old enough).
 void push_sends(Qp *q) {
   Cq *cq = reinterpret_cast<Cq *>(q->qp.send_cq);
+  const uint64_t delay_ns =
+      device_of(q->qp.context) == q->cfg.delay_device ? q->cfg.delay_us * 1000 : 0;
   while (!q->sq.empty() && q->qp.state == IBV_QPS_RTS) {
     SendWr &s = q->sq.front();
+    if (delay_ns != 0 && now_ns() - s.posted_ns < delay_ns) return;
     ibv_wc_status st = IBV_WC_SUCCESS;
     bool deliver = true;
     if (!lkey_ok(s.addr, s.len, s.lkey)) {
@@ -155,6 +166,7 @@ int op_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
     s.imm = wr->imm_data;
     s.op = wr->opcode;
     s.signaled = (wr->send_flags & IBV_SEND_SIGNALED) != 0;
+    s.posted_ns = q->cfg.delay_us != 0 ? now_ns() : 0;
     q->sq.push_back(s);
   }
   progress(q);

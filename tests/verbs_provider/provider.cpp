@@ -34,6 +34,8 @@
 //   dead_after=K@D  every QP it creates on device D (default 0) after its
 //                 first K (K >= 1) never receives: a port that dies between
 //                 two bring-ups
+//   delay=US@D    what device D (default 0) sends leaves US microseconds
+//                 after its post: a link with a longer round trip
 //   port_down     port 1 is DOWN
 //   no_ipv4_gid   GID 1 is empty (only the link-local fe80::1)
 //   no_gid        every GID is empty
@@ -90,6 +92,7 @@ Config read_config() {
     number_at(t, "dead=", c.dead_qps, c.dead_device);
     number_at(t, "dead_after=", c.dead_after, c.dead_after_device);
     number_at(t, "wc=", c.wc_status, c.wc_at);
+    number_at(t, "delay=", c.delay_us, c.delay_device);
     if (t.rfind("fail=", 0) == 0) c.fail = t.substr(5);
     if (t == "port_down") c.port_down = true;
     if (t == "no_ipv4_gid") c.no_ipv4 = true;

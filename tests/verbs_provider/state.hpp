@@ -25,6 +25,8 @@ struct Config {
   int dead_device = -1;  // dead_qps counts this device's QPs only (-1: all QPs)
   uint32_t dead_after = 0;      // QPs after this many on dead_after_device never receive (0: off)
   int dead_after_device = 0;
+  uint64_t delay_us = 0;  // device delay_device's sends leave this long after their post
+  int delay_device = 0;
   bool port_down = false, no_ipv4 = false, no_gid = false;
   std::string fail;  // the call made to fail
 };
@@ -65,6 +67,7 @@ struct SendWr {
   uint32_t len, lkey, imm;
   ibv_wr_opcode op;
   bool signaled;
+  uint64_t posted_ns;  // CLOCK_MONOTONIC (the delay fault)
 };
 struct RecvWr {
   uint64_t wr_id, addr;

@@ -7,8 +7,10 @@
 // samples' rates and round trips into the plan (rail_share.hpp) and sends
 // it on the data connection; the worker takes it as it is.
 //
-// Row and batch gates stay on the primary: its receive windows and drains
-// are the pair's ordering. A rail lost in a striped gate fails the gate;
+// Row and batch gates run on one link, whose receive windows and drains
+// are the pair's ordering: the primary, or a rail whose round trip is
+// clearly shorter (under 3/4 of the primary's) where both ranks offer
+// kCapRailRows. A rail lost in a striped gate fails the gate;
 // the failover (transport/failover.hpp) learns which link from
 // lost_links(), and where both ranks named only rails, makes the
 // transport again without them (remake_without) over the standby tcp
@@ -62,8 +64,13 @@ int open_rail(const std::string &text, int index, std::vector<std::unique_ptr<De
 }
 
 std::string RdmaTransport::rail_name(int k) const {
-  if (k == 0) return "";
-  return fmt::format(" on rail {} ({})", k, rails_[size_t(k - 1)].dev->describe());
+  if (user(k) == 0) return "";
+  return fmt::format(" on rail {} ({})", user(k), device(k).describe());
+}
+
+std::string RdmaTransport::link_name(int k) const {
+  if (user(k) == 0) return fmt::format("the primary ({})", device(k).describe());
+  return rail_name(k).substr(4);
 }
 
 std::string RdmaTransport::owing(const uint64_t *rail_recv) {
@@ -72,18 +79,19 @@ std::string RdmaTransport::owing(const uint64_t *rail_recv) {
     const QpLink &l = link(k);
     const uint64_t recv = rail_recv[k - 1] - std::min(l.recv_done, rail_recv[k - 1]);
     if (recv > 0 || l.send_done < l.send_posted)
-      s += fmt::format("{} {} receive(s) and {} send(s){}", s.empty() ? "" : ",", recv,
-                       l.send_posted - l.send_done, rail_name(k));
+      s += fmt::format("{} {} receive(s) and {} send(s) on {}", s.empty() ? "" : ",", recv,
+                       l.send_posted - l.send_done, link_name(k));
   }
   return s.empty() ? s : " (of them" + s + ")";
 }
 
 bool RdmaTransport::links(std::vector<LinkInfo> &out) const {
   if (rails_.empty() || plan_.links == 0) return false;
-  for (int k = 0; k < plan_.links; k++) {
+  for (int u = 0; u < plan_.links; u++) {  // in the user's order
+    const int k = user(u);
     LinkInfo l;
     l.transport = DS4TP_TRANSPORT_RDMA;
-    l.role = k == 0 ? DS4TP_LINK_DATA : DS4TP_LINK_RAIL;
+    l.role = u == 0 ? DS4TP_LINK_DATA : DS4TP_LINK_RAIL;
     l.row = k == 0;
     l.share = plan_.share[k];
     l.rate_mbit = plan_.mbit[k];
@@ -100,21 +108,27 @@ std::unique_ptr<Transport> RdmaTransport::remake_without(net::Fd &standby, uint3
   if (rails_.empty() || (lost & 1u) != 0 || (lost >> (1 + rails_.size())) != 0 ||
       dev_ == nullptr)
     return nullptr;
+  // `lost` and `kept` are in the user's order: rail u is link user(u).
+  auto device_at = [&](int u) -> std::unique_ptr<Device> & {
+    const int k = user(u);
+    return k == 0 ? dev_ : rails_[size_t(k - 1)].dev;
+  };
   Endpoint ep;
   std::string gone;
-  for (size_t j = 0; j < rails_.size(); j++) {
-    if ((lost >> (j + 1) & 1u) != 0) {
-      gone += fmt::format("{}rail {} ({})", gone.empty() ? "" : ", ", j + 1,
-                          rails_[j].dev->describe());
+  for (int u = 1; u <= int(rails_.size()); u++) {
+    if ((lost >> u & 1u) != 0) {
+      gone += fmt::format("{}rail {} ({})", gone.empty() ? "" : ", ", u,
+                          device_at(u)->describe());
       continue;
     }
-    kept.push_back(int(j + 1));
-    ep.rails.push_back(std::move(rails_[j].dev));
+    kept.push_back(u);
+    ep.rails.push_back(std::move(device_at(u)));
   }
   log_.warn("rdma: going on without {}: the primary and {} rail(s) are brought up again, the "
             "standby tcp link their data connection",
             gone, ep.rails.size());
-  ep.device = std::move(dev_);
+  ep.device = std::move(device_at(0));
+  ep.rail_rows = rail_rows_;
   ep.link = make_socket_setup_link(standby.get());
   ep.data = std::move(standby);
   ep.control_fd = control_fd_;
@@ -151,15 +165,33 @@ int RdmaTransport::attach_rails(Error &err) {
   for (int k = 0; k < links; k++)
     if (int rc = ping_link(k, limit, rtt[k], err)) return rc;
   if (int rc = trade_plan(mbit, rtt, err)) return rc;
+  if (plan_.row_link != 0) adopt_row_link(plan_.row_link);
   stripe_round_ = striped_round();
   std::string shares;
-  for (int k = 0; k < links; k++)
-    shares += fmt::format("{}{} {}/1000 ({} Mbit/s, {} us)", k ? ", " : "",
-                          k ? rails_[size_t(k - 1)].dev->describe() : dev_->describe(),
-                          plan_.share[k], plan_.mbit[k], plan_.rtt_us[k]);
-  log_.info("rdma rails: big gates of {} KiB or more split in rounds of {} KiB: {}",
-            kStripeMinBytes / 1024, stripe_round_ / 1024, shares);
+  for (int u = 0; u < links; u++) {
+    const int k = user(u);
+    shares += fmt::format("{}{} {}/1000 ({} Mbit/s, {} us)", u ? ", " : "",
+                          device(k).describe(), plan_.share[k], plan_.mbit[k], plan_.rtt_us[k]);
+  }
+  log_.info("rdma rails: big gates of {} KiB or more split in rounds of {} KiB: {}; row and "
+            "batch gates on {}",
+            kStripeMinBytes / 1024, stripe_round_ / 1024, shares, link_name(0));
   return DS4TP_OK;
+}
+
+void RdmaTransport::adopt_row_link(int r) {
+  Rail &x = rails_[size_t(r - 1)];
+  std::swap(dev_, x.dev);
+  std::swap(qpl_, x.q);
+  std::swap(ring_, x.ring);
+  std::swap(registered_, x.registered);
+  std::swap(rkey_, x.rkey);
+  std::swap(plan_.share[0], plan_.share[r]);
+  std::swap(plan_.mbit[0], plan_.mbit[r]);
+  std::swap(plan_.rtt_us[0], plan_.rtt_us[r]);
+  row_ = r;
+  size_row_link();  // trade_plan checked that its queues hold the windows
+  have_last_batch_ = false;
 }
 
 uint64_t RdmaTransport::striped_round() const {
@@ -310,9 +342,26 @@ int RdmaTransport::ping_link(int k, uint64_t limit_ns, uint64_t &rtt_ns, Error &
 int RdmaTransport::trade_plan(const uint32_t *mbit, const uint64_t *rtt, Error &err) {
   const int links = 1 + int(rails_.size());
   const uint64_t deadline = now_ns() + tun_.setup_timeout_ns;
-  if (rank_ != 0) return receive_rail_plan(data_.get(), links, deadline, plan_, err);
+  if (rank_ != 0) {
+    if (int rc = receive_rail_plan(data_.get(), links, deadline, plan_, err)) return rc;
+    const int r = plan_.row_link;
+    if (r != 0 && !(rail_rows_ && rows_fit(link(r))))
+      return err.set(DS4TP_EPROTO,
+                     "rdma rails: the leader's plan runs row gates on rail {} ({}), which this "
+                     "rank {}",
+                     r, device(r).describe(),
+                     rail_rows_ ? "cannot: its queues do not hold the row windows"
+                                : "did not agree to");
+    return DS4TP_OK;
+  }
   share_rails(mbit, rtt, links, plan_);
-  plan_.row_link = 0;  // row and batch gates stay on the primary
+  // Row gates move to a rail only for a clearly shorter round trip: a
+  // near tie is noise, and the primary is where the user put them.
+  int r = plan_.row_link;
+  if (r != 0 && rtt[r] * 4 >= rtt[0] * 3) r = 0;
+  r = test_row_link(links, r);
+  if (r != 0 && !(rail_rows_ && rows_fit(link(r)))) r = 0;
+  plan_.row_link = uint16_t(r);
   return send_rail_plan(data_.get(), plan_, deadline, err);
 }
 

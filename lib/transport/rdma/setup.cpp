@@ -108,24 +108,17 @@ int RdmaTransport::setup_attempt(uint32_t attempt, bool &uc_only, bool &retry, E
   qpl_.msg = std::min({mine.max_msg, peer.max_msg, tun_.max_msg});
   qpl_.rdepth = std::min(mine.recv_depth, peer.recv_depth);
   qpl_.sdepth = std::min(mine.send_depth, peer.send_depth);
-  row_msgs_ = qpl_.messages(L_.vec_bytes);
   row_window_ = std::max(3u, tun_.row_window);
   // Everything that follows is computed from values both ranks share, so
   // both make the same decisions.
-  // Half the receive queue holds whatever window is armed (row window, or a
-  // batch gate plus its prediction), the other half the receives of the
-  // next shape, posted before the old window drains.
-  const uint64_t armed = std::max<uint64_t>(uint64_t(row_window_) * row_msgs_,
-                                            uint64_t(2) * L_.batch_rows * row_msgs_);
-  if (armed > qpl_.rdepth / 2 || qpl_.sdepth < 1)
+  size_row_link();
+  if (!rows_fit(qpl_))
     return err.set(DS4TP_EUNSUPPORTED,
                    "rdma: a receive queue depth of {} cannot hold twice {} receives (a {}-gate "
                    "window or two {}-row batch gates of {} messages per {} byte vector at a {} "
                    "byte message size); raise the maximum message size or the queue depth",
-                   qpl_.rdepth, armed, row_window_, L_.batch_rows, row_msgs_, L_.vec_bytes,
-                   qpl_.msg);
-  const uint32_t round_msgs = std::max(1u, std::min(qpl_.rdepth / 4, qpl_.sdepth));
-  round_bytes_ = std::min<uint64_t>(uint64_t(round_msgs) * qpl_.msg, L_.big_staging / 2);
+                   qpl_.rdepth, armed_receives(qpl_), row_window_, L_.batch_rows, row_msgs_,
+                   L_.vec_bytes, qpl_.msg);
   ring_.assign(qpl_.rdepth + 1, Expect{});
   have_last_batch_ = false;
 
@@ -284,6 +277,7 @@ std::unique_ptr<Transport> rdma_make(Connection &c, std::unique_ptr<State> prepa
   ep.data = std::move(c.data);
   ep.control_fd = c.control_fd;
   ep.rank = c.rank;
+  ep.rail_rows = c.rail_rows;
   ds4tp::rdma::Tuning tun;
   tun.setup_timeout_ns = c.frame_timeout_ns;
   return ds4tp::rdma::make_rdma_transport(std::move(ep), c.data_config, tun, c.schedule, c.log);

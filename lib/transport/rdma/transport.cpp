@@ -35,7 +35,7 @@ int RdmaTransport::expected(int k, const Completion &c, Error &err) {
 
 int RdmaTransport::poll_link(int k, Error &err) {
   const int n = link(k).poll([&](const Completion &c) { return expected(k, c, err); }, err);
-  if (n < 0 && k > 0) return err.set(n, "{}: {}", rail_name(k).substr(1), err.message);
+  if (n < 0 && user(k) > 0) return err.set(n, "{}: {}", rail_name(k).substr(1), err.message);
   return n;
 }
 
@@ -72,13 +72,19 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
   // well mean a stalled peer). Also when the peer leaves first: the rank
   // whose rail went quiet may be the one that follows. (Each gate starts
   // with none named: GateStart.)
+  // A wait on link 0 alone (a row, batch or small big gate) names it
+  // where the peer's heartbeats put it in this gate: its message was
+  // posted and never came. (Link 0 a rail: the pair goes on without it.)
   auto name_stuck_rails = [&] {
     const bool primary_owes = want_recv > qpl_.recv_done || want_send > qpl_.send_done;
-    if (!met || primary_owes || now_ns() - w.last_progress() < idle_ns / 2) return;
+    if (!met || now_ns() - w.last_progress() < idle_ns / 2) return;
+    if (links == 1 && primary_owes && ps != nullptr && ps->peer_in_gate(op.kind, op.seq))
+      name_lost(0);
+    if (primary_owes) return;
     for (int k = 1; k < links; k++) {
       const QpLink &l = link(k);
       if (l.qp && (rail_recv[k - 1] > l.recv_done || l.send_posted > l.send_done))
-        lost_ |= 1u << k;
+        name_lost(k);
     }
   };
   for (;;) {
@@ -89,7 +95,7 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
     for (int k = 0; k < links && n >= 0; k++) {
       if (!link(k).qp) continue;
       const int got = poll_link(k, err);
-      if (got < 0) lost_ |= 1u << k;
+      if (got < 0) name_lost(k);
       n = got < 0 ? got : n + got;
     }
     if (n < 0) return err.set(n, "rdma {}: {}", op.str(), err.message);

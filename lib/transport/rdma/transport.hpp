@@ -87,6 +87,9 @@ struct Endpoint {
   net::Fd data;
   int control_fd = -1;
   int rank = 0;
+  // Both ranks may run row and batch gates on a rail whose round trip is
+  // shorter than the primary's (Connection::rail_rows).
+  bool rail_rows = false;
 };
 
 std::unique_ptr<Transport> make_rdma_transport(Endpoint ep, const DataConfig &cfg,

@@ -71,7 +71,8 @@ class RdmaTransport final : public Transport {
         cfg_(cfg),
         tun_(t),
         sched_(sched),
-        log_(log) {
+        log_(log),
+        rail_rows_(ep.rail_rows) {
     // Either socket closing means the peer process is gone.
     watch_.watch_socket(data_.get(), "data");
     watch_.watch_socket(control_fd_, "control");
@@ -95,6 +96,9 @@ class RdmaTransport final : public Transport {
       if (r.registered) r.dev->deregister_memory();
       r.registered = false;
     }
+    // The next attach starts from the primary again.
+    if (row_ != 0) std::swap(dev_, rails_[size_t(row_ - 1)].dev);
+    row_ = 0;
     plan_ = wire::RailPlan{};
     stripe_round_ = 0;
     base_ = nullptr;
@@ -157,11 +161,17 @@ class RdmaTransport final : public Transport {
   }
 
   // ---- posting (qp_link.hpp) -------------------------------------------
-  // Link k: 0 the primary queue pair (every gate), k > 0 rail k (striped
-  // big gates only).
+  // Link k: 0 the row link's queue pair (every gate), k > 0 the others
+  // (striped big gates only). The row link is the primary unless the plan
+  // moved the row gates to a rail (adopt_row_link): then link 0 and that
+  // rail trade places, and user(k) gives a link's place in the user's
+  // order (0 the primary, k rail k), which names and reports use.
   QpLink &link(int k) { return k == 0 ? qpl_ : rails_[size_t(k - 1)].q; }
   const QpLink &link(int k) const { return k == 0 ? qpl_ : rails_[size_t(k - 1)].q; }
   std::vector<Expect> &ring(int k) { return k == 0 ? ring_ : rails_[size_t(k - 1)].ring; }
+  const Device &device(int k) const { return k == 0 ? *dev_ : *rails_[size_t(k - 1)].dev; }
+  int user(int k) const { return k == 0 ? row_ : k == row_ ? 0 : k; }  // its own inverse
+  void name_lost(int k) { lost_ |= 1u << user(k); }
 
   // Posts one receive per message of a `bytes` run at `dst` on link k
   // (split at its message size); tags from `tag(i)`.
@@ -210,7 +220,7 @@ class RdmaTransport final : public Transport {
   }
   // A post on link k refused: named in the error and in lost_links().
   int refused(int k, int rc, const Op &op, Error &err) {
-    lost_ |= 1u << k;
+    name_lost(k);
     return err.set(rc, "rdma {}{}: {}", op.str(), rail_name(k), err.message);
   }
 
@@ -230,6 +240,23 @@ class RdmaTransport final : public Transport {
   }
 
   // ---- row window ----------------------------------------------------
+  // Receives an armed window holds on link l: a row window, or a batch
+  // gate and its prediction. Half the receive queue must hold them, the
+  // other half the receives of the next shape, posted before the old
+  // window drains.
+  uint64_t armed_receives(const QpLink &l) const {
+    const uint64_t msgs = l.messages(L_.vec_bytes);
+    return std::max<uint64_t>(row_window_ * msgs, uint64_t(2) * L_.batch_rows * msgs);
+  }
+  bool rows_fit(const QpLink &l) const {
+    return l.sdepth >= 1 && armed_receives(l) <= l.rdepth / 2;
+  }
+  // Row messages and a big gate's round from link 0's sizes.
+  void size_row_link() {
+    row_msgs_ = qpl_.messages(L_.vec_bytes);
+    const uint32_t round_msgs = std::max(1u, std::min(qpl_.rdepth / 4, qpl_.sdepth));
+    round_bytes_ = std::min<uint64_t>(uint64_t(round_msgs) * qpl_.msg, L_.big_staging / 2);
+  }
   uint8_t *row_dst(uint64_t seq) const {
     if (staged_rows_) return base_ + L_.big_in + (seq & 1) * L_.vec_stride;
     return base_ + L_.in_vec(uint32_t(slab::slot_for_seq(sched_, seq)));
@@ -311,6 +338,9 @@ class RdmaTransport final : public Transport {
   int sample_link(int k, uint32_t &mbit, bool &ok, Error &err);
   // The leader's plan from the measures, sent; the worker's, read.
   int trade_plan(const uint32_t *mbit, const uint64_t *rtt, Error &err);
+  // Row and batch gates move to rail r: it trades places with link 0
+  // (device, registration, queue pair, expectations, plan entries).
+  void adopt_row_link(int r);
   // The bytes of a striped round, from the plan and every link's queues.
   uint64_t striped_round() const;
   // Waits (bounded by limit_ns) until link k's receives reach want_recv
@@ -319,7 +349,9 @@ class RdmaTransport final : public Transport {
   // Pings over link k, the leader timing the shortest of a few round trips
   // (the worker's rtt_ns stays unset: it takes the leader's plan).
   int ping_link(int k, uint64_t limit_ns, uint64_t &rtt_ns, Error &err);
-  // " on rail 2 (fv1 port 1 GID 1 (RoCE v2))" for k > 0, "" for the primary.
+  // " on rail 2 (fv1 port 1 GID 1 (RoCE v2))" for a rail, "" for the
+  // primary; link_name always names ("the primary (fv0 ...)", "rail 2 (...)").
+  std::string link_name(int k) const;
   std::string rail_name(int k) const;
   bool links(std::vector<LinkInfo> &out) const override;
   uint32_t lost_links() const override { return lost_; }
@@ -365,7 +397,10 @@ class RdmaTransport final : public Transport {
   std::vector<Rail> rails_;
   wire::RailPlan plan_;
   uint64_t stripe_round_ = 0;
-  uint32_t lost_ = 0;  // lost_links(): named by the gate in progress or last failed
+  uint32_t lost_ = 0;  // lost_links(): named by the gate in progress or last failed,
+                       // in the user's order
+  bool rail_rows_ = false;  // both ranks may run row gates on a rail (Endpoint)
+  int row_ = 0;             // the user's index of link 0: the link row gates run on
 
   Window window_ = Window::Quiet;
   // Rows: receives for seqs [row_first_seq_, row_posted_] posted from ring

@@ -1,7 +1,6 @@
 #include "transport/tcp/rails.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -60,9 +59,7 @@ int plan_rails(int rank, const std::vector<int> &fds, uint64_t deadline, wire::R
   for (int k = 0; k < links; k++)
     if (int rc = leader_measure(fds[size_t(k)], deadline, rtt[k], mbit[k], err)) return rc;
   share_rails(mbit, rtt, links, plan);
-  // Test only: row gates on the link this names, whatever the round trips.
-  if (const char *v = std::getenv("DS4TP_TEST_ROW_LINK"); v != nullptr && *v != 0)
-    if (const int k = std::atoi(v); k >= 0 && k < links) plan.row_link = uint16_t(k);
+  plan.row_link = uint16_t(test_row_link(links, plan.row_link));
   return send_rail_plan(fds[0], plan, deadline, err);
 }
 

@@ -1,200 +1,16 @@
-#include "transport/tcp/striped.hpp"
-
-#include <fcntl.h>
+// The striped big gate (striped.hpp): every link's share moving at once,
+// a lost rail recovered on link 0.
 #include <poll.h>
-#include <sys/socket.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <new>
 
 #include "common/clock.hpp"
-#include "os/wait.hpp"
 #include "talk/peer_state.hpp"
 #include "transport/tcp/gate_stream.hpp"
-#include "transport/rail_share.hpp"
-#include "transport/tcp/rails.hpp"
-#include "transport/tcp/transport.hpp"
+#include "transport/tcp/striped_impl.hpp"
 
 namespace ds4tp::tcp {
-
-namespace {
-
-using wire::GateHeader;
-using wire::GateKind;
-
-// Rail k in messages (0: the data connection, or the standby that took
-// its place): the socket a row gate failed on is named.
-const char *link_name(int k, bool standby) {
-  static const char *const kNames[wire::kMaxLinks] = {
-      "data connection", "rail 1 link", "rail 2 link", "rail 3 link",
-      "rail 4 link",     "rail 5 link", "rail 6 link", "rail 7 link"};
-  return k == 0 && standby ? "standby link" : kNames[k];
-}
-
-class StripedTransport final : public Transport {
- public:
-  // `kept`: the rail numbers of links 1.., where a failover kept them
-  // beside the standby (link 0); empty: link k is rail k.
-  StripedTransport(std::vector<net::Fd> links, const wire::RailPlan &plan, const DataConfig &cfg,
-                   const BigPlan &big, const Logger &log, const std::vector<int> &kept)
-      : plan_(plan), cfg_(cfg), big_(big), log_(log), standby_(!kept.empty()) {
-    for (size_t k = 1; k < links.size(); k++) rail_[k] = standby_ ? kept[k - 1] : int(k);
-    for (auto &l : links) fds_.push_back(l.get());
-    // The row link's socket goes to its tcp transport; the rest stay here.
-    row_ = make_tcp_transport(std::move(links[plan.row_link]), cfg, big,
-                              link_name(rail_[plan.row_link], standby_));
-    for (size_t k = 0; k < links.size(); k++)
-      if (links[k].valid()) {
-        net::set_nonblocking(links[k].get());
-        net::tune_data_socket(links[k].get());
-        owned_[k] = std::move(links[k]);
-      }
-    os::set_spin(policy_, budget_, 0, false);  // multi-MiB gates: block at once
-    policy_.grace_ns = 2'000'000;  // after a hang-up, bytes sent before it still drain
-  }
-
-  const char *name() const override { return "tcp"; }
-  bool links(std::vector<LinkInfo> &out) const override {
-    for (int k = 0; k < plan_.links; k++) {
-      LinkInfo l;
-      l.transport = DS4TP_TRANSPORT_TCP;
-      l.role = k == 0 ? DS4TP_LINK_DATA : DS4TP_LINK_RAIL;
-      l.state = dead_[k] ? -1 : 1;
-      l.row = k == plan_.row_link;
-      l.share = plan_.share[k];
-      l.rate_mbit = plan_.mbit[k];
-      l.rtt_us = plan_.rtt_us[k];
-      out.push_back(l);
-    }
-    return true;
-  }
-  int attach(uint8_t *base, const slab::Layout &layout, Error &err) override {
-    base_ = base;
-    layout_ = layout;
-    return row_->attach(base, layout, err);
-  }
-  void detach() override { row_->detach(); }
-  // Link 0 and the row link: every wait of a gate in progress watches
-  // one of them. The other rails stay up for over_standby().
-  void give_up() override {
-    for (int k : {0, int(plan_.row_link)})
-      if (fds_[size_t(k)] >= 0) ::shutdown(fds_[size_t(k)], SHUT_RDWR);
-  }
-  std::unique_ptr<Transport> over_standby(net::Fd &standby, int rank, bool keep,
-                                          std::vector<int> &kept) override;
-
-  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
-           Error &err) override {
-    const int rc = row_->gate(layer, gate, slot, seq, start_ns, err);
-    seen_ns_ = row_->peer_seen_ns();
-    return rc;
-  }
-  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
-                 Error &err) override {
-    const int rc = row_->batch_gate(index, rows, seq, start_ns, err);
-    seen_ns_ = row_->peer_seen_ns();
-    return rc;
-  }
-  int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
-               uint64_t start_ns, Error &err) override {
-    if (bytes < kStripeMinBytes) {
-      const int rc = row_->big_gate(layer, seq, out, in, bytes, start_ns, err);
-      seen_ns_ = row_->peer_seen_ns();
-      return rc;
-    }
-    seen_ns_ = 0;
-    return striped(layer, seq, static_cast<const uint8_t *>(out), static_cast<uint8_t *>(in),
-                   bytes, start_ns, err);
-  }
-
- private:
-  int striped(uint32_t layer, uint64_t seq, const uint8_t *out, uint8_t *in, uint64_t bytes,
-              uint64_t started, Error &err);
-  // After a gate that recovered link k: later gates leave it out, its
-  // share going to link 0, and row gates move to link 0 if they ran on it.
-  void drop_link(int k) {
-    plan_.share[0] = uint16_t(plan_.share[0] + plan_.share[k]);
-    plan_.share[k] = 0;
-    dead_[k] = true;
-    ::shutdown(fds_[size_t(k)], SHUT_RDWR);
-    log_.warn("rails: link {} lost in a big gate, which completed over {}; later big gates "
-              "split over the other links",
-              rail_[k], standby_ ? "the standby link" : "link 0");
-    if (k != plan_.row_link) {
-      fds_[size_t(k)] = -1;  // owned_ keeps it until the end; nothing uses it again
-      return;
-    }
-    const int dup = ::fcntl(fds_[0], F_DUPFD_CLOEXEC, 0);
-    if (dup < 0) {  // the row gates stay on the lost link: the next fails the rails over
-      log_.warn("rails: row gates cannot move to link 0: {}", std::strerror(errno));
-      return;
-    }
-    plan_.row_link = 0;
-    row_ = make_tcp_transport(net::Fd(dup), cfg_, big_);  // closes link k's socket
-    fds_[size_t(k)] = -1;
-    Error e;
-    if (base_ != nullptr && row_->attach(base_, layout_, e) != DS4TP_OK)
-      log_.warn("rails: row gates on link 0: {}", e.message);
-    log_.warn("rails: row and batch gates move to link 0");
-  }
-
-  wire::RailPlan plan_;
-  DataConfig cfg_;
-  BigPlan big_;
-  Logger log_;
-  bool dead_[wire::kMaxLinks] = {};
-  uint8_t *base_ = nullptr;
-  slab::Layout layout_;
-  bool standby_;                      // link 0 is the standby (a failover kept these rails)
-  int rail_[wire::kMaxLinks] = {};  // link k's rail number, for messages
-  std::vector<int> fds_;  // by link (-1 once dropped); the row link's is row_'s
-  std::unique_ptr<Transport> row_;
-  net::Fd owned_[wire::kMaxLinks];  // by link, but the row link's
-  os::WaitPolicy policy_;
-  os::SpinBudget budget_;
-};
-
-// The rails but link 0 and the row link (lost, or whose stream the
-// failover cut) that no gate left dirty, with the standby as the new link
-// 0. Both ranks hold the same plan and drop the same links, so both split
-// alike: shares from the rates and round trips measured at bring-up (the
-// standby's: link 0's, the path it shares).
-std::unique_ptr<Transport> StripedTransport::over_standby(net::Fd &standby, int rank, bool keep,
-                                                         std::vector<int> &kept) {
-  kept.clear();
-  std::vector<net::Fd> links(1);
-  uint32_t mbit[wire::kMaxLinks] = {plan_.mbit[0]};
-  uint64_t rtt[wire::kMaxLinks] = {uint64_t(plan_.rtt_us[0]) * 1000};
-  for (int k = 1; k < plan_.links; k++) {
-    if (dead_[k] || k == plan_.row_link || !owned_[k].valid()) continue;
-    if (!keep) {
-      ::shutdown(owned_[k].get(), SHUT_RDWR);
-      continue;
-    }
-    mbit[links.size()] = plan_.mbit[k];
-    rtt[links.size()] = uint64_t(plan_.rtt_us[k]) * 1000;
-    kept.push_back(k);
-    links.push_back(std::move(owned_[k]));
-    fds_[size_t(k)] = -1;  // the new transport's now
-  }
-  if (links.size() < 2) return nullptr;
-  links[0] = std::move(standby);
-  wire::RailPlan plan;
-  share_rails(mbit, rtt, int(links.size()), plan);
-  // Row gates on the standby, as without kept rails: a kept rail lost
-  // later is then recovered over it, never the pair's end.
-  plan.row_link = 0;
-  const char *bad = nullptr;
-  const BigPlan big = choose_big_plan(links[0].get(), rank, bad);
-  std::string which;
-  for (size_t j = 0; j < kept.size(); j++)
-    which += fmt::format("{}{} ({}/1000)", j ? ", " : "", kept[j], plan.share[j + 1]);
-  log_.warn("rails: link{} {} kept beside the standby link ({}/1000), which carries the row "
-            "gates", kept.size() > 1 ? "s" : "", which, plan.share[0]);
-  return std::make_unique<StripedTransport>(std::move(links), plan, cfg_, big, log_, kept);
-}
 
 // Link 0 carries, after its share, the gate's control messages: gate
 // headers of the gate whose aux says what they are. kAck: "I have every
@@ -268,6 +84,7 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
   auto recover = [&](int k) {
     lost = k;
     links[k].dead = true;
+    lost_[k] = true;
     acked = false;
     peer_acked = false;  // the peer acknowledges again after its resend
     if (!resent) queue(kResend | uint32_t(k), out + links[k].offset, links[k].length);
@@ -285,9 +102,14 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
         const ssize_t r = send_stream(fd, s.hdr, s.body, s.sent, s.total);
         if (r > 0) {
           s.sent += uint64_t(r);
+          wrote_[k] += uint64_t(r);
           progress = true;
           l.last = now;
           if (s.sent == s.total) l.at++;
+          if (k == 0 && cut_at_ != 0 && l.seg[0].sent >= cut_at_) {
+            ::shutdown(fd, SHUT_RDWR);  // the test hook: link 0 lost mid share
+            cut_at_ = 0;
+          }
           continue;
         }
         if (r < 0 && !retry_later(errno)) {
@@ -303,6 +125,7 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
         if (r > 0) {
           progress = heard = true;
           l.last = now;
+          read_[k] += uint64_t(r);
         } else if ((r == 0 || !retry_later(errno)) && k != 0 && lost < 0) {
           recover(k);
         } else if (r == 0) {
@@ -422,8 +245,6 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
   if (lost >= 0) drop_link(lost);
   return DS4TP_OK;
 }
-
-}  // namespace
 
 std::unique_ptr<Transport> make_striped_transport(std::vector<net::Fd> links,
                                                   const wire::RailPlan &plan,

@@ -11,7 +11,10 @@
 // later gates leave that link out (row gates move to link 0 if they ran
 // on it). Each striped gate ends with an acknowledgement each way on link
 // 0, so no rank leaves a gate whose share its peer may still need. Link 0
-// itself lost fails the gate as a data connection would.
+// itself lost fails the gate as a data connection would; a failover then
+// keeps the rails it can beside the standby (over_standby: where a
+// striped gate was in flight, once the ranks traded what each wrote on
+// them, rail_sync.hpp).
 #pragma once
 
 #include <memory>
