@@ -219,7 +219,8 @@ class FailoverTransport final : public Transport {
   // The transport that carries the pair from now on: the primary made
   // again without the lost links where both ranks named only rails of it
   // (`lost`), else tcp over the standby and the rails kept beside it.
-  void take_standby(uint32_t lost, KeepRails keep);
+  // 0, or the error of the rail counts (`why` says it).
+  int take_standby(uint32_t lost, KeepRails keep, std::string &why);
   // links() once the primary was made again: its links as they were,
   // those kept as they are now, the others lost; the standby its data
   // connection.
@@ -252,7 +253,8 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
     broken_ = true;
     std::vector<int> none;  // rails too: nothing carries the pair
     net::Fd unused;
-    (void)primary_->over_standby(unused, cfg_.rank, KeepRails::None, none);
+    Error ignored;
+    (void)primary_->over_standby(unused, cfg_.rank, KeepRails::None, none, ignored);
     return err.set(code != 0 ? code : rc, "{}; failover to the standby tcp link failed: {}", lost,
                    why);
   };
@@ -327,9 +329,10 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   };
   const bool clean = !striped(mine.in_flight) && !striped(peer.in_flight);
   const uint32_t lost_links = uint32_t(mine.lost_links | peer.lost_links);
-  take_standby(lost_links, clean            ? KeepRails::Clean
-                           : cfg_.sync_rails ? KeepRails::Sync
-                                             : KeepRails::None);
+  const KeepRails keep = clean            ? KeepRails::Clean
+                         : cfg_.sync_rails ? KeepRails::Sync
+                                           : KeepRails::None;
+  if (int krc = take_standby(lost_links, keep, why)) return give_up(why, krc);
   if (int arc = tcp_->attach(base_, layout_, err)) {
     broken_ = true;
     if (!remade_) return arc;
@@ -373,16 +376,22 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   return rrc;
 }
 
-void FailoverTransport::take_standby(uint32_t lost, KeepRails keep) {
+int FailoverTransport::take_standby(uint32_t lost, KeepRails keep, std::string &why) {
   kept_.clear();
   if (lost != 0 && (lost & 1u) == 0) tcp_ = primary_->remake_without(standby_, lost, kept_);
   remade_ = tcp_ != nullptr;
-  if (remade_) return;
-  tcp_ = primary_->over_standby(standby_, cfg_.rank, keep, kept_);
-  if (tcp_ != nullptr) return;
+  if (remade_) return DS4TP_OK;
+  Error e;
+  tcp_ = primary_->over_standby(standby_, cfg_.rank, keep, kept_, e);
+  if (tcp_ != nullptr) return DS4TP_OK;
+  if (e.code != DS4TP_OK) {
+    why = e.message;
+    return e.code;
+  }
   const char *bad = nullptr;
   const tcp::BigPlan plan = tcp::choose_big_plan(standby_.get(), cfg_.rank, bad);
   tcp_ = make_tcp_transport(std::move(standby_), cfg_.data, plan, "standby link");
+  return DS4TP_OK;
 }
 
 bool FailoverTransport::remade_links(std::vector<LinkInfo> &out) const {

@@ -86,10 +86,11 @@ class Transport {
   // After give_up(), once both ranks resumed on the standby (a connected
   // tcp link): a transport over it and the links of this one still fit
   // to carry gates (tcp rails, as `keep` says), their indexes here in
-  // `kept`; null where none is left (those not kept are shut down).
-  // `rank` 0 is the leader.
+  // `kept`; null where none is left (those not kept are shut down), or
+  // null with `err` set where the rail counts failed (the standby is then
+  // shut down: the failover fails). `rank` 0 is the leader.
   virtual std::unique_ptr<Transport> over_standby(net::Fd &, int, KeepRails,
-                                                  std::vector<int> &) {
+                                                  std::vector<int> &, Error &) {
     return nullptr;
   }
   // The links the last failed gate found lost (bit k: link k, 0 the

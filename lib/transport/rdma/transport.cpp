@@ -78,7 +78,8 @@ int RdmaTransport::wait_for(uint64_t want_recv, uint64_t want_send, const Op &op
   auto name_stuck_rails = [&] {
     const bool primary_owes = want_recv > qpl_.recv_done || want_send > qpl_.send_done;
     if (!met || now_ns() - w.last_progress() < idle_ns / 2) return;
-    if (links == 1 && primary_owes && ps != nullptr && ps->peer_in_gate(op.kind, op.seq))
+    if (links == 1 && primary_owes && op.kind != 0 && ps != nullptr &&
+        ps->peer_in_gate(op.kind, op.seq))
       name_lost(0);
     if (primary_owes) return;
     for (int k = 1; k < links; k++) {

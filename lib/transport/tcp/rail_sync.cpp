@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "net/socket.hpp"
 
 namespace ds4tp::tcp {
@@ -38,7 +39,7 @@ int drop_bytes(int fd, uint64_t bytes, uint64_t deadline_ns, Error &err) {
 
 }  // namespace
 
-int sync_rails(int standby_fd, const int *fds, const RailCounts &mine, uint64_t deadline_ns,
+int sync_rails(int standby_fd, const int *fds, const RailCounts &mine, uint64_t timeout_ns,
                uint16_t &kept, uint64_t *read_out, std::string &why, Error &err) {
   kept = 0;
   std::fill(read_out, read_out + wire::kMaxLinks, 0);
@@ -46,7 +47,8 @@ int sync_rails(int standby_fd, const int *fds, const RailCounts &mine, uint64_t 
   out.links = uint16_t(mine.links);
   out.keep = mine.keepable;
   std::copy(mine.sent, mine.sent + mine.links, out.sent);
-  if (int rc = trade(standby_fd, out, peer, deadline_ns, err)) return rc;
+  if (int rc = trade(standby_fd, out, peer, now_ns() + timeout_ns, err)) return rc;
+  const uint64_t read_by = now_ns() + timeout_ns / 2;
   uint16_t ready = 0;
   for (int k = 1; k < mine.links; k++) {
     if ((mine.keepable & peer.keep) >> k & 1u) {
@@ -55,7 +57,7 @@ int sync_rails(int standby_fd, const int *fds, const RailCounts &mine, uint64_t 
       if (peer.sent[k] < mine.got[k])
         why += fmt::format("; rail {}: this rank read {} bytes, the peer wrote {}", k,
                            mine.got[k], peer.sent[k]);
-      else if (drop_bytes(fds[k], owed, deadline_ns, e) != DS4TP_OK)
+      else if (drop_bytes(fds[k], owed, read_by, e) != DS4TP_OK)
         why += fmt::format("; rail {}: {}", k, e.message);
       else {
         ready |= uint16_t(1u << k);
@@ -69,7 +71,7 @@ int sync_rails(int standby_fd, const int *fds, const RailCounts &mine, uint64_t 
   done.stage = 2;
   done.links = out.links;
   done.keep = ready;
-  if (int rc = trade(standby_fd, done, peer, deadline_ns, err)) return rc;
+  if (int rc = trade(standby_fd, done, peer, now_ns() + timeout_ns, err)) return rc;
   for (int k = 1; k < mine.links; k++)
     if ((ready >> k & 1u) != 0 && (peer.keep >> k & 1u) == 0)
       why += fmt::format("; rail {}: the peer could not read it out", k);

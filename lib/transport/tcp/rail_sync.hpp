@@ -26,13 +26,15 @@ struct RailCounts {
   uint64_t got[wire::kMaxLinks] = {};   // bytes read from link k
 };
 
-// Both ranks at once, over `standby_fd`, bounded by `deadline_ns`; `fds`
-// the links' sockets by index (non-blocking). `kept`: bit k, rail k kept
+// Both ranks at once, over `standby_fd`; `fds` the links' sockets by
+// index (non-blocking). Each trade waits at most `timeout_ns`, reading
+// the rails out at most half of it (a rail that takes longer is dropped),
+// so a rank that drops one still meets its peer at stage 2. `kept`: bit k, rail k kept
 // on both ranks; `read_out[k]`: the bytes of the peer's read and dropped
 // on rail k; `why` names each rail dropped on the way and the reason.
 // An error (the standby failed, a message that is not rail counts):
 // nothing kept.
-int sync_rails(int standby_fd, const int *fds, const RailCounts &mine, uint64_t deadline_ns,
+int sync_rails(int standby_fd, const int *fds, const RailCounts &mine, uint64_t timeout_ns,
                uint16_t &kept, uint64_t *read_out, std::string &why, Error &err);
 
 }  // namespace ds4tp::tcp

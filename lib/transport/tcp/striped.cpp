@@ -106,7 +106,8 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
           progress = true;
           l.last = now;
           if (s.sent == s.total) l.at++;
-          if (k == 0 && cut_at_ != 0 && l.seg[0].sent >= cut_at_) {
+          if (k == 0 && cut_at_ != 0 &&
+              l.seg[0].sent >= std::min(cut_at_ + wire::kGateHeaderBytes, l.seg[0].total)) {
             ::shutdown(fd, SHUT_RDWR);  // the test hook: link 0 lost mid share
             cut_at_ = 0;
           }
@@ -121,11 +122,12 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
       if (l.dead) continue;
       if (rx[k]->got < l.seg[0].total) {
         ssize_t r;
-        if (int rc = rx[k]->read(fd, r, err)) return rc;
+        const int rc = rx[k]->read(fd, r, err);
+        if (r > 0) read_[k] += uint64_t(r);  // counted even where its header is refused
+        if (rc != DS4TP_OK) return rc;
         if (r > 0) {
           progress = heard = true;
           l.last = now;
-          read_[k] += uint64_t(r);
         } else if ((r == 0 || !retry_later(errno)) && k != 0 && lost < 0) {
           recover(k);
         } else if (r == 0) {

@@ -53,7 +53,8 @@ class StripedTransport final : public Transport {
     os::set_spin(policy_, budget_, 0, false);  // multi-MiB gates: block at once
     policy_.grace_ns = 2'000'000;  // after a hang-up, bytes sent before it still drain
     // Test only: shut link 0 down once it sent this many bytes of a
-    // striped gate's share (the links a failover kept never do).
+    // striped gate's share, or all of a smaller one (the links a failover
+    // kept never do).
     if (const char *v = std::getenv("DS4TP_TEST_CUT_STRIPED"); v != nullptr && !standby_)
       cut_at_ = std::strtoull(v, nullptr, 10);
   }
@@ -86,7 +87,7 @@ class StripedTransport final : public Transport {
       if (fds_[size_t(k)] >= 0) ::shutdown(fds_[size_t(k)], SHUT_RDWR);
   }
   std::unique_ptr<Transport> over_standby(net::Fd &standby, int rank, KeepRails keep,
-                                          std::vector<int> &kept) override;
+                                          std::vector<int> &kept, Error &err) override;
 
   int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
            Error &err) override {

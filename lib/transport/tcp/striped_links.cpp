@@ -43,7 +43,8 @@ void StripedTransport::drop_link(int k) {
 // the rates and round trips measured at bring-up (the standby's: link
 // 0's, the path it shares).
 std::unique_ptr<Transport> StripedTransport::over_standby(net::Fd &standby, int rank,
-                                                         KeepRails keep, std::vector<int> &kept) {
+                                                         KeepRails keep, std::vector<int> &kept,
+                                                         Error &err) {
   kept.clear();
   uint16_t keeping = keep == KeepRails::None ? 0 : keepable();
   if (keep == KeepRails::Sync) {
@@ -54,10 +55,14 @@ std::unique_ptr<Transport> StripedTransport::over_standby(net::Fd &standby, int 
     std::copy(read_, read_ + c.links, c.got);
     std::string why, read;
     uint64_t dropped[wire::kMaxLinks] = {};
-    Error e;
-    if (sync_rails(standby.get(), fds_.data(), c, now_ns() + cfg_.big_gate_timeout_ns, keeping,
-                   dropped, why, e) != DS4TP_OK)
-      why = "; the rail counts could not be traded over the standby link: " + e.message;
+    if (int rc = sync_rails(standby.get(), fds_.data(), c, cfg_.big_gate_timeout_ns, keeping,
+                            dropped, why, err)) {
+      // Where the counts stopped is unknown: the standby cannot carry
+      // gates, and shutting it down ends the peer's counts at once.
+      ::shutdown(standby.get(), SHUT_RDWR);
+      err.set(rc, "the rail counts failed on the standby link: {}", err.message);
+      return nullptr;
+    }
     if (!why.empty()) log_.warn("rails: not kept beside the standby link{}", why);
     for (int k = 1; k < plan_.links; k++)
       if ((keeping >> k & 1u) != 0)
