@@ -89,7 +89,7 @@ class FailoverTransport final : public Transport {
     LinkInfo s;
     s.transport = DS4TP_TRANSPORT_TCP;
     s.role = DS4TP_LINK_STANDBY;
-    s.state = tcp_ ? 1 : broken_ ? -1 : 0;
+    s.state = broken_ ? -1 : tcp_ ? 1 : 0;
     s.row = tcp_ != nullptr;
     // Rails kept beside the standby: as the transport over both says
     // (its link 0 the standby, link j the rail kept_[j - 1]).
@@ -99,7 +99,7 @@ class FailoverTransport final : public Transport {
       s.share = now[0].share;
       for (size_t j = 1; j < now.size(); j++) {
         LinkInfo &l = out[first + size_t(kept_[j - 1])];
-        l.state = now[j].state;
+        l.state = broken_ ? -1 : now[j].state;
         l.row = now[j].row;
         l.share = now[j].share;
       }
@@ -255,6 +255,8 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
     net::Fd unused;
     Error ignored;
     (void)primary_->over_standby(unused, cfg_.rank, KeepRails::None, none, ignored);
+    // The peer's waits on the standby (its resume, the rail counts) end at once.
+    ::shutdown(standby_.get(), SHUT_RDWR);
     return err.set(code != 0 ? code : rc, "{}; failover to the standby tcp link failed: {}", lost,
                    why);
   };
@@ -362,8 +364,14 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
                   describe(mine.in_flight), lost, onto, from, peer.reason);
   if (cfg_.switched) cfg_.switched(remade_ ? cfg_.primary_kind : DS4TP_TRANSPORT_TCP);
 
-  if (ahead || behind)
-    if (int crc = catch_up(ahead ? done_ : c, ahead, err)) return crc;
+  // The gate run again failing on the links just taken: nothing carries
+  // the pair (a peer that gave up on them shut them down).
+  if (ahead || behind) {
+    if (int crc = catch_up(ahead ? done_ : c, ahead, err)) {
+      broken_ = true;
+      return crc;
+    }
+  }
   if (behind) {
     // The peer sent this gate's partial above and took ours.
     done_ = c;
@@ -373,6 +381,7 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   const int rrc = run_on_tcp(c, err);
   seen_ns_ = 0;
   if (rrc == DS4TP_OK) done_ = c;
+  broken_ = rrc != DS4TP_OK;
   return rrc;
 }
 

@@ -60,7 +60,7 @@ std::unique_ptr<Transport> StripedTransport::over_standby(net::Fd &standby, int 
       // Where the counts stopped is unknown: the standby cannot carry
       // gates, and shutting it down ends the peer's counts at once.
       ::shutdown(standby.get(), SHUT_RDWR);
-      err.set(rc, "the rail counts failed on the standby link: {}", err.message);
+      err.set(rc, "{} on the standby link", err.message);
       return nullptr;
     }
     if (!why.empty()) log_.warn("rails: not kept beside the standby link{}", why);
