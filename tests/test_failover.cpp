@@ -122,12 +122,18 @@ TEST_CASE("failover: a shm pair moves to tcp when its primary is given up") {
 // gate `at` (DS4TP_TEST_FAIL_PRIMARY_AFTER): it shuts the data connection
 // and the row rail down, the leader's wait on them ends, and both go on
 // over the standby. `b` runs on both ranks.
-void rails_given_up_at(const char *rails, const char *at, Body b) {
+// A tcp pair over loopback with these rails, its ranks capturing their log.
+RankSetup loopback_rails(const char *rails) {
   RankSetup s = failover_setup(DS4TP_TRANSPORT_TCP);
   s.leader_tweak = s.worker_tweak = [rails](ds4tp_options &o) {
     o.log_fn = capture;
     o.rails = rails;
   };
+  return s;
+}
+
+void rails_given_up_at(const char *rails, const char *at, Body b) {
+  RankSetup s = loopback_rails(rails);
   Body l = [b](ds4tp_pair *tp, Ctx &c) -> int {
     ScopedEnv row("DS4TP_TEST_ROW_LINK", "1");
     return b(tp, c);
@@ -199,11 +205,7 @@ TEST_CASE("failover: the data connection lost mid a striped big gate leaves both
   // both ranks' rails are part-way through theirs. The ranks trade what
   // each wrote on the rails, read out the rest, and run the gate again
   // over the standby and both rails; every later gate too, bit for bit.
-  RankSetup s = failover_setup(DS4TP_TRANSPORT_TCP);
-  s.leader_tweak = s.worker_tweak = [](ds4tp_options &o) {
-    o.log_fn = capture;
-    o.rails = "127.0.0.2,127.0.0.3";
-  };
+  RankSetup s = loopback_rails("127.0.0.2,127.0.0.3");
   ScopedEnv row("DS4TP_TEST_ROW_LINK", "0");
   Body b = [](ds4tp_pair *tp, Ctx &c) -> int {
     ScopedEnv cut("DS4TP_TEST_CUT_STRIPED", c.rank == 1 ? "262144" : nullptr);

@@ -345,7 +345,7 @@ int RdmaTransport::trade_plan(const uint32_t *mbit, const uint64_t *rtt, Error &
   if (rank_ != 0) {
     if (int rc = receive_rail_plan(data_.get(), links, deadline, plan_, err)) return rc;
     const int r = plan_.row_link;
-    if (r != 0 && !(rail_rows_ && rows_fit(link(r))))
+    if (r != 0 && !rows_may_move_to(r))
       return err.set(DS4TP_EPROTO,
                      "rdma rails: the leader's plan runs row gates on rail {} ({}), which this "
                      "rank {}",
@@ -360,7 +360,7 @@ int RdmaTransport::trade_plan(const uint32_t *mbit, const uint64_t *rtt, Error &
   int r = plan_.row_link;
   if (r != 0 && rtt[r] * 4 >= rtt[0] * 3) r = 0;
   r = test_row_link(links, r);
-  if (r != 0 && !(rail_rows_ && rows_fit(link(r)))) r = 0;
+  if (r != 0 && !rows_may_move_to(r)) r = 0;
   plan_.row_link = uint16_t(r);
   return send_rail_plan(data_.get(), plan_, deadline, err);
 }

@@ -251,6 +251,9 @@ class RdmaTransport final : public Transport {
   bool rows_fit(const QpLink &l) const {
     return l.sdepth >= 1 && armed_receives(l) <= l.rdepth / 2;
   }
+  // Rail r may carry the row gates: both ranks agreed to, and its queues
+  // hold the windows (values both ranks share, so both judge alike).
+  bool rows_may_move_to(int r) const { return rail_rows_ && rows_fit(link(r)); }
   // Row messages and a big gate's round from link 0's sizes.
   void size_row_link() {
     row_msgs_ = qpl_.messages(L_.vec_bytes);
