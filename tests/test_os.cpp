@@ -26,7 +26,8 @@
 #include "slab/layout.hpp"
 #include "transport/descriptor.hpp"
 #include "transport/shm/bell.hpp"
-#include "transport/tcp/transport.hpp"
+#include "support/gate_calls.hpp"
+#include "transport/tcp/pair_link.hpp"
 
 using namespace ds4tp;
 
@@ -311,7 +312,7 @@ TEST_CASE("the descriptor table: one entry per transport, tcp always there") {
   CHECK(a.usable);
 }
 
-// A transport's gate reads no clock to begin: its deadlines count from
+// A link's gate reads no clock to begin: its deadlines count from
 // the start_ns the pair hands it (the read its stats use too). Handed a
 // start two gate timeouts ago, rank 0's deadline has passed before its
 // first wait, though the peer arrives well within a timeout of the call.
@@ -324,22 +325,23 @@ TEST_CASE("a tcp gate's deadlines count from the start_ns it is handed") {
   DataConfig cfg;
   cfg.gate_timeout_ns = 3000000000ull;
   cfg.big_gate_timeout_ns = cfg.gate_timeout_ns;
-  std::unique_ptr<Transport> t[2];
+  std::unique_ptr<link::Link> t[2];
   uint8_t *slab[2];
   Error err[2];
   for (int r = 0; r < 2; r++) {
     slab[r] = static_cast<uint8_t *>(std::aligned_alloc(4096, bytes));
     std::memset(slab[r], 0, bytes);
-    t[r] = make_tcp_transport(net::Fd(sp.fd[r]), cfg, tcp::BigPlan{});
-    sp.fd[r] = -1;  // the transport owns it
-    REQUIRE(t[r]->attach(slab[r], l, err[r]) == DS4TP_OK);
+    t[r] = tcp::make_pair_link(net::Fd(sp.fd[r]), cfg, tcp::BigPlan{});
+    sp.fd[r] = -1;  // the link owns it
+    REQUIRE(t[r]->bind(slab[r], l, err[r]) == DS4TP_OK);
   }
   int rc1 = -100;
   std::thread peer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    rc1 = t[1]->gate(0, 0, 0, 1, now_ns(), err[1]);
+    rc1 = test::row_gate(*t[1], slab[1], l, cfg, 0, 0, 1, now_ns(), err[1]);
   });
-  const int rc0 = t[0]->gate(0, 0, 0, 1, now_ns() - 2 * cfg.gate_timeout_ns, err[0]);
+  const int rc0 =
+      test::row_gate(*t[0], slab[0], l, cfg, 0, 0, 1, now_ns() - 2 * cfg.gate_timeout_ns, err[0]);
   peer.join();
   INFO("rank 0: " << err[0].message);
   INFO("rank 1: " << err[1].message);

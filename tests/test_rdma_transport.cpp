@@ -28,6 +28,7 @@
 #include "slab/schedule.hpp"
 #include "support/ranks.hpp"
 #include "support/fake_qp.hpp"
+#include "support/gate_calls.hpp"
 #include "transport/rdma/transport.hpp"
 #include "transport/rdma/setup_link.hpp"
 
@@ -116,7 +117,7 @@ class Rig {
     REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, d1) == 0);
     for (int fd : {ctl[0], ctl[1], d0[0], d1[0]}) net::set_nonblocking(fd);
     relay = std::make_unique<Relay>(d0[1], d1[1]);
-    DataConfig dc;
+    DataConfig &dc = data;
     dc.gate_timeout_ns = uint64_t(c.gate_timeout_ms) * 1000000;
     dc.big_gate_timeout_ns = uint64_t(c.big_timeout_ms) * 1000000;
     dc.spin_ns = uint64_t(c.spin_us) * 1000;
@@ -153,7 +154,7 @@ class Rig {
   }
 
   std::array<int, 2> attach() {
-    auto rc = run([&](int r) { return t[r]->attach(slab[r], layout, err[r]); });
+    auto rc = run([&](int r) { return t[r]->bind(slab[r], layout, err[r]); });
     setup_bytes[0] = relay->bytes(0);
     setup_bytes[1] = relay->bytes(1);
     return rc;
@@ -177,8 +178,8 @@ class Rig {
     auto *in = reinterpret_cast<float *>(slab[r] + layout.in_vec(uint32_t(slot)));
     uint64_t n = layout.vec_bytes / 4;
     for (uint64_t i = 0; i < n; i++) out[i] = pattern(r, seq, i);
-    int rc = t[r]->gate(uint32_t(slot / 2), uint32_t(slot % 2), uint32_t(slot), seq, now_ns(),
-                        err[r]);
+    int rc = test::row_gate(*t[r], slab[r], layout, data, uint32_t(slot / 2), uint32_t(slot % 2),
+                            seq, now_ns(), err[r]);
     if (rc) return rc;
     return check(r, in, n, seq, 0, "row gate");
   }
@@ -190,7 +191,7 @@ class Rig {
                                             row * layout.vec_stride);
       for (uint64_t i = 0; i < n; i++) out[i] = pattern(r, seq * 1000 + row, i);
     }
-    int rc = t[r]->batch_gate(index, rows, seq, now_ns(), err[r]);
+    int rc = test::batch_gate(*t[r], slab[r], layout, data, index, rows, seq, now_ns(), err[r]);
     if (rc) return rc;
     for (uint32_t row = 0; row < rows; row++) {
       auto *in = reinterpret_cast<float *>(slab[r] + layout.batch_in_gate(index) +
@@ -210,7 +211,7 @@ class Rig {
       in = hi.data();
     }
     for (uint64_t i = 0; i < n; i++) out[i] = uint8_t((i * 2654435761u) >> 7) ^ uint8_t(r * 91 + seq);
-    int rc = t[r]->big_gate(0, seq, out, in, n, now_ns(), err[r]);
+    int rc = test::big_gate(*t[r], data, 0, seq, out, in, n, now_ns(), err[r]);
     if (rc) return rc;
     for (uint64_t i = 0; i < n; i++)
       if (in[i] != (uint8_t((i * 2654435761u) >> 7) ^ uint8_t((1 - r) * 91 + seq))) {
@@ -232,6 +233,7 @@ class Rig {
   }
 
   RigConfig cfg;
+  DataConfig data;
   fk::Fabric fabric;
   slab::Layout layout;
   slab::Schedule sched;
@@ -240,7 +242,7 @@ class Rig {
   uint64_t bytes = 0;
   uint64_t setup_bytes[2] = {0, 0};
   uint8_t *slab[2] = {nullptr, nullptr};
-  std::unique_ptr<Transport> t[2];
+  std::unique_ptr<link::Link> t[2];
   Error err[2];
 };
 
@@ -689,7 +691,8 @@ TEST_CASE("a row gate's deadline counts from the start_ns it is handed") {
   const uint64_t timeout_ns = uint64_t(c.gate_timeout_ms) * 1000000;
   auto rc = rig.run([&](int r) {
     if (r == 0)
-      return rig.t[0]->gate(0, 0, 0, 1, now_ns() - 2 * timeout_ns, rig.err[0]);
+      return test::row_gate(*rig.t[0], rig.slab[0], rig.layout, rig.data, 0, 0, 1,
+                            now_ns() - 2 * timeout_ns, rig.err[0]);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     return rig.row(1, 1);
   });

@@ -162,9 +162,11 @@ int Group::connect(Error &err) {
     if (first.ok() && auth::fresh_nonce(token, first) == DS4TP_OK)
       std::copy_n(token.begin(), ro.token.size(), ro.token.begin());
     if (first.ok() && ro.transport == DS4TP_TRANSPORT_SHM &&
-        shm_area_create(opt_.size, opt_.chunk_bytes, ro.shm_name, links.area, first) == DS4TP_OK) {
+        shm::area_create(opt_.size, opt_.chunk_bytes, home_threshold(opt_.size),
+                         two_shot_threshold(DS4TP_TRANSPORT_SHM), ro.shm_name, links.area,
+                         first) == DS4TP_OK) {
       links.made = true;
-      for (int r = 1; r < opt_.size; r++) shm_area_expect(*links.area, r, joins[size_t(r)].pid);
+      for (int r = 1; r < opt_.size; r++) shm::area_expect(*links.area, r, joins[size_t(r)].pid);
     }
     if (!first.ok()) {
       ro.status = first.code;

@@ -1,5 +1,5 @@
-// Collectives on top of Medium::exchange, chunked by chunk_bytes, and the
-// group's failure latch.
+// Collectives on top of the lanes' steps (lane.hpp), chunked by
+// chunk_bytes, and the group's failure latch.
 #include "group/group.hpp"
 
 #include <algorithm>
@@ -12,6 +12,8 @@
 #include "group/plan.hpp"
 #include "group/wire.hpp"
 #include "os/os.hpp"
+#include "transport/shm/area.hpp"
+#include "transport/shm/slots.hpp"
 
 namespace ds4tp::group {
 
@@ -32,15 +34,16 @@ Group::~Group() {
   worker_.reset();     // idle: every call waited for its last chunk
   heartbeat_.reset();  // no verdict after this point
   abort_lanes(opt_.rank, DS4TP_EPEERCLOSED);
-  local_.m.reset();
-  cross_.m.reset();
+  local_.link.reset();
+  cross_.link.reset();
   std::free(buffer_ - kBufferRoom);
   std::free(scratch_);
 }
 
 int Group::make_local(int n, const Options &o, std::vector<std::unique_ptr<Group>> &out,
                       Error &err) {
-  auto area = shm_area_heap(n, o.chunk_bytes, err);
+  auto area = shm::area_heap(n, o.chunk_bytes, home_threshold(n),
+                             two_shot_threshold(DS4TP_TRANSPORT_SHM), err);
   if (!area) return err.code;
   out.clear();
   for (int r = 0; r < n; r++) {
@@ -48,8 +51,8 @@ int Group::make_local(int n, const Options &o, std::vector<std::unique_ptr<Group
     ro.rank = r;
     ro.size = n;
     auto g = std::make_unique<Group>(std::move(ro));
-    g->local_ = {shm_medium(area, r, false, o.op_timeout_ns, waiting(n, o.spin_ns, o.yield_ns)),
-                 n, r, 0};
+    g->make_lane(g->local_, g->shm_link(area, r, false, o.op_timeout_ns, n), n, r,
+                 area_crossovers(*area));
     g->layout_ = layout_of(std::vector<RosterPeer>(size_t(n)), r);  // threads of one process
     out.push_back(std::move(g));
   }
@@ -67,9 +70,9 @@ std::string Group::plan() const {
     f.ring_bytes = ring_for(crossovers_.ring_bytes, layout_.hosts());
     f.leaders = layout_.leaders();
   } else {
-    f.two_shot_bytes = local_.m->two_shot_bytes();
-    f.home_bytes = local_.m->home_bytes();
-    f.ring_bytes = local_.m->ring_bytes();
+    f.two_shot_bytes = local_.x.two_shot_bytes;
+    f.home_bytes = local_.x.home_bytes;
+    f.ring_bytes = local_.x.ring_bytes;
   }
   return describe_plan(f);
 }
@@ -110,8 +113,8 @@ void Group::abort_with(int code, const std::string &msg, int culprit) {
 }
 
 void Group::abort_lanes(int culprit, int code) {
-  if (local_.m) local_.m->abort(culprit, code);
-  if (cross_.m) cross_.m->abort(culprit, code);
+  if (local_) local_.link->abort(culprit, code);
+  if (cross_) cross_.link->abort(culprit, code);
 }
 
 int Group::begin(Error &err) const {
@@ -133,7 +136,7 @@ int Group::begin(Error &err) const {
 int Group::finish(Lane &l, int rc, Error &err) {
   if (rc != DS4TP_OK) {
     stats_.failed_call(rc);
-    int culprit = l.m ? l.m->culprit() : -1;
+    int culprit = l ? l.link->culprit() : -1;
     std::string why = err.message;
     if (rc == DS4TP_EPEERCLOSED && heartbeat_) {
       const uint64_t until = now_ns() + std::min<uint64_t>(opt_.peer_silence_ns / 4, kVerdictWaitNs);
@@ -250,18 +253,18 @@ int Group::two_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
       src = scratch_;
     }
     uint64_t step = ++l.step;
-    int rc = l.m->exchange_segments(step, src, segb, views, err);
+    int rc = l.exchange_segments(step, src, segb, views, err);
     if (rc != DS4TP_OK) return finish(l, rc, err);
     reduce_sum(t, views, l.n, src + me * segb, size_t(seg));  // may alias views[me]
-    l.m->done(step);
+    l.done(step);
     step = ++l.step;
-    rc = l.m->exchange(step, src + me * segb, segb, -1, views, err);
+    rc = l.exchange(step, src + me * segb, segb, -1, views, err);
     if (rc != DS4TP_OK) return finish(l, rc, err);
     for (uint64_t r = 0; r < n; r++) {
       const uint64_t lo = r * seg, hi = (r + 1) * seg < m ? (r + 1) * seg : m;
       if (hi > lo) std::memmove(dst + lo * esz, views[r], size_t((hi - lo) * esz));
     }
-    l.m->done(step);
+    l.done(step);
     off += m;
   }
   return DS4TP_OK;
@@ -277,10 +280,10 @@ int Group::one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
   do {
     uint64_t m = count - off < per ? count - off : per;
     uint64_t step = ++l.step;
-    int rc = l.m->exchange(step, p + off * esz, m * esz, -1, views, err);
+    int rc = l.exchange(step, p + off * esz, m * esz, -1, views, err);
     if (rc != DS4TP_OK) return finish(l, rc, err);
     reduce_sum(t, views, l.n, p + off * esz, m);
-    l.m->done(step);
+    l.done(step);
     off += m;
   } while (off < count);
   return DS4TP_OK;
@@ -291,11 +294,12 @@ int Group::one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
 // where `count` is one chunk of it), so a call's chunks share one.
 int Group::reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err, uint64_t call_bytes) {
   const uint64_t bytes = call_bytes != 0 ? call_bytes : count * dtype_bytes(t);
-  const Algorithm a = all_reduce_algorithm(bytes, l.m->home_bytes(), l.m->two_shot_bytes(),
-                                           opt_.chunk_bytes, l.m->ring_bytes());
-  if (a == Algorithm::Home) {
+  const Algorithm a = all_reduce_algorithm(bytes, l.x.home_bytes, l.x.two_shot_bytes,
+                                           opt_.chunk_bytes, l.x.ring_bytes);
+  link::Homes *homes = l.link->homes();
+  if (a == Algorithm::Home && homes != nullptr) {
     l.step += 2;
-    const int rc = l.m->reduce_home(l.step - 1, p, size_t(count), t, err);
+    const int rc = homes->reduce_home(l.step - 1, p, size_t(count), sum_of(t), err);
     return rc != DS4TP_OK ? finish(l, rc, err) : DS4TP_OK;
   }
   if (count < uint64_t(l.n)) return one_shot(l, p, count, t, err);
@@ -325,10 +329,10 @@ int Group::flat_steps(uint64_t bytes, int root, Mine mine, Take take, Error &err
   do {
     const uint64_t m = std::min<uint64_t>(bytes - off, opt_.chunk_bytes);
     const uint64_t step = ++local_.step;
-    if (int rc = local_.m->exchange(step, mine(off), m, root, views, err))
+    if (int rc = local_.exchange(step, mine(off), m, root, views, err))
       return finish(local_, rc, err);
     if (m) take(off, m, views);
-    local_.m->done(step);
+    local_.done(step);
     off += m;
   } while (off < bytes);
   return DS4TP_OK;
@@ -375,9 +379,9 @@ int Group::barrier(Error &err) {
     const void *views[kMaxRanks];
     static const uint8_t none = 0;
     uint64_t step = ++local_.step;
-    int rc = local_.m->exchange(step, &none, 0, -1, views, err);
+    int rc = local_.exchange(step, &none, 0, -1, views, err);
     if (rc != DS4TP_OK) return finish(local_, rc, err);
-    local_.m->done(step);
+    local_.done(step);
   }
   stats_.collective_done(stats::cBarrier, 0, 0, 0, DS4TP_OK);
   return DS4TP_OK;

@@ -1,10 +1,11 @@
-// A group of N ranks (2..16) and its collectives.
+// A group of N ranks (2..16) and its collectives: a protocol over links
+// (link/link.hpp), the pair's protocol's sibling.
 //
-// Every collective is built on one primitive, Medium::exchange: each
+// Every collective is built on steps of a lane's link (lane.hpp): each
 // contributing rank publishes `bytes` and receives a view of every other
 // contributor's bytes; the caller reduces or copies from the views and
-// then calls Medium::done, after which the views may be reused. Steps
-// are numbered identically on every rank because all ranks call the same
+// then calls Lane::done, after which the views may be reused. Steps are
+// numbered identically on every rank because all ranks call the same
 // collectives in the same order. A Group is used by one thread at a
 // time; mark_failed may come from any thread.
 #pragma once
@@ -22,14 +23,16 @@
 #include "common/log.hpp"
 #include "talk/group_beat.hpp"
 #include "group/cross_worker.hpp"
+#include "group/lane.hpp"
 #include "group/layout.hpp"
 #include "group/reduce.hpp"
 #include "group/wire.hpp"
 #include "net/socket.hpp"
 #include "os/wait.hpp"
 #include "stats/stats.hpp"
-#include "transport/mesh_link.hpp"
 #include "wire/hello.hpp"
+
+namespace ds4tp::shm { struct Area; }
 
 namespace ds4tp::group {
 
@@ -53,66 +56,6 @@ struct Options {
   wire::Identity id;
   // Bring-up refusals (strangers at a listener, a join of another group).
   Logger log{nullptr, nullptr, DS4TP_LOG_WARN};
-};
-
-// Data medium between the ranks: shared slots or a tcp mesh.
-class Medium {
- public:
-  virtual ~Medium() = default;
-  // Step `step` (1, 2, ...): publishes `mine` (bytes; nullptr when this
-  // rank does not contribute) and waits until views[r] holds the bytes of
-  // every contributor r (all ranks, or only `root` when root >= 0; views
-  // of others are left null). Blocks at most the op deadline per wait.
-  virtual int exchange(uint64_t step, const void *mine, size_t bytes, int root,
-                       const void **views, Error &err) = 0;
-  // Reduce-scatter step: `mine` holds n segments of `seg` bytes; views[r]
-  // becomes rank r's segment number `rank` (this rank's share). shm
-  // publishes the whole vector; tcp sends each peer only its segment.
-  virtual int exchange_segments(uint64_t step, const void *mine, size_t seg,
-                                const void **views, Error &err) = 0;
-  // A ring's step: sends `mine` (bytes) to member `to` alone and waits for
-  // member `from`'s bytes in views[from]; every other member is still
-  // heard (its header alone). Meshes only (tcp, rdma).
-  virtual int shift(uint64_t step, const void *mine, size_t bytes, int to, int from,
-                    const void **views, Error &err) {
-    (void)step, (void)mine, (void)bytes, (void)to, (void)from, (void)views;
-    return err.set(DS4TP_ESTATE, "this medium has no ring step");
-  }
-  // all_reduce calls of at least this many bytes run around the ring
-  // (ring_threshold): the same on every rank; never on shm.
-  virtual uint64_t ring_bytes() const { return UINT64_MAX; }
-  // This rank has finished reading step `step`'s views.
-  virtual void done(uint64_t step) = 0;
-  // all_reduce calls of at least this many bytes run two-shot
-  // (reduce-scatter, then all-gather): the same on every rank.
-  virtual uint64_t two_shot_bytes() const = 0;
-  // This rank's chunk-sized buffer that every rank can read (shm; the
-  // group buffer), or nullptr (tcp).
-  virtual uint8_t *home() { return nullptr; }
-  // all_reduce calls from this many bytes up to chunk_bytes run
-  // reduce_home: the same on every rank (never, without a home).
-  virtual uint64_t home_bytes() const { return UINT64_MAX; }
-  // all_reduce of `count` elements (at most chunk bytes) through the homes
-  // in steps `step` and `step` + 1: without a copy in when `buf` is this
-  // rank's home, else `buf` is copied in and the result out. Every rank
-  // makes the same choice of algorithm, whatever its `buf`.
-  virtual int reduce_home(uint64_t step, uint8_t *buf, size_t count, Dtype t, Error &err) {
-    (void)step, (void)buf, (void)count, (void)t;
-    return err.set(DS4TP_ESTATE, "this medium has no home buffer");
-  }
-  // Makes every rank's current and next call fail, naming `culprit` (the
-  // rank the failure is about) and `code` where the medium can carry
-  // them (shm); from any thread.
-  virtual void abort(int culprit, int code) = 0;
-  // The rank this rank's last failed step named; -1 when none.
-  virtual int culprit() const { return -1; }
-  virtual int transport() const = 0;
-  // A tiered leader's lanes. The host lane's word that counts this rank's
-  // progress elsewhere (shm: a wait on this rank that sees it move
-  // restarts its deadline), or null; the cross lane counts every move of
-  // its steps into it, from whichever thread runs them.
-  virtual std::atomic<uint64_t> *progress_word() { return nullptr; }
-  virtual void count_progress_in(std::atomic<uint64_t> *) {}
 };
 
 struct Roster;  // group/wire.hpp
@@ -146,14 +89,14 @@ class Group {
   int size() const { return opt_.size; }
   // A tiered group's is the one between its hosts (tcp or rdma).
   int transport() const {
-    return tiered_ ? cross_transport_ : local_.m ? local_.m->transport() : DS4TP_TRANSPORT_AUTO;
+    return tiered_ ? cross_transport_ : local_ ? local_.link->kind() : DS4TP_TRANSPORT_AUTO;
   }
   int port() const { return opt_.port; }
   // The host medium's home when it has one (shm, once connected), else a
   // heap buffer with kBufferRoom in front (tcp).
   void *buffer() {
-    uint8_t *h = local_.m ? local_.m->home() : nullptr;
-    return h ? h : buffer_;
+    link::Homes *h = local_ ? local_.link->homes() : nullptr;
+    return h ? h->home() : buffer_;
   }
   size_t buffer_bytes() const { return opt_.chunk_bytes; }
   uint64_t op_timeout_ns() const { return opt_.op_timeout_ns; }
@@ -185,17 +128,11 @@ class Group {
   void stats_reset() { stats_.reset(); }
 
  private:
-  // A medium and this rank's steps on it: the whole group (flat), or in
-  // a tiered group the ranks of this host (local_) and the hosts'
-  // leaders (cross_, on leaders only). Step numbers are per lane.
-  struct Lane {
-    std::unique_ptr<Medium> m;
-    int n = 1, me = 0;  // members; this rank's member number
-    uint64_t step = 0;
-  };
-  struct Links;  // bring-up's media before they become lanes (bringup.cpp)
+  // Lanes: the whole group (flat), or in a tiered group the ranks of this
+  // host (local_) and the hosts' leaders (cross_, on leaders only).
+  struct Links;  // bring-up's links before they become lanes (bringup.cpp)
 
-  bool connected() const { return local_.m || cross_.m; }
+  bool connected() const { return local_ || cross_; }
   int begin(Error &err) const;
   int reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err, uint64_t call_bytes = 0);
   int one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);
@@ -220,7 +157,13 @@ class Group {
                  Error &err);
   int open_mesh(const Roster &ro, std::vector<int> names, uint64_t deadline, Links &out,
                 Error &err);
-  std::unique_ptr<Medium> make_mesh(Links &links, int transport);
+  std::unique_ptr<link::Link> make_mesh(Links &links, int transport);
+  // A lane of `n` members over `link`, this rank member `me`.
+  void make_lane(Lane &l, std::unique_ptr<link::Link> link, int n, int me, const Crossovers &x);
+  // The shm link of `area` (a flat shm group's, a tiered host's), member `me`.
+  std::unique_ptr<link::Link> shm_link(std::shared_ptr<ds4tp::shm::Area> area, int me, bool watch,
+                                       uint64_t timeout_ns, int members,
+                                       std::vector<int> ctl = {}, std::vector<int> names = {});
   // Each lane's wait without progress (flat, or a tiered group's lanes).
   struct Timeouts {
     uint64_t flat, cross, host;
@@ -281,7 +224,7 @@ inline uint64_t ring_for(uint64_t ring_bytes, int members) {
   return members < kRingMembers ? UINT64_MAX : ring_bytes;
 }
 // shm all_reduce calls from this many bytes up to chunk_bytes go through
-// the homes (Medium::reduce_home), measured (README "Groups"): from 4 KiB
+// the homes (link::Homes::reduce_home), measured (README "Groups"): from 4 KiB
 // while every rank can have a core, from 256 KiB when ranks outnumber
 // the cores (each of its three waits then costs a context switch).
 // DS4TP_GROUP_HOME_BYTES overrides it; read by the rank that makes the
@@ -312,39 +255,8 @@ struct Waiting {
 };
 Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns = -1);
 
-// Media (shm.cpp, mesh_medium.cpp). `watch` checks peer processes are alive;
-// `ctl[m]` (fd or -1) is a socket that hangs up when member m exits (a
-// flat group's rendezvous connection, a tiered host's link to its leader
-// or from its rank); the fds stay owned by the Group and outlive the medium.
-struct ShmArea;
-std::shared_ptr<ShmArea> shm_area_heap(int n, size_t chunk, Error &err);
-// `name`: the segment's name, or empty for a fresh one (then set).
-int shm_area_create(int n, size_t chunk, std::string &name, std::shared_ptr<ShmArea> &out,
-                    Error &err);
-// The name of host `host`'s segment in a tiered group, made by its
-// leader (`leader_pid`): every rank of the host derives it from the
-// roster's token.
-std::string shm_host_area_name(uint32_t leader_pid, const LinkToken &token, int host);
-// `not_yet` (optional) tells a failure a caller may retry: the segment
-// is missing, not sized or not laid out yet (its maker is still at it).
-int shm_area_open(const std::string &name, int n, size_t chunk, std::shared_ptr<ShmArea> &out,
-                  Error &err, bool *not_yet = nullptr);
-void shm_area_unlink(ShmArea &area);
-// Writes rank `rank`'s process (0: unknown, nothing written) into its
-// line, which every wait on that rank watches: the rank itself when it
-// attaches, and rank 0 from its join before the roster goes out, so a
-// rank stopped before it attaches is watched too.
-void shm_area_expect(ShmArea &area, int rank, uint32_t pid);
-std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
-                                   uint64_t op_timeout_ns, const Waiting &wait,
-                                   std::vector<int> ctl = {}, std::vector<int> names = {});
-// The steps over `mesh` (a backend's, made through its descriptor) of
-// `n` members, this rank member `rank`. `roomy`: the group buffer; a
-// step sending from its start puts the step header in the kBufferRoom
-// bytes before it (one plain send per peer over tcp). `x`: the
-// crossovers the group agreed on (the roster's).
-std::unique_ptr<Medium> mesh_medium(std::unique_ptr<transport::MeshLink> mesh, int transport,
-                                    int rank, int n, const uint8_t *roomy,
-                                    const MeshCrossovers &x);
+// An shm area's crossovers, as its maker chose them (it keeps them in its
+// header for every member).
+Crossovers area_crossovers(const shm::Area &area);
 
 }  // namespace ds4tp::group

@@ -4,12 +4,15 @@
 // runs on them. Runs inside ds4tp_group_connect, bounded by its deadline.
 #include "group/links.hpp"
 
+#include <cstring>
+
 #include "common/clock.hpp"
 #include "group/layout.hpp"
 #include "group/rendezvous.hpp"
 #include "group/wire.hpp"
 #include "net/endpoint.hpp"
 #include "os/os.hpp"
+#include "transport/shm/slots.hpp"
 
 namespace ds4tp::group {
 
@@ -44,17 +47,25 @@ static int build_mesh(const Options &o, const Roster &ro, const std::vector<int>
   return serve_links(o, ro.token, above, lfd, deadline, fds, err);
 }
 
+// The seed of a tiered host's segment name: the roster's token's first
+// eight bytes, so every rank of the host derives the same name.
+static uint64_t token_seed(const LinkToken &token) {
+  uint64_t seed = 0;
+  std::memcpy(&seed, token.data(), sizeof seed);
+  return seed;
+}
+
 // A rank of a tiered host opens the segment its leader makes as soon as
 // it has the roster; until then the name is missing (or the segment not
 // yet laid out), so the open is tried again, until the deadline or until
 // rank 0 hangs up (bring-up failed elsewhere). Any other failure (another
 // uid's segment, another layout) is final.
 static int open_host_area(const std::string &name, int n, size_t chunk, int hub_fd,
-                          uint64_t deadline, std::shared_ptr<ShmArea> &area, Error &err) {
+                          uint64_t deadline, std::shared_ptr<shm::Area> &area, Error &err) {
   for (;;) {
     Error e;
     bool not_yet = false;
-    if (shm_area_open(name, n, chunk, area, e, &not_yet) == DS4TP_OK) return DS4TP_OK;
+    if (shm::area_open(name, n, chunk, area, e, &not_yet) == DS4TP_OK) return DS4TP_OK;
     if (!not_yet)
       return err.set(e.code, "the host's shm segment from its leader: {}", e.message);
     if (hub_fd >= 0 && net::peer_gone(hub_fd))
@@ -82,7 +93,7 @@ int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadl
       return open_mesh(ro, {}, deadline, out, err);
     }
     if (opt_.rank == 0) return DS4TP_OK;  // made before the roster
-    return shm_area_open(ro.shm_name, opt_.size, opt_.chunk_bytes, out.area, err);
+    return shm::area_open(ro.shm_name, opt_.size, opt_.chunk_bytes, out.area, err);
   }
   // Each rank of a host holds a link to its leader, which their waits on
   // each other watch: its hang-up names a rank that died even where the
@@ -92,7 +103,7 @@ int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadl
   const auto &mine = layout_.mine();
   out.host.resize(mine.size());
   const std::string name =
-      shm_host_area_name(ro.peers[size_t(mine[0])].pid, ro.token, layout_.host);
+      shm::host_area_name(ro.peers[size_t(mine[0])].pid, token_seed(ro.token), layout_.host);
   if (!layout_.leader()) {
     if (int rc = dial_link(opt_, ro, mine[0], deadline, out.host[0], err)) return rc;
     return open_host_area(name, int(mine.size()), opt_.chunk_bytes, hub_fd, deadline, out.area,
@@ -100,11 +111,13 @@ int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadl
   }
   if (mine.size() > 1) {
     std::string made = name;
-    if (int rc = shm_area_create(int(mine.size()), opt_.chunk_bytes, made, out.area, err))
+    const int n = int(mine.size());
+    if (int rc = shm::area_create(n, opt_.chunk_bytes, home_threshold(n),
+                                  two_shot_threshold(DS4TP_TRANSPORT_SHM), made, out.area, err))
       return rc;
     out.made = true;
     for (size_t i = 1; i < mine.size(); i++)
-      shm_area_expect(*out.area, int(i), ro.peers[size_t(mine[i])].pid);
+      shm::area_expect(*out.area, int(i), ro.peers[size_t(mine[i])].pid);
   }
   std::vector<net::Fd> by_rank;
   const std::vector<int> others(mine.begin() + 1, mine.end());
@@ -142,13 +155,36 @@ int Group::open_mesh(const Roster &ro, std::vector<int> names, uint64_t deadline
   return d->mesh_setup(c, out.rdma_port, out.prepared, out.fallback, err);
 }
 
-// The mesh medium over links.fds, made by `transport`'s descriptor: the
+// The mesh over links.fds, made by `transport`'s descriptor: the
 // roster's when every rank's links could run it, else tcp.
-std::unique_ptr<Medium> Group::make_mesh(Links &links, int transport) {
+std::unique_ptr<link::Link> Group::make_mesh(Links &links, int transport) {
   const transport::Descriptor &d = *transport::find(transport);
-  const int n = int(links.fds.size());
-  return mesh_medium(d.mesh_make(links.mesh, std::move(links.fds), std::move(links.prepared)),
-                     d.id, links.mesh.rank, n, buffer_, crossovers_);
+  return d.mesh_make(links.mesh, std::move(links.fds), std::move(links.prepared));
+}
+
+void Group::make_lane(Lane &l, std::unique_ptr<link::Link> lk, int n, int me, const Crossovers &x) {
+  l.link = std::move(lk);
+  l.n = n;
+  l.me = me;
+  l.step = 0;
+  l.x = x;
+  l.roomy = buffer_;
+}
+
+std::unique_ptr<link::Link> Group::shm_link(std::shared_ptr<shm::Area> area, int me, bool watch,
+                                            uint64_t timeout_ns, int members,
+                                            std::vector<int> ctl, std::vector<int> names) {
+  const Waiting w = waiting(members, opt_.spin_ns, opt_.yield_ns);
+  return shm::make_slots(std::move(area), me, watch, timeout_ns, w.policy, w.adaptive,
+                         std::move(ctl), std::move(names));
+}
+
+Crossovers area_crossovers(const shm::Area &area) {
+  Crossovers x;
+  const shm::Header *h = const_cast<shm::Area &>(area).header();
+  x.two_shot_bytes = h->two_shot_bytes;
+  x.home_bytes = h->home_bytes;
+  return x;
 }
 
 // A leader waits across hosts on a leader that may itself wait on its
@@ -170,38 +206,38 @@ void Group::take_links(const Roster &ro, Links &links, bool rdma, std::vector<in
   const Timeouts t = timeouts();
   crossovers_ = {ro.two_shot_bytes, ro.ring_bytes};
   const int mesh = rdma ? DS4TP_TRANSPORT_RDMA : DS4TP_TRANSPORT_TCP;
+  // A mesh of n members: the roster's crossovers, the ring's member rule.
+  auto mesh_x = [&](int n) {
+    return Crossovers{ro.two_shot_bytes, ring_for(ro.ring_bytes, n), UINT64_MAX};
+  };
   if (ro.tiers == Tiers::Flat) {
-    const Waiting wait = waiting(opt_.size, opt_.spin_ns, opt_.yield_ns);
     if (links.area)
-      local_.m = shm_medium(links.area, opt_.rank, true, t.flat, wait, std::move(watch));
+      make_lane(local_, shm_link(links.area, opt_.rank, true, t.flat, opt_.size, std::move(watch)),
+                opt_.size, opt_.rank, area_crossovers(*links.area));
     else
-      local_.m = make_mesh(links, mesh);
-    local_.n = opt_.size;
-    local_.me = opt_.rank;
+      make_lane(local_, make_mesh(links, mesh), opt_.size, opt_.rank, mesh_x(opt_.size));
     return;
   }
   // Tiered: the heartbeat watches the rendezvous sockets (every rank beats).
   tiered_ = true;
   const auto &mine = layout_.mine();
-  const Waiting wait = waiting(int(mine.size()), opt_.spin_ns, opt_.yield_ns);
   cross_transport_ = mesh;
   if (links.area) {
     std::vector<int> watch_host(mine.size(), -1);
     for (size_t i = 0; i < links.host.size(); i++)
       if (links.host[i].valid()) watch_host[i] = links.host[i].get();
-    local_.m = shm_medium(links.area, layout_.local, true, t.host, wait, std::move(watch_host),
-                          mine);
-    local_.n = int(mine.size());
-    local_.me = layout_.local;
+    const int n = int(mine.size());
+    make_lane(local_, shm_link(links.area, layout_.local, true, t.host, n, std::move(watch_host),
+                               mine),
+              n, layout_.local, area_crossovers(*links.area));
   }
   host_links_ = std::move(links.host);
   if (layout_.leader()) {
-    cross_.m = make_mesh(links, mesh);
-    cross_.n = layout_.hosts();
-    cross_.me = layout_.host;
+    make_lane(cross_, make_mesh(links, mesh), layout_.hosts(), layout_.host,
+              mesh_x(layout_.hosts()));
     // A call across hosts may outlast the host ranks' deadline while it
     // keeps moving: every move restarts their waits on this leader.
-    if (local_.m) cross_.m->count_progress_in(local_.m->progress_word());
+    if (local_) cross_.link->count_progress_in(local_.link->progress_word());
   }
 }
 

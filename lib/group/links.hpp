@@ -1,4 +1,4 @@
-// The media of group bring-up until the group takes them (links.cpp
+// The links of group bring-up until the group takes them (links.cpp
 // opens them, bringup.cpp's connect holds them until every rank is ready).
 #pragma once
 
@@ -9,14 +9,15 @@
 #include "group/group.hpp"
 #include "net/socket.hpp"
 #include "transport/descriptor.hpp"
+#include "transport/shm/area.hpp"
 
 namespace ds4tp::group {
 
-// The media of bring-up until the group takes them: a segment this rank
+// The links of bring-up until the group takes them: a segment this rank
 // made is unlinked when connect returns (every rank has it open by then,
 // or bring-up failed).
 struct Group::Links {
-  std::shared_ptr<ShmArea> area;  // flat shm: rank 0's; tiered: this host's
+  std::shared_ptr<shm::Area> area;  // flat shm: rank 0's; tiered: this host's
   bool made = false;
   std::vector<net::Fd> fds;  // the mesh's links: flat, by rank; tiered, by host (leaders)
   std::vector<net::Fd> host;  // tiered, by member of this host: a leader's to each rank,
@@ -26,7 +27,7 @@ struct Group::Links {
   std::unique_ptr<transport::State> prepared;  // what the roster's backend set up on them
   std::string fallback;  // why this rank's links cannot run the roster's backend
   ~Links() {
-    if (made && area) shm_area_unlink(*area);
+    if (made && area) shm::area_unlink(*area);
   }
 };
 

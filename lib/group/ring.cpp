@@ -48,20 +48,20 @@ int Group::ring(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
     for (uint64_t k = 0; k + 1 < n; k++) {
       const uint64_t give = (me + n - k) % n, take = (me + 2 * n - k - 1) % n;
       const uint64_t s = ++l.step;
-      if (int rc = l.m->shift(s, out(give), segb, to, from, views, err)) return finish(l, rc, err);
+      if (int rc = l.shift(s, out(give), segb, to, from, views, err)) return finish(l, rc, err);
       uint8_t *mine = q + lo(take) * esz;
       const void *two[2] = {views[from], mine};
       if (len(take)) reduce_sum(t, two, 2, mine, size_t(len(take)));
-      l.m->done(s);
+      l.done(s);
     }
     // All-gather: at step k this member passes segment me + 1 - k on and
     // takes segment me - k, already summed.
     for (uint64_t k = 0; k + 1 < n; k++) {
       const uint64_t give = (me + 1 + n - k) % n, take = (me + n - k) % n;
       const uint64_t s = ++l.step;
-      if (int rc = l.m->shift(s, out(give), segb, to, from, views, err)) return finish(l, rc, err);
+      if (int rc = l.shift(s, out(give), segb, to, from, views, err)) return finish(l, rc, err);
       if (len(take)) std::memcpy(q + lo(take) * esz, views[from], size_t(len(take) * esz));
-      l.m->done(s);
+      l.done(s);
     }
     off += m;
   }

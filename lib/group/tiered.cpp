@@ -45,7 +45,7 @@ class LaneClock {
 int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
   const size_t esz = dtype_bytes(t);
   const uint64_t per = opt_.chunk_bytes / esz;
-  if (local_.m && count > per) return pipelined_all_reduce(p, count, t, err);
+  if (local_ && count > per) return pipelined_all_reduce(p, count, t, err);
   const bool leader = layout_.leader();
   LaneClock clock(stats_.timed());
   uint64_t off = 0;
@@ -53,23 +53,23 @@ int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
     const uint64_t m = std::min(count - off, per);
     uint8_t *q = p + off * esz;
     uint64_t t0 = clock.start();
-    if (local_.m) {
+    if (local_) {
       if (int rc = host_sum(q, m, t, err)) return rc;
       clock.host(t0);
       t0 = clock.start();
     }
-    if (cross_.m) {
+    if (cross_) {
       if (int rc = reduce(cross_, q, m, t, err, count * esz)) return rc;
       clock.across(t0);
       t0 = clock.start();
     }
-    if (local_.m) {
+    if (local_) {
       if (int rc = rooted_step(local_, q, m * esz, 0, leader, err)) return rc;
       clock.host(t0);
     }
     off += m;
   } while (off < count);
-  clock.report(stats_, local_.m != nullptr, cross_.m != nullptr);
+  clock.report(stats_, local_.link != nullptr, cross_.link != nullptr);
   return DS4TP_OK;
 }
 
@@ -77,10 +77,10 @@ int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
 int Group::host_sum(uint8_t *q, uint64_t m, Dtype t, Error &err) {
   const void *views[kMaxRanks];
   const uint64_t s = ++local_.step;
-  if (int rc = local_.m->exchange(s, q, m * dtype_bytes(t), -1, views, err))
+  if (int rc = local_.exchange(s, q, m * dtype_bytes(t), -1, views, err))
     return finish(local_, rc, err);
   if (layout_.leader()) reduce_sum(t, views, local_.n, q, size_t(m));
-  local_.m->done(s);
+  local_.done(s);
   return DS4TP_OK;
 }
 
@@ -100,7 +100,7 @@ int Group::cross_chunk(void *self, uint8_t *q, uint64_t m, Error &err) {
 int Group::pipelined_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
   const size_t esz = dtype_bytes(t);
   const uint64_t per = opt_.chunk_bytes / esz;
-  const bool leader = layout_.leader() && cross_.m != nullptr;
+  const bool leader = layout_.leader() && cross_.link != nullptr;
   if (leader && !worker_) {
     try {
       worker_ = std::make_unique<CrossWorker>(&Group::cross_chunk, this);
@@ -158,25 +158,25 @@ int Group::tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, E
   do {
     const uint64_t m = std::min(bytes - off, per);
     uint64_t t0 = clock.start();
-    if (local_.m) {
+    if (local_) {
       const uint64_t s = ++local_.step;
-      if (int rc = local_.m->exchange(s, src + off, m, -1, views, err))
+      if (int rc = local_.exchange(s, src + off, m, -1, views, err))
         return finish(local_, rc, err);
       if (leader && m)
         for (int i = 0; i < local_.n; i++) std::memcpy(scratch_ + uint64_t(i) * m, views[i], m);
-      local_.m->done(s);
+      local_.done(s);
     } else if (m) {
       std::memcpy(scratch_, src + off, m);
     }
     clock.host(t0);
     t0 = clock.start();
-    if (cross_.m) {
+    if (cross_) {
       // Every host sends the widest host's pack; a narrower one pads it
       // with zeros rather than an earlier call's bytes.
       const uint64_t filled = uint64_t(layout_.mine().size()) * m;
       if (filled < widest * m) std::memset(scratch_ + filled, 0, widest * m - filled);
       const uint64_t s = ++cross_.step;
-      if (int rc = cross_.m->exchange(s, scratch_, widest * m, -1, views, err))
+      if (int rc = cross_.exchange(s, scratch_, widest * m, -1, views, err))
         return finish(cross_, rc, err);
       for (int h = 0; h < layout_.hosts() && m; h++) {
         const auto &ranks = layout_.ranks_of[size_t(h)];
@@ -184,25 +184,25 @@ int Group::tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, E
         for (size_t i = 0; i < ranks.size(); i++)
           std::memcpy(dst + uint64_t(ranks[i]) * bytes + off, pack + i * m, m);
       }
-      cross_.m->done(s);
+      cross_.done(s);
       clock.across(t0);
     }
     t0 = clock.start();
-    if (local_.m) {
+    if (local_) {
       if (leader && m)
         for (uint64_t r = 0; r < n; r++) std::memcpy(scratch_ + r * m, dst + r * bytes + off, m);
       const uint64_t s = ++local_.step;
-      if (int rc = local_.m->exchange(s, leader ? scratch_ : nullptr, n * m, 0, views, err))
+      if (int rc = local_.exchange(s, leader ? scratch_ : nullptr, n * m, 0, views, err))
         return finish(local_, rc, err);
       const auto *row = static_cast<const uint8_t *>(views[0]);
       if (!leader && m)
         for (uint64_t r = 0; r < n; r++) std::memcpy(dst + r * bytes + off, row + r * m, m);
-      local_.m->done(s);
+      local_.done(s);
     }
     clock.host(t0);
     off += m;
   } while (off < bytes);
-  clock.report(stats_, local_.m != nullptr, cross_.m != nullptr);
+  clock.report(stats_, local_.link != nullptr, cross_.link != nullptr);
   return DS4TP_OK;
 }
 
@@ -211,9 +211,9 @@ int Group::tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, E
 int Group::rooted_step(Lane &l, uint8_t *q, uint64_t m, int root, bool give, Error &err) {
   const void *views[kMaxRanks];
   const uint64_t s = ++l.step;
-  if (int rc = l.m->exchange(s, give ? q : nullptr, m, root, views, err)) return finish(l, rc, err);
+  if (int rc = l.exchange(s, give ? q : nullptr, m, root, views, err)) return finish(l, rc, err);
   if (!give && m) std::memcpy(q, views[root], m);
-  l.m->done(s);
+  l.done(s);
   return DS4TP_OK;
 }
 
@@ -236,26 +236,26 @@ int Group::tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err) {
     const uint64_t m = std::min<uint64_t>(bytes - off, opt_.chunk_bytes);
     uint8_t *q = p + off;
     uint64_t t0 = clock.start();
-    if (local_.m && home && rl != 0)
+    if (local_ && home && rl != 0)
       if (int rc = rooted_step(local_, q, m, rl, me, err)) return rc;
     clock.host(t0);
     t0 = clock.start();
-    if (cross_.m) {
+    if (cross_) {
       if (int rc = rooted_step(cross_, q, m, rh, home, err)) return rc;
       clock.across(t0);
     }
     t0 = clock.start();
-    if (local_.m && (!home || rl == 0)) {
+    if (local_ && (!home || rl == 0)) {
       if (int rc = rooted_step(local_, q, m, 0, leader, err)) return rc;
-    } else if (local_.m) {  // the bytes are here: the leader's stamp alone
+    } else if (local_) {  // the bytes are here: the leader's stamp alone
       const uint64_t s = ++local_.step;
-      if (int rc = local_.m->exchange(s, &kNone, 0, -1, views, err)) return finish(local_, rc, err);
-      local_.m->done(s);
+      if (int rc = local_.exchange(s, &kNone, 0, -1, views, err)) return finish(local_, rc, err);
+      local_.done(s);
     }
     clock.host(t0);
     off += m;
   } while (off < bytes);
-  clock.report(stats_, local_.m != nullptr, cross_.m != nullptr);
+  clock.report(stats_, local_.link != nullptr, cross_.link != nullptr);
   return DS4TP_OK;
 }
 
@@ -265,13 +265,13 @@ int Group::tiered_barrier(Error &err) {
   const void *views[kMaxRanks];
   LaneClock clock(stats_.timed());
   for (Lane *l : {&local_, &cross_, &local_}) {
-    if (!l->m) continue;
+    if (!*l) continue;
     const uint64_t t0 = clock.start(), s = ++l->step;
-    if (int rc = l->m->exchange(s, &kNone, 0, -1, views, err)) return finish(*l, rc, err);
-    l->m->done(s);
+    if (int rc = l->exchange(s, &kNone, 0, -1, views, err)) return finish(*l, rc, err);
+    l->done(s);
     l == &cross_ ? clock.across(t0) : clock.host(t0);
   }
-  clock.report(stats_, local_.m != nullptr, cross_.m != nullptr);
+  clock.report(stats_, local_.link != nullptr, cross_.link != nullptr);
   return DS4TP_OK;
 }
 

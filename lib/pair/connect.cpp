@@ -188,7 +188,8 @@ int Pair::connect_once(Error &err) {
                        (mine.caps & peer_.caps & wire::kCapStandby) != 0;
   net::Fd primary_data;
   if (standby) primary_data = net::Fd(::fcntl(c.data.get(), F_DUPFD_CLOEXEC, 0));
-  transport_ = d->make(c, std::move(prepared));
+  data_config_ = c.data_config;
+  link_ = d->make(c, std::move(prepared));
   if (standby) {
     if ((rc = add_standby(c, std::move(primary_data), err))) return rc;
   } else if (d->id != DS4TP_TRANSPORT_TCP || striped) {
@@ -198,13 +199,13 @@ int Pair::connect_once(Error &err) {
   stats::Sources src;
   src.heartbeats = &peer_state_.heartbeats;
   src.heartbeats_missed = &peer_state_.heartbeats_missed;
-  src.rdma_retries = transport_->setup_retries();
+  src.rdma_retries = link_->setup_retries();
   src.failovers = &failovers_;
   stats_.set_sources(src);
   if (int crc = start_control_plane(err)) return crc;
   connected_ = true;
   log_.info("pair up: rank {} of 2, transport {}, gate timeout {} ms, peer ctx {}",
-            rank(), transport_->name(), opt_.gate_timeout_ms, peer_.id.ctx_size);
+            rank(), link_->name(), opt_.gate_timeout_ms, peer_.id.ctx_size);
   if (std::string p = stats::trace_path_from_env(rank()); !p.empty() && !trace_) {
     Error te;
     if (trace_start(p, te) != DS4TP_OK) log_.warn("DS4TP_TRACE: {}", te.message);

@@ -46,8 +46,8 @@ int Pair::add_standby(const transport::Connection &c, net::Fd primary_data, Erro
     transport_kind_.store(transport, std::memory_order_release);
     failovers_.fetch_add(1, std::memory_order_relaxed);
   };
-  log_.info("failover on: a standby tcp link is open beside {}", transport_->name());
-  transport_ = tr::make_failover_transport(std::move(transport_), std::move(primary_data),
+  log_.info("failover on: a standby tcp link is open beside {}", link_->name());
+  link_ = tr::make_failover_transport(std::move(link_), std::move(primary_data),
                                            std::move(links[0]), fc);
   return DS4TP_OK;
 }

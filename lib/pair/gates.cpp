@@ -4,22 +4,22 @@
 #include "pair/pair.hpp"
 
 #include "common/clock.hpp"
+#include "link/gate_step.hpp"
 #include "wire/gate_header.hpp"
 
 namespace ds4tp {
 
-// The gate's one start clock read: the transport's deadlines count from
-// it (it reads none to begin) and it is the stats' start; Stats reads the
-// end only when timing is on, and the transport reports when the peer's
-// data first showed (peer_seen_ns) from a read its wait made anyway.
-template <typename Call>
-int Pair::timed_gate(int kind, wire::GateKind wire_kind, uint32_t a, uint64_t seq,
-                     uint64_t bytes, Call &&call) {
+// The gate's one start clock read: the link's deadlines count from it (it
+// reads none to begin) and it is the stats' start; Stats reads the end
+// only when timing is on, and the link reports when the peer's data first
+// showed (Step::seen_ns) from a read its wait made anyway.
+int Pair::timed_gate(int kind, link::GateStep &g, uint32_t a, Error &err) {
   const uint64_t t0 = now_ns();
+  g.waits(data_config_, t0);
   peer_state_.entering();
-  const int rc = call(t0);
-  stats_.gate_done(kind, a, seq, bytes, stats_.timed() ? t0 : 0, transport_->peer_seen_ns(), rc);
-  if (rc == DS4TP_OK) peer_state_.completed(uint16_t(wire_kind), a, seq);
+  const int rc = link_->step(g.s, err);
+  stats_.gate_done(kind, a, g.h.seq, g.h.bytes, stats_.timed() ? t0 : 0, g.s.seen_ns, rc);
+  if (rc == DS4TP_OK) peer_state_.completed(g.h.kind, a, g.h.seq);
   return rc;
 }
 
@@ -64,10 +64,9 @@ int Pair::row_exchange(uint32_t layer, uint32_t gate, uint64_t seq, Error &err) 
                                    layout_.vec_bytes);
     if (h != 0) return hook_failed("before_exchange", h, "row", layer, gate, seq, err);
   }
-  int rc = timed_gate(stats::kRow, wire::GateKind::Row, layer, seq, layout_.vec_bytes,
-                      [&](uint64_t t0) {
-                        return transport_->gate(layer, gate, slot, seq, t0, err);
-                      });
+  link::GateStep g;
+  g.row(slab_, layout_, layer, gate, seq);
+  int rc = timed_gate(stats::kRow, g, layer, err);
   if (rc == DS4TP_OK && hooks_.after_exchange) {
     int h = hooks_.after_exchange(Stage::Row, layer, gate, seq, slab_ + layout_.in_vec(slot),
                                   layout_.vec_bytes);
@@ -91,10 +90,9 @@ int Pair::batch_exchange(uint32_t index, uint32_t rows, uint64_t seq, Error &err
                                    slab_ + layout_.batch_out_gate(index), bytes);
     if (h != 0) return hook_failed("before_exchange", h, "batch", index, rows, seq, err);
   }
-  int rc = timed_gate(stats::kBatch, wire::GateKind::Batch, index, seq, bytes,
-                      [&](uint64_t t0) {
-                        return transport_->batch_gate(index, rows, seq, t0, err);
-                      });
+  link::GateStep g;
+  g.batch(slab_, layout_, index, rows, seq);
+  int rc = timed_gate(stats::kBatch, g, index, err);
   if (rc == DS4TP_OK && hooks_.after_exchange) {
     int h = hooks_.after_exchange(Stage::Batch, index, rows, seq,
                                   slab_ + layout_.batch_in_gate(index), bytes);
@@ -134,9 +132,9 @@ int Pair::big_exchange(uint32_t layer, uint64_t seq, const void *out, void *in,
   if (slab::ranges_overlap(out, bytes, in, bytes))
     return err.set(DS4TP_EINVAL, "big gate out and in buffers overlap");
   if (seq == 0) return err.set(DS4TP_EINVAL, "big gate seq must be nonzero");
-  return timed_gate(stats::kBig, wire::GateKind::Big, layer, seq, bytes, [&](uint64_t t0) {
-    return transport_->big_gate(layer, seq, out, in, bytes, t0, err);
-  });
+  link::GateStep g;
+  g.big(layer, seq, out, in, bytes);
+  return timed_gate(stats::kBig, g, layer, err);
 }
 
 }  // namespace ds4tp

@@ -63,7 +63,7 @@ Pair::~Pair() {
     Error e;
     if (trace_write(e) != DS4TP_OK) log_.warn("{}", e.message);
   }
-  transport_.reset();
+  link_.reset();
   if (owned_slab_ != nullptr) munmap(owned_slab_, owned_bytes_);
 }
 
@@ -165,8 +165,8 @@ int Pair::run_worker(session::WorkerEngine &engine, Error &err) {
 int Pair::attach_slab(void *base, uint64_t bytes, Error &err) {
   if (!connected_) return err.set(DS4TP_ESTATE, "attach the slab after ds4tp_connect");
   if (slab_ != nullptr) return err.set(DS4TP_ESTATE, "a slab is already attached; detach it first");
-  if (base == nullptr && transport_->shared_slab() != nullptr) {
-    base = transport_->shared_slab();  // shm: the segment the peer writes into
+  if (base == nullptr && link_->shared_memory() != nullptr) {
+    base = link_->shared_memory();  // shm: the segment the peer writes into
   } else if (base == nullptr) {
     if (owned_slab_ == nullptr) {
       void *m = mmap(nullptr, layout_.total, PROT_READ | PROT_WRITE,
@@ -192,7 +192,7 @@ int Pair::attach_slab(void *base, uint64_t bytes, Error &err) {
   std::memset(b + layout_.token, 0, 64);
   std::memset(b + layout_.gpu_flags, 0, uint64_t(layout_.slots) * layout_.flag_stride);
   std::memset(b + layout_.gpu_release, 0, uint64_t(layout_.slots) * layout_.flag_stride);
-  int rc = transport_->attach(b, layout_, err);
+  int rc = link_->bind(b, layout_, err);
   if (rc != DS4TP_OK) return rc;
   slab_ = b;
   return DS4TP_OK;
@@ -201,7 +201,7 @@ int Pair::attach_slab(void *base, uint64_t bytes, Error &err) {
 void Pair::detach_slab() {
   service_->halt();  // the service must not outlive the slab
   if (slab_ == nullptr) return;
-  transport_->detach();
+  link_->unbind();
   slab_ = nullptr;
 }
 

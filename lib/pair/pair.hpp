@@ -25,6 +25,7 @@
 #include "slab/schedule.hpp"
 #include "stats/stats.hpp"
 #include "stats/trace.hpp"
+#include "link/link.hpp"
 #include "transport/transport.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/hello.hpp"
@@ -38,6 +39,7 @@ class WorkerEngine;
 }  // namespace session
 namespace talk { class Liveness; }
 namespace transport { struct Connection; }
+namespace link { struct GateStep; }
 
 // Where a leader listens and a worker looks for it unless told otherwise.
 inline constexpr const char *kDefaultHost = "127.0.0.1";
@@ -175,11 +177,11 @@ class Pair {
   int rank() const { return opt_.role == DS4TP_ROLE_LEADER ? 0 : 1; }
   int port() const;
   int transport() const { return transport_kind_.load(std::memory_order_acquire); }
-  // The data links (ds4tp_links): the transport's, or the one data
+  // The data links (ds4tp_links): the link's, or the one data
   // connection. Empty before connect. Gate thread, or while no gate runs.
   std::vector<LinkInfo> links() const {
     std::vector<LinkInfo> out;
-    if (transport_ && !transport_->links(out)) out.push_back(LinkInfo{transport(), DS4TP_LINK_DATA});
+    if (link_ && !link_->links(out)) out.push_back(LinkInfo{transport(), DS4TP_LINK_DATA});
     return out;
   }
   uint32_t peer_ctx() const { return peer_.id.ctx_size; }
@@ -226,10 +228,13 @@ class Pair {
   // The peer's liveness (the watcher writes it) and our last gate (the
   // gates write it); declared before everything that reads it.
   talk::PeerState peer_state_;
-  std::unique_ptr<Transport> transport_;
+  // The pair's two-member link (link/link.hpp): its gates are its steps,
+  // with these deadlines and this liveness (set at connect).
+  std::unique_ptr<link::Link> link_;
+  DataConfig data_config_;
   std::atomic<int> transport_kind_{DS4TP_TRANSPORT_AUTO};  // what carries gates after a failover
   std::atomic<uint64_t> failovers_{0};
-  // Wraps transport_ in a failover transport when both ranks can open a
+  // Wraps link_ in a failover link when both ranks can open a
   // standby link (connect.cpp); logs why not otherwise.
   int add_standby(const transport::Connection &c, net::Fd primary_data, Error &err);
   // Control plane, started at the end of connect(): framed lockstep
@@ -247,12 +252,9 @@ class Pair {
   stats::Stats stats_;
   std::unique_ptr<stats::Trace> trace_;
   int trace_meta(stats::TraceMeta &m) const;
-  // Every gate reaches its transport through here (gates.cpp): `call(t0)`
-  // runs it from one clock read, then the stats and the peer's progress
-  // note it.
-  template <typename Call>
-  int timed_gate(int kind, wire::GateKind wire_kind, uint32_t a, uint64_t seq, uint64_t bytes,
-                 Call &&call);
+  // Every gate reaches its link through here (gates.cpp): the step runs
+  // from one clock read, then the stats and the peer's progress note it.
+  int timed_gate(int kind, link::GateStep &g, uint32_t a, Error &err);
   // Stream words: kept for the pair's life (the engine registers them).
   std::unique_ptr<StreamWords> stream_words_;
   // Destroyed first (~Pair resets it): its thread uses everything above.

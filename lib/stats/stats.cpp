@@ -29,7 +29,7 @@ void Stats::gate_done(int kind, uint32_t a, uint64_t seq, uint64_t bytes, uint64
                       uint64_t seen, int rc) {
   // One clock read per gate beyond the one before it; none when untimed.
   const uint64_t t1 = t0 != 0 ? now_ns() : 0;
-  if (seen == UINT64_MAX) seen = t1;  // Transport::kSeenAtEnd: it all came at the end
+  if (seen == UINT64_MAX) seen = t1;  // link::kSeenAtEnd: it all came at the end
   if (rc == DS4TP_OK) {
     bump(gates_[kind]);
     bump(sent_, bytes);

@@ -1,7 +1,7 @@
 // One descriptor per backend (tcp/, shm/, rdma/), the same entries with
 // the same signatures, and one table of them (descriptor.cpp). The pair
 // offers, negotiates and builds a transport only through this table, and
-// a group builds its mesh through the same descriptors (mesh_link.hpp),
+// a group builds its mesh (an N-member link/link.hpp) through the same descriptors,
 // so adding a backend means one folder and one line in the table.
 //
 // Ownership: set-up borrows the Connection; make() takes its data socket
@@ -23,10 +23,25 @@
 #include "net/socket.hpp"
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
-#include "transport/mesh_link.hpp"
+#include "link/link.hpp"
+#include "os/wait.hpp"
 #include "transport/transport.hpp"
 
 namespace ds4tp::transport {
+
+// One rank's end of a group's mesh, as bring-up left it: the tcp links to
+// every other member (the full mesh the group dialled and accepted, each
+// proven with the group's token), and how its steps wait.
+struct MeshConnection {
+  std::vector<int> fds;  // fds[r]: the link to member r (-1 at `rank`); borrowed
+  int rank = 0;
+  size_t chunk = 0;         // the largest body of a step
+  uint64_t timeout_ns = 0;  // a step's wait without progress
+  os::WaitPolicy policy;    // budget ignored: adaptive is the link's own
+  bool adaptive = false;
+  std::vector<int> names;  // member r's rank in messages and culprit(); empty: r
+  uint64_t setup_deadline_ns = 0;  // absolute, for the set-up handshake
+};
 
 // What a backend found or prepared (shm: mapped segments; rdma: the port
 // it probed, then the opened device), opaque outside the backend.
@@ -90,8 +105,8 @@ struct Descriptor {
   // (EUNSUPPORTED when forced, EPEERCLOSED, ETIMEDOUT, EPROTO, ...).
   int (*setup)(Connection &c, const Availability &probed, std::unique_ptr<State> &prepared,
                std::string &fallback, Error &err);
-  // Builds the transport from what set-up prepared; takes c.data.
-  std::unique_ptr<Transport> (*make)(Connection &c, std::unique_ptr<State> prepared);
+  // Builds the pair's two-member link from what set-up prepared; takes c.data.
+  std::unique_ptr<link::Link> (*make)(Connection &c, std::unique_ptr<State> prepared);
 
   // A group's mesh over this backend, or both null where it has none
   // (shm: the ranks of a host share one segment, group/shm.cpp).
@@ -105,7 +120,7 @@ struct Descriptor {
   int (*mesh_setup)(const MeshConnection &c, const Availability &probed,
                     std::unique_ptr<State> &prepared, std::string &fallback, Error &err);
   // The mesh from what set-up prepared; takes the links (by member).
-  std::unique_ptr<MeshLink> (*mesh_make)(const MeshConnection &c, std::vector<net::Fd> fds,
+  std::unique_ptr<link::Link> (*mesh_make)(const MeshConnection &c, std::vector<net::Fd> fds,
                                          std::unique_ptr<State> prepared);
 };
 

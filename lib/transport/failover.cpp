@@ -10,9 +10,11 @@
 #include "talk/peer_state.hpp"
 #include "transport/rail_share.hpp"
 #include "transport/resume_wait.hpp"
+#include "link/gate_step.hpp"
+#include "transport/survivor.hpp"
 #include "transport/tcp/big_exchange.hpp"
+#include "transport/tcp/pair_link.hpp"
 #include "transport/tcp/striped.hpp"
-#include "transport/tcp/transport.hpp"
 #include "wire/failover.hpp"
 
 namespace ds4tp::transport {
@@ -21,15 +23,19 @@ namespace {
 using wire::GateHeader;
 using wire::GateKind;
 
-// One gate call, enough to run it again.
+// One gate, enough to name it and to send its partial again.
 struct Call {
   uint16_t kind = 0;  // 0: none
-  uint32_t a = 0, b = 0, slot = 0;
+  uint32_t a = 0, b = 0;
   uint64_t seq = 0;
-  const void *out = nullptr;  // big gates: the caller's memory
-  void *in = nullptr;
-  uint64_t bytes = 0;  // the payload each way
+  const uint8_t *out = nullptr;  // this rank's partial (slab, or a big gate's caller memory)
+  uint8_t *in = nullptr;         // where the peer's lands
+  uint64_t bytes = 0;            // the payload each way
 
+  static Call of(const link::Step &s) {
+    const GateHeader &g = *s.gate;
+    return {g.kind, g.layer, g.aux, g.seq, s.src[1], s.dst[1], s.body};
+  }
   GateHeader header() const { return {kind, a, kind == uint16_t(GateKind::Big) ? 0 : b, seq, bytes}; }
 };
 
@@ -42,30 +48,37 @@ std::string describe(const GateHeader &h) {
   return fmt::format("gate (layer {}, gate {}, seq {})", h.layer, h.aux, h.seq);
 }
 
-class FailoverTransport final : public Transport {
+// Where a primary without rails (shm, a plain rdma link) has no survivor.
+Survivor kNoSurvivor;
+
+class FailoverTransport final : public link::Link {
  public:
-  FailoverTransport(std::unique_ptr<Transport> primary, net::Fd primary_data, net::Fd standby,
+  FailoverTransport(std::unique_ptr<link::Link> primary, net::Fd primary_data, net::Fd standby,
                     const FailoverConfig &cfg)
       : primary_(std::move(primary)), primary_data_(std::move(primary_data)),
         standby_(std::move(standby)), cfg_(cfg), live_(primary_.get()) {
+    auto *sv = dynamic_cast<Survivor *>(primary_.get());
+    survivor_ = sv != nullptr ? sv : &kNoSurvivor;
     std::vector<LinkInfo> links;
     rails_ = primary_->links(links);
     lost_name_ = std::string(primary_->name()) + (rails_ ? " rails" : " link");
   }
 
   const char *name() const override { return live_->name(); }
+  int kind() const override { return live_->kind(); }
+  void abort(int, int) override {}  // as a pair's link: the pair's latch ends it
 
-  int attach(uint8_t *base, const slab::Layout &layout, Error &err) override {
+  int bind(uint8_t *base, const slab::Layout &layout, Error &err) override {
     if (broken_) return refuse(err);
     base_ = base;
     layout_ = layout;
-    return live_->attach(base, layout, err);
+    return live_->bind(base, layout, err);
   }
-  void detach() override {
-    live_->detach();
+  void unbind() override {
+    live_->unbind();
     base_ = nullptr;
   }
-  uint8_t *shared_slab() override { return primary_->shared_slab(); }
+  uint8_t *shared_memory() override { return primary_->shared_memory(); }
   const std::atomic<uint64_t> *setup_retries() const override {
     return primary_->setup_retries();
   }
@@ -108,28 +121,13 @@ class FailoverTransport final : public Transport {
     return true;
   }
 
-  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
-           Error &err) override {
-    const Call c{uint16_t(GateKind::Row), layer, gate, slot, seq, nullptr, nullptr,
-                 layout_.vec_bytes};
+  int step(link::Step &s, Error &err) override {
+    if (s.gate == nullptr)
+      return err.set(DS4TP_EINVAL, "a group's step is not a gate of a pair's failover link");
+    const Call c = Call::of(s);
     if (broken_) return refuse(err);
-    if (dropping()) return fail_over(c, dropped(err), err, Await::Arrival);
-    return after(c, live_->gate(layer, gate, slot, seq, start_ns, err), err);
-  }
-  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
-                 Error &err) override {
-    const Call c{uint16_t(GateKind::Batch), index, rows, 0, seq, nullptr, nullptr,
-                 uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes};
-    if (broken_) return refuse(err);
-    if (dropping()) return fail_over(c, dropped(err), err, Await::Arrival);
-    return after(c, live_->batch_gate(index, rows, seq, start_ns, err), err);
-  }
-  int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
-               uint64_t start_ns, Error &err) override {
-    const Call c{uint16_t(GateKind::Big), layer, 0, 0, seq, out, in, bytes};
-    if (broken_) return refuse(err);
-    if (dropping()) return fail_over(c, dropped(err), err, Await::Arrival);
-    return after(c, live_->big_gate(layer, seq, out, in, bytes, start_ns, err), err);
+    if (dropping()) return fail_over(s, c, dropped(err), err, Await::Arrival);
+    return after(s, c, live_->step(s, err), err);
   }
 
  private:
@@ -148,8 +146,7 @@ class FailoverTransport final : public Transport {
                    lost_name_, rails_ ? "were" : "was");
   }
 
-  int after(const Call &c, int rc, Error &err) {
-    seen_ns_ = live_->peer_seen_ns();
+  int after(link::Step &s, const Call &c, int rc, Error &err) {
     if (rc == DS4TP_OK) {
       done_ = c;
       return rc;
@@ -157,7 +154,7 @@ class FailoverTransport final : public Transport {
     // A caller's mistake is not the link's; a failed standby ends the pair.
     if (tcp_ || rc == DS4TP_EINVAL || rc == DS4TP_ESTATE) return rc;
     const talk::PeerState *ps = cfg_.data.peer;
-    if (rc != DS4TP_ETIMEDOUT) return fail_over(c, rc, err, Await::Arrival);
+    if (rc != DS4TP_ETIMEDOUT) return fail_over(s, c, rc, err, Await::Arrival);
     // A silent peer is no link's fault. A peer that entered or completed
     // this gate (its heartbeats say so) lost its data on the way: the link
     // failed. Otherwise the peer may be in the gate with the same loss, its
@@ -165,62 +162,46 @@ class FailoverTransport final : public Transport {
     // to take the standby too.
     if (ps != nullptr && ps->silent()) return rc;
     const bool there = ps != nullptr && ps->peer_in_gate(c.kind, c.seq);
-    return fail_over(c, rc, err, there ? Await::Arrival : Await::Progress);
+    return fail_over(s, c, rc, err, there ? Await::Arrival : Await::Progress);
   }
 
   // This rank's partial of the last completed gate is where it was: the
   // gate in flight did not reuse its region (a big gate's is the caller's:
   // never assumed kept).
   bool holds_done(const Call &c) const {
-    if (done_.kind == uint16_t(GateKind::Row))
-      return !(c.kind == done_.kind && c.slot == done_.slot);
-    if (done_.kind == uint16_t(GateKind::Batch))
-      return !(c.kind == done_.kind && c.a == done_.a);
+    if (done_.kind == uint16_t(GateKind::Row) || done_.kind == uint16_t(GateKind::Batch))
+      return !(c.kind == done_.kind && c.out == done_.out);
     return false;
   }
 
-  // The gate's regions in the slab (big gates: the caller's).
-  void regions(const Call &c, const uint8_t *&out, uint8_t *&in) const {
-    if (c.kind == uint16_t(GateKind::Row)) {
-      out = base_ + layout_.out_vec(c.slot);
-      in = base_ + layout_.in_vec(c.slot);
-    } else if (c.kind == uint16_t(GateKind::Batch)) {
-      out = base_ + layout_.batch_out_gate(c.a);
-      in = base_ + layout_.batch_in_gate(c.a);
-    } else {
-      out = static_cast<const uint8_t *>(c.out);
-      in = static_cast<uint8_t *>(c.in);
-    }
-  }
-
-  int run_on_tcp(const Call &c, Error &err) {
-    const uint64_t t0 = now_ns();
-    if (c.kind == uint16_t(GateKind::Row)) return tcp_->gate(c.a, c.b, c.slot, c.seq, t0, err);
-    if (c.kind == uint16_t(GateKind::Batch)) return tcp_->batch_gate(c.a, c.b, c.seq, t0, err);
-    return tcp_->big_gate(c.a, c.seq, c.out, c.in, c.bytes, t0, err);
+  // The gate in flight run again on the links just taken, from a fresh
+  // clock read (the caller's step, whose regions are still the gate's).
+  int run_again(link::Step &s, Error &err) {
+    s.start_ns = now_ns();
+    s.watch = nullptr;
+    return tcp_->step(s, err);
   }
 
   // The gate the behind rank is in, sent again by the rank ahead (which
   // already has the behind rank's partial: it lands in scratch memory),
   // as one big gate both ranks name alike.
   int catch_up(const Call &gate, bool ahead, Error &err) {
-    const uint8_t *out;
-    uint8_t *in;
-    regions(gate, out, in);
     std::vector<uint8_t> scratch(ahead ? gate.bytes : 0);
-    if (ahead) in = scratch.data();
-    return tcp_->big_gate(gate.a, gate.seq, out, in, gate.bytes, now_ns(), err);
+    link::GateStep g;
+    g.big(gate.a, gate.seq, gate.out, ahead ? scratch.data() : gate.in, gate.bytes);
+    g.waits(cfg_.data, now_ns());
+    return tcp_->step(g.s, err);
   }
 
   // How long the peer's resume is waited for: as a gate waits for a peer
   // to arrive, or one progress deadline (a peer that may not be in a gate).
   enum class Await { Arrival, Progress };
-  int fail_over(const Call &c, int rc, Error &err, Await await);
+  int fail_over(link::Step &s, const Call &c, int rc, Error &err, Await await);
   // The transport that carries the pair from now on: the primary made
   // again without the lost links where both ranks named only rails of it
   // (`lost`), else tcp over the standby and the rails kept beside it.
   // 0, or the error of the rail counts (`why` says it).
-  int take_standby(uint32_t lost, KeepRails keep, std::string &why);
+  int take_standby(uint32_t lost, Survivor::KeepRails keep, std::string &why);
   // links() once the primary was made again: its links as they were,
   // those kept as they are now, the others lost; the standby its data
   // connection.
@@ -229,14 +210,15 @@ class FailoverTransport final : public Transport {
     return read_resume(standby_.get(), cfg_.control_fd, cfg_.data.peer, limit_ns, peer, why);
   }
 
-  std::unique_ptr<Transport> primary_;
+  std::unique_ptr<link::Link> primary_;
+  Survivor *survivor_;  // the primary's rails, or kNoSurvivor
   net::Fd primary_data_;
   net::Fd standby_;
   FailoverConfig cfg_;
-  Transport *live_;
+  link::Link *live_;
   bool rails_ = false;     // the primary is a tcp pair's rails
   std::string lost_name_;  // the primary in messages: "rdma link", "tcp rails"
-  std::unique_ptr<Transport> tcp_;  // once failed over
+  std::unique_ptr<link::Link> tcp_;  // once failed over
   std::vector<int> kept_;           // the primary's rails that tcp_ runs on too
   bool remade_ = false;             // tcp_ is the primary made again without lost links
   std::vector<LinkInfo> before_;    // the primary's links when it failed
@@ -247,14 +229,14 @@ class FailoverTransport final : public Transport {
   slab::Layout layout_;
 };
 
-int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await) {
+int FailoverTransport::fail_over(link::Step &s, const Call &c, int rc, Error &err, Await await) {
   const std::string lost = err.message;
   auto give_up = [&](const std::string &why, int code = 0) {
     broken_ = true;
     std::vector<int> none;  // rails too: nothing carries the pair
     net::Fd unused;
     Error ignored;
-    (void)primary_->over_standby(unused, cfg_.rank, KeepRails::None, none, ignored);
+    (void)survivor_->over_standby(unused, cfg_.rank, Survivor::KeepRails::None, none, ignored);
     // The peer's waits on the standby (its resume, the rail counts) end at once.
     ::shutdown(standby_.get(), SHUT_RDWR);
     return err.set(code != 0 ? code : rc, "{}; failover to the standby tcp link failed: {}", lost,
@@ -268,14 +250,14 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   const bool followed = ::poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN) != 0;
   // Which links this rank's gate found lost (rdma rails; from its own
   // evidence, so a rank that only follows may name them too).
-  const uint32_t lost_here = primary_->lost_links();
+  const uint32_t lost_here = survivor_->lost_links();
   before_.clear();
   (void)primary_->links(before_);
 
   // Nothing of the primary lands in the slab from now on, and the peer's
   // primary waits see its data connection go.
-  primary_->detach();
-  primary_->give_up();
+  primary_->unbind();
+  survivor_->give_up();
   ::shutdown(primary_data_.get(), SHUT_RDWR);
   wire::Resume mine;
   mine.in_flight = c.header();
@@ -331,11 +313,12 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   };
   const bool clean = !striped(mine.in_flight) && !striped(peer.in_flight);
   const uint32_t lost_links = uint32_t(mine.lost_links | peer.lost_links);
+  using KeepRails = Survivor::KeepRails;
   const KeepRails keep = clean            ? KeepRails::Clean
                          : cfg_.sync_rails ? KeepRails::Sync
                                            : KeepRails::None;
   if (int krc = take_standby(lost_links, keep, why)) return give_up(why, krc);
-  if (int arc = tcp_->attach(base_, layout_, err)) {
+  if (int arc = tcp_->bind(base_, layout_, err)) {
     broken_ = true;
     if (!remade_) return arc;
     // Closed at once, so a peer still in the set-up frames leaves them.
@@ -375,23 +358,23 @@ int FailoverTransport::fail_over(const Call &c, int rc, Error &err, Await await)
   if (behind) {
     // The peer sent this gate's partial above and took ours.
     done_ = c;
-    seen_ns_ = 0;
+    s.seen_ns = 0;
     return DS4TP_OK;
   }
-  const int rrc = run_on_tcp(c, err);
-  seen_ns_ = 0;
+  const int rrc = run_again(s, err);
+  s.seen_ns = 0;
   if (rrc == DS4TP_OK) done_ = c;
   broken_ = rrc != DS4TP_OK;
   return rrc;
 }
 
-int FailoverTransport::take_standby(uint32_t lost, KeepRails keep, std::string &why) {
+int FailoverTransport::take_standby(uint32_t lost, Survivor::KeepRails keep, std::string &why) {
   kept_.clear();
-  if (lost != 0 && (lost & 1u) == 0) tcp_ = primary_->remake_without(standby_, lost, kept_);
+  if (lost != 0 && (lost & 1u) == 0) tcp_ = survivor_->remake_without(standby_, lost, kept_);
   remade_ = tcp_ != nullptr;
   if (remade_) return DS4TP_OK;
   Error e;
-  tcp_ = primary_->over_standby(standby_, cfg_.rank, keep, kept_, e);
+  tcp_ = survivor_->over_standby(standby_, cfg_.rank, keep, kept_, e);
   if (tcp_ != nullptr) return DS4TP_OK;
   if (e.code != DS4TP_OK) {
     why = e.message;
@@ -399,7 +382,7 @@ int FailoverTransport::take_standby(uint32_t lost, KeepRails keep, std::string &
   }
   const char *bad = nullptr;
   const tcp::BigPlan plan = tcp::choose_big_plan(standby_.get(), cfg_.rank, bad);
-  tcp_ = make_tcp_transport(std::move(standby_), cfg_.data, plan, "standby link");
+  tcp_ = tcp::make_pair_link(std::move(standby_), cfg_.data, plan, "standby link");
   return DS4TP_OK;
 }
 
@@ -442,7 +425,7 @@ bool FailoverTransport::remade_links(std::vector<LinkInfo> &out) const {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_failover_transport(std::unique_ptr<Transport> primary,
+std::unique_ptr<link::Link> make_failover_transport(std::unique_ptr<link::Link> primary,
                                                    net::Fd primary_data, net::Fd standby,
                                                    const FailoverConfig &cfg) {
   return std::make_unique<FailoverTransport>(std::move(primary), std::move(primary_data),

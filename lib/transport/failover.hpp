@@ -66,7 +66,7 @@ struct FailoverConfig {
 
 // `primary_data`: a duplicate of the primary's data connection, shut down
 // to tell the peer. `standby`: the connected standby link.
-std::unique_ptr<Transport> make_failover_transport(std::unique_ptr<Transport> primary,
+std::unique_ptr<link::Link> make_failover_transport(std::unique_ptr<link::Link> primary,
                                                    net::Fd primary_data, net::Fd standby,
                                                    const FailoverConfig &cfg);
 

@@ -25,7 +25,7 @@ bool raised(const void *ctx) {
 // Ring bytes for one peer: two steps of header + chunk at any message
 // size up to `cap` (the last message of each step may be short).
 size_t ring_bytes(size_t chunk, uint32_t cap) {
-  return round_up(2 * (Mesh::kRoom + chunk + cap), 64);
+  return round_up(2 * (kRoom + chunk + cap), 64);
 }
 
 }  // namespace
@@ -207,11 +207,14 @@ int Mesh::post_ring(Link &l, uint64_t count, Error &err) {
   }, err);
 }
 
-int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *src,
-               const void **views, Error &err) {
+int Mesh::step(Step &h, Error &err) {
   if (aborted()) return err.set(DS4TP_EFAILED, "group failed: marked failed");
   if (h.gate != nullptr)  // a pair over rdma writes its gates into the slab (transport.cpp)
     return err.set(DS4TP_EINVAL, "a pair's gate is not a step of an rdma group's mesh");
+  const uint8_t *const *src = h.src;
+  const int root = h.root;
+  const void **views = h.views;
+  const uint64_t timeout = h.progress_ns != 0 ? h.progress_ns : cfg_.timeout_ns;
   bool shared = true;
   for (int r = 0; src != nullptr && r < n_; r++) shared = shared && src[r] == src[0];
   // Each peer's message goes from the registered staging: once for all
@@ -226,9 +229,9 @@ int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *s
     const uint64_t body_out = src != nullptr && src[r] != nullptr ? h.body : 0;
     if (placed == nullptr || !shared) {
       if (off + h.size + body_out > staging_bytes_)
-        return err.set(DS4TP_EINVAL, "step {}: {} bytes for {} ranks exceed the staging", h.step,
+        return err.set(DS4TP_EINVAL, "step {}: {} bytes for {} ranks exceed the staging", h.number,
                        body_out, n_);
-      std::memcpy(stage + off, h.for_body(body_out), h.size);
+      std::memcpy(stage + off, h.header_for(body_out), h.size);
       if (body_out > 0) std::memcpy(stage + off + h.size, src[r], body_out);
       placed = stage + off;
       off += round_up(h.size + body_out, 64);
@@ -266,10 +269,10 @@ int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *s
     if (pending == 0) break;
     if (!w) {
       w.emplace(policy_, &watch);
-      deadline = os::deadline_after(w->now(), cfg_.timeout_ns);
+      deadline = os::deadline_after(w->now(), timeout);
     } else if (moved) {
       w->progress();
-      deadline = os::deadline_after(w->last_progress(), cfg_.timeout_ns);
+      deadline = os::deadline_after(w->last_progress(), timeout);
     }
     if (moved) continue;
     const int rc = w->idle(deadline, [&](uint64_t left) { watch.nap(std::min(left, kNapNs)); });
@@ -277,13 +280,13 @@ int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *s
       int late = 0;
       while (late < n_ && (late == rank_ || !links_[size_t(late)].busy())) late++;
       culprit_ = late;
-      return err.set(DS4TP_ETIMEDOUT, "step {}: rank {} made no progress within {} ms", h.step,
-                     name(late), cfg_.timeout_ns / 1'000'000);
+      return err.set(DS4TP_ETIMEDOUT, "step {}: rank {} made no progress within {} ms", h.number,
+                     name(late), timeout / 1'000'000);
     }
     if (rc != DS4TP_OK && watch.socket_tag() >= 0) {
       culprit_ = watch.socket_tag();
       return err.set(DS4TP_EPEERCLOSED, "rank {} closed its connection (step {})", name(culprit_),
-                     h.step);
+                     h.number);
     }
     if (rc != DS4TP_OK) return err.set(DS4TP_EFAILED, "group failed: marked failed");
   }
@@ -292,16 +295,16 @@ int Mesh::step(const transport::StepHeader &h, int root, const uint8_t *const *s
 
 // Posts what link r's send queue has room for, takes the receives polled
 // early, then polls its completions once.
-int Mesh::pump(const transport::StepHeader &h, int r, bool &moved, Error &err) {
+int Mesh::pump(const Step &h, int r, bool &moved, Error &err) {
   Link &l = links_[size_t(r)];
   const uint64_t posted = l.out_posted;
   const uint32_t msg = l.q.msg;
   if (int rc = l.q.post_sends(l.out_msgs, l.out_posted, [&](uint64_t k, SendWork &s) {
         s.addr = l.out + k * msg;
         s.bytes = l.q.piece(k, l.out_len);
-        s.imm = group_tag(h.step, uint32_t(k));
+        s.imm = group_tag(h.number, uint32_t(k));
       }, err))
-    return err.set(rc, "rdma step {} with rank {}: {}", h.step, name(r), err.message);
+    return err.set(rc, "rdma step {} with rank {}: {}", h.number, name(r), err.message);
   moved = moved || l.out_posted != posted;
   while (l.recv && l.early_at < l.early.size()) {
     if (int rc = take(h, r, l.early[l.early_at++], err)) return rc;
@@ -318,7 +321,7 @@ int Mesh::pump(const transport::StepHeader &h, int r, bool &moved, Error &err) {
     return judged = take(h, r, c, err);
   }, err);
   if (k < 0 && judged != DS4TP_OK) return judged;
-  if (k < 0) return err.set(k, "rdma step {} with rank {}: {}", h.step, name(r), err.message);
+  if (k < 0) return err.set(k, "rdma step {} with rank {}: {}", h.number, name(r), err.message);
   if (k > 0) moved = true;
   return DS4TP_OK;
 }
@@ -326,14 +329,14 @@ int Mesh::pump(const transport::StepHeader &h, int r, bool &moved, Error &err) {
 // One of rank r's messages of this step (its status and place checked by
 // the link): its tag and length checked, copied to its landing, and its
 // receive posted again.
-int Mesh::take(const transport::StepHeader &h, int r, const Completion &c, Error &err) {
+int Mesh::take(const Step &h, int r, const Completion &c, Error &err) {
   Link &l = links_[size_t(r)];
-  const uint32_t want = group_tag(h.step, l.got_msgs);
+  const uint32_t want = group_tag(h.number, l.got_msgs);
   if (!c.has_imm || c.imm != want)
     return err.set(DS4TP_EDESYNC,
                    "rank {}: message {} of step {} was due but tag {:#010x} arrived (a message "
                    "was lost on the link, or the ranks are on different steps)",
-                   name(r), l.got_msgs, h.step, c.has_imm ? c.imm : 0);
+                   name(r), l.got_msgs, h.number, c.has_imm ? c.imm : 0);
   const uint8_t *slot = l.ring + (c.wr_id % l.slots) * l.q.msg;
   const uint64_t left = l.in_len - l.got;
   const size_t keep = size_t(std::min<uint64_t>(c.bytes, left));
@@ -345,15 +348,15 @@ int Mesh::take(const transport::StepHeader &h, int r, const Completion &c, Error
   if (int rc = post_ring(l, 1, err))
     return err.set(rc, "rdma: posting a receive for rank {} failed: {}", name(r), err.message);
   if (header_done)
-    if (int rc = h.check(landing - h.size, h.step, l.in_len - h.size, name(r), err)) return rc;
+    if (int rc = h.check(landing - h.size, h.number, l.in_len - h.size, name(r), err)) return rc;
   if (c.bytes != std::min<uint64_t>(l.q.msg, left))
     return err.set(DS4TP_EDESYNC, "rank {} sent {} bytes as message {} of step {}, {} expected",
-                   name(r), c.bytes, l.got_msgs - 1, h.step, std::min<uint64_t>(l.q.msg, left));
+                   name(r), c.bytes, l.got_msgs - 1, h.number, std::min<uint64_t>(l.q.msg, left));
   if (l.got == l.in_len) l.recv = false;
   return DS4TP_OK;
 }
 
-void Mesh::abort() {
+void Mesh::abort(int, int) {
   aborted_.store(true, std::memory_order_release);
   for (auto &f : fds_)
     if (f.valid()) ::shutdown(f.get(), SHUT_RDWR);

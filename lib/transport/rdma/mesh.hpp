@@ -42,7 +42,8 @@
 #include "net/socket.hpp"
 #include "os/spin_budget.hpp"
 #include "os/wait.hpp"
-#include "transport/mesh_link.hpp"
+#include "link/link.hpp"
+#include "transport/descriptor.hpp"
 #include "transport/rdma/qp_link.hpp"
 
 namespace ds4tp::rdma {
@@ -60,7 +61,10 @@ struct MeshConfig : transport::MeshConnection {
 constexpr uint32_t kTagGroupKind = 6;
 uint32_t group_tag(uint64_t step, uint32_t index);
 
-class Mesh final : public transport::MeshLink {
+using link::kRoom;
+using link::Step;
+
+class Mesh final : public link::Link {
  public:
   ~Mesh() override;
 
@@ -75,10 +79,11 @@ class Mesh final : public transport::MeshLink {
   // Once the group runs rdma: the tcp links, kept for the mesh's life.
   void adopt(std::vector<net::Fd> fds);
 
-  // transport::MeshLink: abort() shuts the tcp links down.
-  int step(const transport::StepHeader &hdr, int root, const uint8_t *const *src,
-           const void **views, Error &err) override;
-  void abort() override;
+  const char *name() const override { return "rdma"; }
+  int kind() const override { return DS4TP_TRANSPORT_RDMA; }
+  // link::Link: abort() shuts the tcp links down.
+  int step(Step &s, Error &err) override;
+  void abort(int culprit = -1, int code = 0) override;
   int culprit() const override { return culprit_ < 0 ? -1 : name(culprit_); }
   // "fake RC, 16384 byte messages": for logs.
   std::string describe() const;
@@ -91,12 +96,8 @@ class Mesh final : public transport::MeshLink {
   int setup(const std::vector<int> &fds, std::string &why, Error &err);
   int prepare_local(std::string &why, Error &err);
   int post_ring(Link &l, uint64_t count, Error &err);
-  int pump(const transport::StepHeader &h, int r, bool &moved, Error &err);
-  int take(const transport::StepHeader &h, int r, const Completion &c, Error &err);
-  int fail(int rc, int culprit = -1) {
-    if (culprit >= 0) culprit_ = culprit;
-    return rc;
-  }
+  int pump(const Step &h, int r, bool &moved, Error &err);
+  int take(const Step &h, int r, const Completion &c, Error &err);
 
   std::unique_ptr<Device> dev_;
   int rank_, n_;
@@ -107,8 +108,7 @@ class Mesh final : public transport::MeshLink {
   bool registered_ = false;
   std::vector<uint8_t> landing_;  // per member: kRoom + chunk
   std::vector<net::Fd> fds_;
-  std::atomic<bool> aborted_{false};
-  int culprit_ = -1;
+  std::atomic<bool> aborted_{false};  // culprit_: a member index
   os::WaitPolicy policy_;
   os::SpinBudget budget_;
 };

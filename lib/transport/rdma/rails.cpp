@@ -101,7 +101,7 @@ bool RdmaTransport::links(std::vector<LinkInfo> &out) const {
   return true;
 }
 
-std::unique_ptr<Transport> RdmaTransport::remake_without(net::Fd &standby, uint32_t lost,
+std::unique_ptr<lk::Link> RdmaTransport::remake_without(net::Fd &standby, uint32_t lost,
                                                          std::vector<int> &kept) {
   // Link 0, or a link this pair does not have (both ranks have as many):
   // nothing to go on with.

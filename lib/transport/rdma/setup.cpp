@@ -16,8 +16,8 @@ using wire::GateKind;
 // ---------------------------------------------------------------------
 // Set-up
 
-int RdmaTransport::attach(uint8_t *base, const slab::Layout &layout, Error &err) {
-  detach();
+int RdmaTransport::bind(uint8_t *base, const slab::Layout &layout, Error &err) {
+  unbind();
   base_ = base;
   L_ = layout;
   uint32_t rkey = 0;
@@ -39,7 +39,7 @@ int RdmaTransport::attach(uint8_t *base, const slab::Layout &layout, Error &err)
   for (uint64_t s = 1; s <= period && !staged_rows_; s++)
     staged_rows_ = slab::slot_for_seq(sched_, s) == slab::slot_for_seq(sched_, s + 1);
   if (staged_rows_ && 2 * layout.vec_stride > layout.big_staging) {
-    detach();
+    unbind();
     return err.set(DS4TP_EUNSUPPORTED,
                    "rdma: this schedule fires consecutive gates on one slot, so rows are "
                    "staged in the big-gate region, which holds {} bytes but needs {}",
@@ -56,7 +56,7 @@ int RdmaTransport::attach(uint8_t *base, const slab::Layout &layout, Error &err)
     if (rc == DS4TP_OK) return DS4TP_OK;
     qpl_.qp.reset();
     if (!retry || a + 1 == attempts) {
-      detach();
+      unbind();
       return rc;
     }
     setup_retries_.fetch_add(1, std::memory_order_relaxed);
@@ -64,7 +64,7 @@ int RdmaTransport::attach(uint8_t *base, const slab::Layout &layout, Error &err)
               err.message);
     err.clear();
   }
-  detach();
+  unbind();
   return err.set(DS4TP_EIO, "rdma: set-up failed");
 }
 
@@ -267,7 +267,7 @@ int rdma_setup(Connection &c, const Availability &probed, std::unique_ptr<State>
   return DS4TP_OK;
 }
 
-std::unique_ptr<Transport> rdma_make(Connection &c, std::unique_ptr<State> prepared) {
+std::unique_ptr<link::Link> rdma_make(Connection &c, std::unique_ptr<State> prepared) {
   ds4tp::rdma::Endpoint ep;
   ep.device = std::move(static_cast<Opened &>(*prepared).device);
   ep.rails = std::move(static_cast<Opened &>(*prepared).rails);
@@ -309,7 +309,7 @@ int rdma_mesh_setup(const MeshConnection &c, const Availability &probed,
   return DS4TP_OK;
 }
 
-std::unique_ptr<MeshLink> rdma_mesh_make(const MeshConnection &, std::vector<net::Fd> fds,
+std::unique_ptr<link::Link> rdma_mesh_make(const MeshConnection &, std::vector<net::Fd> fds,
                                          std::unique_ptr<State> prepared) {
   auto &up = static_cast<MeshUp &>(*prepared);  // the group runs rdma only when set-up made it
   up.mesh->adopt(std::move(fds));

@@ -220,7 +220,7 @@ int RdmaTransport::drain(uint64_t upto, const Op &op, Error &err) {
 // ---------------------------------------------------------------------
 // Gates
 
-int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq,
+int RdmaTransport::row(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq,
                         uint64_t start_ns, Error &err) {
   GateStart start(gate_start_, lost_, start_ns);
   Op op{uint16_t(GateKind::Row), layer, gate, seq, ""};
@@ -262,7 +262,7 @@ int RdmaTransport::gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t s
   return DS4TP_OK;
 }
 
-int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
+int RdmaTransport::batch(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
                               Error &err) {
   GateStart start(gate_start_, lost_, start_ns);
   Op op{uint16_t(GateKind::Batch), index, rows, seq, ""};
@@ -319,7 +319,7 @@ int RdmaTransport::batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint6
   return wait_for(want, qpl_.send_posted, op, err, 0, cfg_.arrival(false));
 }
 
-int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void *inp,
+int RdmaTransport::big(uint32_t layer, uint64_t seq, const void *outp, void *inp,
                             uint64_t bytes, uint64_t start_ns, Error &err) {
   GateStart start(gate_start_, lost_, start_ns);
   Op op{uint16_t(GateKind::Big), layer, 0, seq, ""};
@@ -433,7 +433,7 @@ int RdmaTransport::big_gate(uint32_t layer, uint64_t seq, const void *outp, void
   return DS4TP_OK;
 }
 
-std::unique_ptr<Transport> make_rdma_transport(Endpoint ep, const DataConfig &cfg,
+std::unique_ptr<link::Link> make_rdma_transport(Endpoint ep, const DataConfig &cfg,
                                                const Tuning &tuning,
                                                const slab::Schedule &schedule,
                                                const Logger &log) {

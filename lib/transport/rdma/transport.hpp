@@ -46,6 +46,7 @@
 #include "net/socket.hpp"
 #include "slab/schedule.hpp"
 #include "transport/rdma/queue_pair.hpp"
+#include "link/link.hpp"
 #include "transport/transport.hpp"
 
 namespace ds4tp::rdma {
@@ -92,7 +93,7 @@ struct Endpoint {
   bool rail_rows = false;
 };
 
-std::unique_ptr<Transport> make_rdma_transport(Endpoint ep, const DataConfig &cfg,
+std::unique_ptr<link::Link> make_rdma_transport(Endpoint ep, const DataConfig &cfg,
                                                const Tuning &tuning,
                                                const slab::Schedule &schedule,
                                                const Logger &log);

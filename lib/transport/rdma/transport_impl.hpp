@@ -10,8 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "link/pair_link.hpp"
 #include "os/wait.hpp"
 #include "transport/rdma/qp_link.hpp"
+#include "transport/survivor.hpp"
 #include "transport/rdma/transport.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/failover.hpp"
@@ -59,7 +61,10 @@ struct Op {
 
 enum class Window { Quiet, Rows, Batch };
 
-class RdmaTransport final : public Transport {
+// The link namespace, named where the class's own link() would hide it.
+namespace lk = ds4tp::link;
+
+class RdmaTransport final : public lk::PairLink, public transport::Survivor {
  public:
   RdmaTransport(Endpoint ep, const DataConfig &cfg, const Tuning &t,
                 const slab::Schedule &sched, const Logger &log)
@@ -82,12 +87,13 @@ class RdmaTransport final : public Transport {
     for (auto &d : ep.rails) rails_.push_back(Rail{std::move(d), {}, {}, false, 0});
   }
 
-  ~RdmaTransport() override { detach(); }
+  ~RdmaTransport() override { unbind(); }
 
   const char *name() const override { return "rdma"; }
+  int kind() const override { return DS4TP_TRANSPORT_RDMA; }
 
-  int attach(uint8_t *base, const slab::Layout &layout, Error &err) override;
-  void detach() override {
+  int bind(uint8_t *base, const slab::Layout &layout, Error &err) override;
+  void unbind() override {
     qpl_.qp.reset();
     if (registered_) dev_->deregister_memory();
     registered_ = false;
@@ -105,13 +111,15 @@ class RdmaTransport final : public Transport {
     window_ = Window::Quiet;
   }
 
-  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
-           Error &err) override;
-  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
-                 Error &err) override;
-  int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
-               uint64_t start_ns, Error &err) override;
   const std::atomic<uint64_t> *setup_retries() const override { return &setup_retries_; }
+  bool links(std::vector<LinkInfo> &out) const override;
+
+ protected:
+  int row(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
+          Error &err) override;
+  int batch(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns, Error &err) override;
+  int big(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
+          uint64_t start_ns, Error &err) override;
 
  private:
   std::atomic<uint64_t> setup_retries_{0};  // attempts that recreated the QP (stats)
@@ -356,10 +364,9 @@ class RdmaTransport final : public Transport {
   // primary; link_name always names ("the primary (fv0 ...)", "rail 2 (...)").
   std::string link_name(int k) const;
   std::string rail_name(int k) const;
-  bool links(std::vector<LinkInfo> &out) const override;
   uint32_t lost_links() const override { return lost_; }
-  std::unique_ptr<Transport> remake_without(net::Fd &standby, uint32_t lost,
-                                            std::vector<int> &kept) override;
+  std::unique_ptr<lk::Link> remake_without(net::Fd &standby, uint32_t lost,
+                                           std::vector<int> &kept) override;
 
   // ---- members -------------------------------------------------------
   std::unique_ptr<Device> dev_;

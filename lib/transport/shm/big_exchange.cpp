@@ -4,7 +4,7 @@
 
 namespace ds4tp::shm {
 
-int ShmTransport::big_gate(uint32_t layer, uint64_t seq, const void *out, void *in,
+int ShmTransport::big(uint32_t layer, uint64_t seq, const void *out, void *in,
                            uint64_t bytes, uint64_t start_ns, Error &err) {
   // The peer writes into this rank's big-in staging while the gate runs:
   // buffers there would be overwritten under the copy.

@@ -159,7 +159,7 @@ int shm_setup(Connection &s, const Availability &, std::unique_ptr<State> &prepa
   return DS4TP_OK;
 }
 
-std::unique_ptr<Transport> shm_make(Connection &c, std::unique_ptr<State> prepared) {
+std::unique_ptr<link::Link> shm_make(Connection &c, std::unique_ptr<State> prepared) {
   auto &p = static_cast<Prepared &>(*prepared);
   return shm::make_transport(std::move(c.data), std::move(p.mine), std::move(p.peer),
                              p.peer_pid, p.peer_start, c.layout, c.data_config);

@@ -83,7 +83,7 @@ int check_control_page(const Segment &peer, const slab::Layout &layout, Error &e
   return DS4TP_OK;
 }
 
-std::unique_ptr<Transport> make_transport(net::Fd fd, Segment mine, Segment peer, pid_t peer_pid,
+std::unique_ptr<link::Link> make_transport(net::Fd fd, Segment mine, Segment peer, pid_t peer_pid,
                                           uint64_t peer_start, const slab::Layout &layout,
                                           const DataConfig &cfg) {
   return std::make_unique<ShmTransport>(std::move(fd), std::move(mine), std::move(peer),

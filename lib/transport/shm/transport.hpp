@@ -22,6 +22,7 @@
 #include "net/socket.hpp"
 #include "slab/layout.hpp"
 #include "transport/shm/segment.hpp"
+#include "link/link.hpp"
 #include "transport/transport.hpp"
 
 namespace ds4tp {
@@ -43,7 +44,7 @@ int check_control_page(const Segment &peer, const slab::Layout &layout, Error &e
 
 // The transport over both mapped segments; takes the data connection `fd`
 // (watched for the peer's death). `peer_start` 0: the pid is not checked.
-std::unique_ptr<Transport> make_transport(net::Fd fd, Segment mine, Segment peer, pid_t peer_pid,
+std::unique_ptr<link::Link> make_transport(net::Fd fd, Segment mine, Segment peer, pid_t peer_pid,
                                           uint64_t peer_start, const slab::Layout &layout,
                                           const DataConfig &cfg);
 

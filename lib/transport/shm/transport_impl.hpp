@@ -15,6 +15,7 @@
 #include "os/wait.hpp"
 #include "talk/peer_state.hpp"
 #include "transport/shm/bell.hpp"
+#include "link/pair_link.hpp"
 #include "transport/shm/transport.hpp"
 #include "wire/gate_header.hpp"
 
@@ -68,7 +69,7 @@ inline SharedWord<uint32_t> word32(uint8_t *p) {
 
 inline const char *aux_name(uint16_t kind) { return kind == uint16_t(GateKind::Batch) ? "rows" : "gate"; }
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public link::PairLink {
  public:
   ShmTransport(net::Fd fd, shm::Segment mine, shm::Segment peer, pid_t peer_pid,
                uint64_t peer_start, const slab::Layout &layout, const DataConfig &cfg)
@@ -92,24 +93,26 @@ class ShmTransport final : public Transport {
   }
 
   const char *name() const override { return "shm"; }
-  uint8_t *shared_slab() override { return mine_.base(); }
+  int kind() const override { return DS4TP_TRANSPORT_SHM; }
+  uint8_t *shared_memory() override { return mine_.base(); }
 
-  int attach(uint8_t *base, const slab::Layout &, Error &) override {
+  int bind(uint8_t *base, const slab::Layout &, Error &) override {
     slab_ = base;
     staged_ = base != mine_.base();  // engine memory: land in the segment, then copy
     return DS4TP_OK;
   }
-  void detach() override { slab_ = nullptr; }
+  void unbind() override { slab_ = nullptr; }
 
-  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
-           Error &err) override {
+ protected:
+  int row(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
+          Error &err) override {
     GateHeader h{uint16_t(GateKind::Row), layer, gate, seq, layout_.vec_bytes};
     return small_exchange(h, slot, layout_.out_vec(slot), layout_.in_vec(slot),
                           layout_.vec_bytes, layout_.in_seq_flag(slot), start_ns, err);
   }
 
-  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
-                 Error &err) override {
+  int batch(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
+            Error &err) override {
     // Rows are vec_stride apart: copy the padded run, padding is never data.
     uint64_t bytes = uint64_t(rows - 1) * layout_.vec_stride + layout_.vec_bytes;
     GateHeader h{uint16_t(GateKind::Batch), index, rows, seq, bytes};
@@ -117,8 +120,8 @@ class ShmTransport final : public Transport {
                           layout_.batch_in_gate(index), bytes, kNoFlag, start_ns, err);
   }
 
-  int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
-               uint64_t start_ns, Error &err) override;
+  int big(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
+          uint64_t start_ns, Error &err) override;
 
  private:
   // Row and batch gates (docs/PROTOCOL.md 3.3): announce, land our

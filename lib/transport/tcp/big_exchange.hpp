@@ -60,8 +60,8 @@ struct BigLink {
   int fd = -1;
   const DataConfig *cfg = nullptr;
   const os::WaitPolicy *policy = nullptr;
-  uint64_t start_ns = 0;        // the gate's start (Transport::big_gate's start_ns)
-  uint64_t *seen_ns = nullptr;  // Transport::seen_ns_
+  uint64_t start_ns = 0;        // the gate's start (its step's start_ns)
+  uint64_t *seen_ns = nullptr;  // its step's seen_ns
   const char *what = "data connection";  // the socket in messages
 };
 

@@ -9,7 +9,6 @@
 
 #include "talk/peer_state.hpp"
 #include "transport/tcp/gate_stream.hpp"
-#include "transport/transport.hpp"
 
 namespace ds4tp::tcp {
 namespace {
@@ -31,52 +30,59 @@ Mesh::Mesh(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout_ns
     if (f.valid()) net::set_nonblocking(f.get());
 }
 
-int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const void **views,
-               Error &err) {
+int Mesh::step(Step &s, Error &err) {
+  if (pair_ != nullptr && s.gate != nullptr && s.watch == nullptr) return gate_step(s, err);
+  return run(s, err);
+}
+
+int Mesh::run(Step &s, Error &err) {
   if (aborted()) return err.set(DS4TP_EFAILED, "group failed: marked failed");
-  transport::GateStep *const g = h.gate;
-  Peer peers[kMaxPeers];
+  // A pair's gate: its landings, deadlines, watch and End (pair/gates.cpp).
+  const bool gate = s.gate != nullptr;
+  const uint64_t progress_ns = s.progress_ns != 0 ? s.progress_ns : timeout_;
+  Peer peers[kMaxMembers];
   int pending = 0;
   // Every rank is heard at every step, even in a rooted one: a rank
   // without bytes sends its header alone, so no step completes on a rank
   // while another has given up on the group.
   for (int r = 0; r < n_; r++) {
-    views[r] = nullptr;
+    s.views[r] = nullptr;
     if (r == rank_) continue;
     peers[r].send = peers[r].recv = true;
-    peers[r].body_out = src != nullptr && src[r] != nullptr ? h.body : 0;
-    peers[r].body_in = root < 0 || r == root ? h.body : 0;
+    peers[r].body_out = s.src != nullptr && s.src[r] != nullptr ? s.body : 0;
+    peers[r].body_in = s.root < 0 || r == s.root ? s.body : 0;
     pending += 2;
   }
-  if (src != nullptr) views[rank_] = src[rank_];
+  if (s.src != nullptr) s.views[rank_] = s.src[rank_];
   // The waiter (and its clock read) starts at the first round that does
   // not finish the step: a step whose bytes are there at once (the usual
   // case) never reads the clock. A gate's waiter starts at the gate's own
   // clock read, and a gate's passes that begin right after a read date
   // their progress at it.
   os::PeerWatch own;
-  os::PeerWatch *watch = g != nullptr ? g->watch : &own;
-  if (g == nullptr) own.watch_flag(raised, &aborted_);
+  os::PeerWatch *watch = s.watch != nullptr ? s.watch : &own;
+  if (s.watch == nullptr) own.watch_flag(raised, &aborted_);
   std::optional<os::Waiter> w;
   uint64_t deadline = 0;
   bool heard = false;  // some bytes came from a peer (a gate's arrival wait ends)
   bool met = false;    // heard, or a gate's peer is known to be in it
-  if (g != nullptr) g->seen_ns = 0;
+  s.seen_ns = 0;
   while (pending > 0) {
     bool moved = false;
     const bool heard_before = heard;
     for (int r = 0; r < n_; r++) {
       Peer &p = peers[r];
       if (p.send) {  // first: the peer may be waiting for these bytes already
-        if (int rc = pump_send(h, src ? src[r] : nullptr, r, p, moved, err)) return fail(rc, r);
+        if (int rc = pump_send(s, s.src ? s.src[r] : nullptr, r, p, moved, err))
+          return fail(rc, r);
         if (!p.send) pending--;
       }
       if (p.recv) {
-        if (int rc = pump_recv(h, r, p, moved, err)) return fail(rc, r);
+        if (int rc = pump_recv(s, r, p, moved, err)) return fail(rc, r);
         heard = heard || p.got > 0;
         if (!p.recv) {
           pending--;
-          if (root < 0 || r == root) views[r] = g != nullptr ? g->dst[r] : landing(r);
+          if (s.root < 0 || r == s.root) s.views[r] = s.dst != nullptr ? s.dst[r] : landing(r);
         }
       }
     }
@@ -84,45 +90,43 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
     met = met || heard;
     if (moved) count_moved();
     if (pending == 0) {
-      if (g != nullptr && first_heard) g->seen_ns = Transport::kSeenAtEnd;
-      if (g != nullptr && w) w->progress_at_last_read();  // no clock read: the stats read the end
+      if (gate && first_heard) s.seen_ns = link::kSeenAtEnd;
+      if (gate && w) w->progress_at_last_read();  // no clock read: the stats read the end
       break;
     }
     if (!w) {
-      w.emplace(policy_, watch, 0, g != nullptr ? g->start_ns : 0);
-      if (g != nullptr && moved) w->progress_at_last_read();
+      w.emplace(policy_, watch, 0, s.start_ns);
+      if (gate && moved) w->progress_at_last_read();
     } else if (moved) {
       w->progress();
     }
-    if (g != nullptr && first_heard) g->seen_ns = w->last_progress();
+    if (gate && first_heard) s.seen_ns = w->last_progress();
     if (moved || deadline == 0)
-      deadline = g == nullptr ? os::deadline_after(w->last_progress(), timeout_)
-                 : met        ? os::deadline_after(w->last_progress(), g->progress_ns)
-                              : os::deadline_after(g->start_ns, g->meet_ns);
+      deadline = !gate || met ? os::deadline_after(w->last_progress(), progress_ns)
+                              : os::deadline_after(s.start_ns, s.arrival_ns);
     if (moved) continue;
     // A gate's peer whose heartbeats say it entered this gate (or passed
     // it) has sent its bytes: their loss is told by the progress deadline.
-    if (g != nullptr && !met && g->peer != nullptr &&
-        g->peer->peer_in_gate(g->mine->kind, g->mine->seq)) {
+    if (gate && !met && s.peer != nullptr && s.peer->peer_in_gate(s.gate->kind, s.gate->seq)) {
       met = true;
-      deadline = os::deadline_after(w->now(), g->progress_ns);
+      deadline = os::deadline_after(w->now(), progress_ns);
     }
     int perr = 0;
     const int rc = w->idle(deadline, [&](uint64_t left) { perr = block(peers, left); });
     if (perr == 0 && rc == DS4TP_OK) continue;
     int late = 0;  // the first member the step still waits on
     while (late < n_ && !peers[late].send && !peers[late].recv) late++;
-    if (g != nullptr) {
-      using How = transport::StepEnd::How;
+    if (gate) {
+      using How = link::End::How;
       const Peer &p = peers[late];
-      g->end = {perr != 0 ? How::kIo : rc == DS4TP_ETIMEDOUT ? How::kTimeout : How::kWatch, perr,
-                met, p.sent, p.got};
+      s.end = {perr != 0 ? How::kIo : rc == DS4TP_ETIMEDOUT ? How::kTimeout : How::kWatch, perr,
+               met, p.sent, p.got};
       return fail(perr != 0 ? DS4TP_EIO : rc == DS4TP_ETIMEDOUT ? rc : watch->code(), late);
     }
     if (perr != 0) return fail(err.set(DS4TP_EIO, "poll: {}", std::strerror(perr)));
     if (rc == DS4TP_ETIMEDOUT) {
       return fail(err.set(DS4TP_ETIMEDOUT, "step {}: rank {} made no progress within {} ms",
-                          h.step, name(late), timeout_ / 1'000'000),
+                          s.number, name(late), progress_ns / 1'000'000),
                   late);
     }
     if (rc != DS4TP_OK) return err.set(DS4TP_EFAILED, "group failed: marked failed");
@@ -130,7 +134,7 @@ int Mesh::step(const StepHeader &h, int root, const uint8_t *const *src, const v
   return DS4TP_OK;
 }
 
-void Mesh::abort() {
+void Mesh::abort(int, int) {
   aborted_.store(true, std::memory_order_release);
   for (auto &f : fds_)
     if (f.valid()) ::shutdown(f.get(), SHUT_RDWR);
@@ -139,7 +143,7 @@ void Mesh::abort() {
 // Sleeps in poll() on the links still moving, in slices so the abort flag
 // is read while blocked. An errno value when poll() failed, else 0.
 int Mesh::block(const Peer *peers, uint64_t left_ns) {
-  pollfd pf[kMaxPeers];
+  pollfd pf[kMaxMembers];
   int np = 0;
   for (int r = 0; r < n_; r++) {
     const Peer &p = peers[r];
@@ -147,46 +151,45 @@ int Mesh::block(const Peer *peers, uint64_t left_ns) {
       pf[np++] = {fds_[r].get(), short((p.send ? POLLOUT : 0) | (p.recv ? POLLIN : 0)), 0};
   }
   const uint64_t ms = left_ns / 1'000'000 + 1;
-  const int slice = ms < uint64_t(kLivenessSliceMs) ? int(ms) : kLivenessSliceMs;
+  const int slice = ms < uint64_t(link::kLivenessSliceMs) ? int(ms) : link::kLivenessSliceMs;
   if (poll(pf, nfds_t(np), slice) < 0 && errno != EINTR) return errno;
   return 0;
 }
 
 // Reads what rank r's socket holds of this step: header and body in one
 // call, into the header room and the landing after it.
-int Mesh::pump_recv(const StepHeader &h, int r, Peer &p, bool &moved, Error &err) {
-  const size_t total = h.size + p.body_in;
-  const transport::GateStep *g = h.gate;
-  uint8_t *body = g != nullptr ? g->dst[r] : landing(r);
-  uint8_t *hdr = (g == nullptr || g->room ? body : landing(r)) - h.size;
+int Mesh::pump_recv(Step &s, int r, Peer &p, bool &moved, Error &err) {
+  const size_t total = s.size + p.body_in;
+  uint8_t *body = s.dst != nullptr ? s.dst[r] : landing(r);
+  uint8_t *hdr = (s.dst == nullptr || s.room ? body : landing(r)) - s.size;
   while (p.recv) {
-    const ssize_t k = net::recv_stream(fds_[r].get(), hdr, h.size, body, p.got, total);
-    if (k == 0) return lost(h, r, p, 0, err);
+    const ssize_t k = net::recv_stream(fds_[r].get(), hdr, s.size, body, p.got, total);
+    if (k == 0) return lost(s, r, p, 0, err);
     if (k < 0) {
       if (retry_later(errno)) return DS4TP_OK;
-      return lost(h, r, p, errno, err);
+      return lost(s, r, p, errno, err);
     }
-    const bool hdr_done = p.got < h.size && p.got + size_t(k) >= h.size;
+    const bool hdr_done = p.got < s.size && p.got + size_t(k) >= s.size;
     p.got += size_t(k);
     moved = true;
     if (hdr_done)
-      if (int rc = g != nullptr ? wire::check_peer_gate_header(*g->mine, hdr, err)
-                                : h.check(hdr, h.step, p.body_in, name(r), err))
+      if (int rc = s.gate != nullptr ? wire::check_peer_gate_header(*s.gate, hdr, err)
+                                     : s.check(hdr, s.number, p.body_in, name(r), err))
         return rc;
     if (p.got == total) p.recv = false;
   }
   return DS4TP_OK;
 }
 
-int Mesh::pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, bool &moved,
+int Mesh::pump_send(Step &s, const uint8_t *src, int r, Peer &p, bool &moved,
                     Error &err) {
-  const size_t total = h.size + p.body_out;
+  const size_t total = s.size + p.body_out;
   while (p.send) {
     const ssize_t k =
-        net::send_stream(fds_[r].get(), h.for_body(p.body_out), h.size, src, p.sent, total);
+        net::send_stream(fds_[r].get(), s.header_for(p.body_out), s.size, src, p.sent, total);
     if (k < 0) {
       if (retry_later(errno)) return DS4TP_OK;
-      return lost(h, r, p, errno, err);
+      return lost(s, r, p, errno, err);
     }
     p.sent += size_t(k);
     moved = true;
@@ -195,22 +198,17 @@ int Mesh::pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, boo
   return DS4TP_OK;
 }
 
-int Mesh::lost(const StepHeader &h, int r, const Peer &p, int e, Error &err) {
-  if (transport::GateStep *g = h.gate) {
-    using How = transport::StepEnd::How;
-    g->end = {e == 0 ? How::kClosed : How::kIo, e, p.got > 0, p.sent, p.got};
+int Mesh::lost(Step &s, int r, const Peer &p, int e, Error &err) {
+  if (s.gate != nullptr) {
+    using How = link::End::How;
+    s.end = {e == 0 ? How::kClosed : How::kIo, e, p.got > 0, p.sent, p.got};
     return e == 0 || e == EPIPE || e == ECONNRESET || e == ENOTCONN ? DS4TP_EPEERCLOSED
                                                                    : DS4TP_EIO;
   }
   if (e == 0)
     return err.set(DS4TP_EPEERCLOSED, "rank {} closed its connection (step {})", name(r),
-                   h.step);
-  return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", name(r), std::strerror(e), h.step);
-}
-
-int Mesh::fail(int rc, int culprit) {
-  if (culprit >= 0) culprit_ = culprit;
-  return rc;
+                   s.number);
+  return err.set(DS4TP_EPEERCLOSED, "rank {}: {} (step {})", name(r), std::strerror(e), s.number);
 }
 
 }  // namespace ds4tp::tcp

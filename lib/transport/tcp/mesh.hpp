@@ -20,8 +20,8 @@
 // allocated once, here. One thread steps at a time; abort() may come from
 // any thread.
 //
-// A pair's tcp gates are steps of a two-member mesh (transport.cpp): the
-// same loop, with the gate's landings, deadlines and watch (GateStep).
+// A pair's tcp gates are steps of a two-member mesh (pair_link.hpp): the
+// same loop, with the gate's landings, deadlines and watch.
 #pragma once
 
 #include <atomic>
@@ -33,13 +33,17 @@
 #include "net/socket.hpp"
 #include "os/spin_budget.hpp"
 #include "os/wait.hpp"
-#include "transport/mesh_link.hpp"
+#include "link/link.hpp"
+#include "transport/tcp/big_exchange.hpp"
+#include "transport/transport.hpp"
 
 namespace ds4tp::tcp {
 
-using transport::StepHeader;
+using link::kMaxMembers;
+using link::kRoom;
+using link::Step;
 
-class Mesh final : public transport::MeshLink {
+class Mesh final : public link::Link {
  public:
   // `fds[r]`: the socket to member r (invalid at `rank`). `chunk`: the
   // largest body. `policy.budget` is ignored: adaptive is the mesh's own.
@@ -48,19 +52,31 @@ class Mesh final : public transport::MeshLink {
   Mesh(std::vector<net::Fd> fds, int rank, size_t chunk, uint64_t timeout_ns,
        const os::WaitPolicy &policy, bool adaptive, std::vector<int> names = {});
 
-  // transport::MeshLink; a header in the kRoom before src[r] goes with
-  // its body in one plain send.
-  int step(const StepHeader &hdr, int root, const uint8_t *const *src, const void **views,
-           Error &err) override;
-  void abort() override;
+  const char *name() const override { return "tcp"; }
+  int kind() const override { return DS4TP_TRANSPORT_TCP; }
+  // link::Link; a header in the kRoom before src[r] goes with its body in
+  // one plain send. A step without its own deadlines waits `timeout_ns`.
+  int step(Step &s, Error &err) override;
+  void abort(int culprit = -1, int code = 0) override;
   int culprit() const override { return culprit_ < 0 ? -1 : name(culprit_); }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
-  // The link to member r, and the wait policy its steps use (a pair's
-  // alternating big gate shares both).
+  // The link to member r.
   int socket(int r) const { return fds_[size_t(r)].get(); }
-  const os::WaitPolicy &policy() const { return policy_; }
 
  private:
+  friend std::unique_ptr<link::Link> make_pair_link(net::Fd, const DataConfig &, const BigPlan &,
+                                                    const char *);
+  // A pair's link (pair_link.hpp): its deadlines and liveness, its big
+  // gates' plan, and its socket's name in messages.
+  struct PairGates {
+    DataConfig cfg;
+    BigPlan big;
+    const char *what;
+  };
+  // One step's loop; a pair's gate goes through gate_step (pair_gates.cpp).
+  int run(Step &s, Error &err);
+  int gate_step(Step &s, Error &err);
+  int closed(const wire::GateHeader &m, uint64_t got, uint64_t total, Error &err) const;
   struct Peer {
     size_t sent = 0, got = 0;
     size_t body_out = 0, body_in = 0;
@@ -68,12 +84,11 @@ class Mesh final : public transport::MeshLink {
   };
   int name(int r) const { return names_.empty() ? r : names_[size_t(r)]; }
   uint8_t *landing(int r) { return staging_.data() + size_t(r) * (kRoom + chunk_) + kRoom; }
-  int pump_recv(const StepHeader &h, int r, Peer &p, bool &moved, Error &err);
-  int pump_send(const StepHeader &h, const uint8_t *src, int r, Peer &p, bool &moved, Error &err);
+  int pump_recv(Step &s, int r, Peer &p, bool &moved, Error &err);
+  int pump_send(Step &s, const uint8_t *src, int r, Peer &p, bool &moved, Error &err);
   int block(const Peer *peers, uint64_t left_ns);
-  int fail(int rc, int culprit = -1);  // notes the culprit; the links stay up
-  // Link r failed (closed: e == 0): the group's words, or a gate's StepEnd.
-  int lost(const StepHeader &h, int r, const Peer &p, int e, Error &err);
+  // Link r failed (closed: e == 0): the group's words, or a gate's End.
+  int lost(Step &s, int r, const Peer &p, int e, Error &err);
 
   std::vector<net::Fd> fds_;
   int rank_;
@@ -81,11 +96,11 @@ class Mesh final : public transport::MeshLink {
   uint64_t timeout_;
   std::vector<uint8_t> staging_;
   size_t chunk_;
-  std::atomic<bool> aborted_{false};
-  int culprit_ = -1;  // member index; the step's thread only
+  std::atomic<bool> aborted_{false};  // culprit_: a member index (the step's thread only)
   os::WaitPolicy policy_;
   os::SpinBudget budget_;
   std::vector<int> names_;
+  std::unique_ptr<PairGates> pair_;  // a pair's link; null in a group's mesh
 };
 
 }  // namespace ds4tp::tcp

@@ -10,7 +10,7 @@
 #include "transport/tcp/mesh.hpp"
 #include "transport/tcp/rails.hpp"
 #include "transport/tcp/striped.hpp"
-#include "transport/tcp/transport.hpp"
+#include "transport/tcp/pair_link.hpp"
 #include "wire/hello.hpp"
 
 namespace ds4tp::transport {
@@ -56,7 +56,7 @@ int tcp_setup(Connection &c, const Availability &, std::unique_ptr<State> &prepa
   return DS4TP_OK;
 }
 
-std::unique_ptr<Transport> tcp_make(Connection &c, std::unique_ptr<State> prepared) {
+std::unique_ptr<link::Link> tcp_make(Connection &c, std::unique_ptr<State> prepared) {
   auto *r = dynamic_cast<Rails *>(prepared.get());
   // Big gates under the striping size run on the row link: its plan.
   const int row_fd = r != nullptr && r->plan.row_link > 0 ? r->links[r->plan.row_link - 1].get()
@@ -67,7 +67,7 @@ std::unique_ptr<Transport> tcp_make(Connection &c, std::unique_ptr<State> prepar
     c.log.warn("DS4TP_BIG_GATE={} is not duplex, alternate or auto: using auto", bad);
   c.log.debug("tcp big gates: {} ({})",
               big.mode == tcp::BigMode::Alternate ? "alternating rounds" : "full duplex", big.why);
-  if (r == nullptr) return make_tcp_transport(std::move(c.data), c.data_config, big);
+  if (r == nullptr) return tcp::make_pair_link(std::move(c.data), c.data_config, big);
   std::vector<net::Fd> links;
   links.push_back(std::move(c.data));
   for (auto &l : r->links) links.push_back(std::move(l));
@@ -79,7 +79,7 @@ int tcp_mesh_setup(const MeshConnection &, const Availability &, std::unique_ptr
   return DS4TP_OK;
 }
 
-std::unique_ptr<MeshLink> tcp_mesh_make(const MeshConnection &c, std::vector<net::Fd> fds,
+std::unique_ptr<link::Link> tcp_mesh_make(const MeshConnection &c, std::vector<net::Fd> fds,
                                         std::unique_ptr<State>) {
   return std::make_unique<tcp::Mesh>(std::move(fds), c.rank, c.chunk, c.timeout_ns, c.policy,
                                      c.adaptive, c.names);

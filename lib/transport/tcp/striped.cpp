@@ -248,7 +248,7 @@ int StripedTransport::striped(uint32_t layer, uint64_t seq, const uint8_t *out, 
   return DS4TP_OK;
 }
 
-std::unique_ptr<Transport> make_striped_transport(std::vector<net::Fd> links,
+std::unique_ptr<link::Link> make_striped_transport(std::vector<net::Fd> links,
                                                   const wire::RailPlan &plan,
                                                   const DataConfig &cfg, const BigPlan &big,
                                                   const Logger &log) {

@@ -23,13 +23,14 @@
 #include "common/log.hpp"
 #include "net/socket.hpp"
 #include "transport/tcp/big_exchange.hpp"
+#include "link/link.hpp"
 #include "transport/transport.hpp"
 #include "wire/failover.hpp"
 
 namespace ds4tp::tcp {
 
 // Takes the links (links[k]: link k of the plan, 0 the data connection).
-std::unique_ptr<Transport> make_striped_transport(std::vector<net::Fd> links,
+std::unique_ptr<link::Link> make_striped_transport(std::vector<net::Fd> links,
                                                   const wire::RailPlan &plan,
                                                   const DataConfig &cfg, const BigPlan &big,
                                                   const Logger &log);

@@ -15,8 +15,9 @@
 
 #include "os/wait.hpp"
 #include "transport/rail_share.hpp"
+#include "transport/survivor.hpp"
+#include "transport/tcp/pair_link.hpp"
 #include "transport/tcp/striped.hpp"
-#include "transport/tcp/transport.hpp"
 
 namespace ds4tp::tcp {
 
@@ -32,7 +33,7 @@ inline const char *link_name(int k, bool standby) {
   return k == 0 && standby ? "standby link" : kNames[k];
 }
 
-class StripedTransport final : public Transport {
+class StripedTransport final : public link::Link, public transport::Survivor {
  public:
   // `kept`: the rail numbers of links 1.., where a failover kept them
   // beside the standby (link 0); empty: link k is rail k.
@@ -42,8 +43,8 @@ class StripedTransport final : public Transport {
     for (size_t k = 1; k < links.size(); k++) rail_[k] = standby_ ? kept[k - 1] : int(k);
     for (auto &l : links) fds_.push_back(l.get());
     // The row link's socket goes to its tcp transport; the rest stay here.
-    row_ = make_tcp_transport(std::move(links[plan.row_link]), cfg, big,
-                              link_name(rail_[plan.row_link], standby_));
+    row_ = make_pair_link(std::move(links[plan.row_link]), cfg, big,
+                          link_name(rail_[plan.row_link], standby_));
     for (size_t k = 0; k < links.size(); k++)
       if (links[k].valid()) {
         net::set_nonblocking(links[k].get());
@@ -60,6 +61,7 @@ class StripedTransport final : public Transport {
   }
 
   const char *name() const override { return "tcp"; }
+  int kind() const override { return DS4TP_TRANSPORT_TCP; }
   bool links(std::vector<LinkInfo> &out) const override {
     for (int k = 0; k < plan_.links; k++) {
       LinkInfo l;
@@ -74,43 +76,31 @@ class StripedTransport final : public Transport {
     }
     return true;
   }
-  int attach(uint8_t *base, const slab::Layout &layout, Error &err) override {
+  int bind(uint8_t *base, const slab::Layout &layout, Error &err) override {
     base_ = base;
     layout_ = layout;
-    return row_->attach(base, layout, err);
+    return row_->bind(base, layout, err);
   }
-  void detach() override { row_->detach(); }
+  void unbind() override { row_->unbind(); }
+  void abort(int, int) override {}  // as a pair's link: the pair's latch ends it
   // Link 0 and the row link: every wait of a gate in progress watches
   // one of them. The other rails stay up for over_standby().
   void give_up() override {
     for (int k : {0, int(plan_.row_link)})
       if (fds_[size_t(k)] >= 0) ::shutdown(fds_[size_t(k)], SHUT_RDWR);
   }
-  std::unique_ptr<Transport> over_standby(net::Fd &standby, int rank, KeepRails keep,
-                                          std::vector<int> &kept, Error &err) override;
+  std::unique_ptr<link::Link> over_standby(net::Fd &standby, int rank, KeepRails keep,
+                                           std::vector<int> &kept, Error &err) override;
 
-  int gate(uint32_t layer, uint32_t gate, uint32_t slot, uint64_t seq, uint64_t start_ns,
-           Error &err) override {
-    const int rc = row_->gate(layer, gate, slot, seq, start_ns, err);
-    seen_ns_ = row_->peer_seen_ns();
-    return rc;
-  }
-  int batch_gate(uint32_t index, uint32_t rows, uint64_t seq, uint64_t start_ns,
-                 Error &err) override {
-    const int rc = row_->batch_gate(index, rows, seq, start_ns, err);
-    seen_ns_ = row_->peer_seen_ns();
-    return rc;
-  }
-  int big_gate(uint32_t layer, uint64_t seq, const void *out, void *in, uint64_t bytes,
-               uint64_t start_ns, Error &err) override {
-    if (bytes < kStripeMinBytes) {
-      const int rc = row_->big_gate(layer, seq, out, in, bytes, start_ns, err);
-      seen_ns_ = row_->peer_seen_ns();
-      return rc;
-    }
-    seen_ns_ = 0;
-    return striped(layer, seq, static_cast<const uint8_t *>(out), static_cast<uint8_t *>(in),
-                   bytes, start_ns, err);
+  // Row, batch and small big gates run on the row link; big gates of
+  // kStripeMinBytes or more split over every link.
+  int step(link::Step &s, Error &err) override {
+    if (s.gate == nullptr)
+      return err.set(DS4TP_EINVAL, "a group's step is not a gate of a pair's tcp rails");
+    if (s.gate->kind != uint16_t(GateKind::Big) || s.body < kStripeMinBytes)
+      return row_->step(s, err);
+    s.seen_ns = 0;
+    return striped(s.gate->layer, s.gate->seq, s.src[1], s.dst[1], s.body, s.start_ns, err);
   }
 
  private:
@@ -142,7 +132,7 @@ class StripedTransport final : public Transport {
   bool standby_;                      // link 0 is the standby (a failover kept these rails)
   int rail_[wire::kMaxLinks] = {};  // link k's rail number, for messages
   std::vector<int> fds_;  // by link (-1 once dropped); the row link's is row_'s
-  std::unique_ptr<Transport> row_;
+  std::unique_ptr<link::Link> row_;
   net::Fd owned_[wire::kMaxLinks];  // by link, but the row link's
   os::WaitPolicy policy_;
   os::SpinBudget budget_;

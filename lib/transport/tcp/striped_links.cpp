@@ -28,10 +28,10 @@ void StripedTransport::drop_link(int k) {
     return;
   }
   plan_.row_link = 0;
-  row_ = make_tcp_transport(net::Fd(dup), cfg_, big_);  // closes link k's socket
+  row_ = make_pair_link(net::Fd(dup), cfg_, big_);  // closes link k's socket
   fds_[size_t(k)] = -1;
   Error e;
-  if (base_ != nullptr && row_->attach(base_, layout_, e) != DS4TP_OK)
+  if (base_ != nullptr && row_->bind(base_, layout_, e) != DS4TP_OK)
     log_.warn("rails: row gates on link 0: {}", e.message);
   log_.warn("rails: row and batch gates move to link 0");
 }
@@ -42,9 +42,9 @@ void StripedTransport::drop_link(int k) {
 // the same plan and keep the same links, so both split alike: shares from
 // the rates and round trips measured at bring-up (the standby's: link
 // 0's, the path it shares).
-std::unique_ptr<Transport> StripedTransport::over_standby(net::Fd &standby, int rank,
-                                                         KeepRails keep, std::vector<int> &kept,
-                                                         Error &err) {
+std::unique_ptr<link::Link> StripedTransport::over_standby(net::Fd &standby, int rank,
+                                                          KeepRails keep, std::vector<int> &kept,
+                                                          Error &err) {
   kept.clear();
   uint16_t keeping = keep == KeepRails::None ? 0 : keepable();
   if (keep == KeepRails::Sync) {

@@ -1,4 +1,4 @@
-// Shared-slot medium: one-shot exchange through a shared area, double
+// The N-member shm link: steps through a shared area (area.hpp), double
 // buffered. Used by processes on one host (a POSIX shm segment) and by
 // the threads of one process (heap memory).
 //
@@ -10,6 +10,10 @@
 // (EDESYNC), read the slot, then store done = k. A failing rank stores its rank + 1 in
 // the header's abort word; every wait also checks that word, the peer
 // processes' liveness (processes only) and the op deadline.
+//
+// A step whose bodies are consecutive segments of one buffer (a group's
+// reduce-scatter) publishes the whole buffer in one copy; each member
+// then reads its own segment of every slot.
 //
 // Each rank also has a home in the area: the group buffer
 // (ds4tp_group_buffer). An all-reduce of a vector already in the homes
@@ -24,11 +28,12 @@
 
 #include "common/clock.hpp"
 #include "common/status.hpp"
-#include "group/shm_area.hpp"
 #include "os/os.hpp"
-#include "transport/shm/segment.hpp"
+#include "os/spin_budget.hpp"
+#include "transport/shm/area.hpp"
+#include "transport/shm/slots.hpp"
 
-namespace ds4tp::group {
+namespace ds4tp::shm {
 namespace {
 
 // A rank seen stopped this long fails the wait (the pairs' default
@@ -37,13 +42,14 @@ constexpr uint64_t kStoppedNs = 1'000'000'000;
 // A sleep lasts at most this long, so the watch looks that often.
 constexpr uint64_t kSliceNs = 1'000'000;
 
-class ShmMedium final : public Medium {
+class Slots final : public link::Link, public link::Homes {
  public:
-  ShmMedium(std::shared_ptr<ShmArea> a, int rank, bool watch, uint64_t timeout,
-            const Waiting &w, std::vector<int> ctl, std::vector<int> names)
-      : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout), policy_(w.policy),
+  Slots(std::shared_ptr<Area> a, int rank, bool watch, uint64_t timeout,
+        const os::WaitPolicy &policy, bool adaptive, std::vector<int> ctl,
+        std::vector<int> names)
+      : a_(std::move(a)), rank_(rank), watch_(watch), timeout_(timeout), policy_(policy),
         names_(std::move(names)) {
-    os::set_spin(policy_, budget_, w.policy.spin_ns, w.adaptive);
+    os::set_spin(policy_, budget_, policy.spin_ns, adaptive);
     policy_.clock_every = 64;  // a spin round is one load of a shared word
     // Even where no spin is the default (no spare core), a peer that is
     // about to stamp is met in a few polls rather than after a yield: on 2
@@ -55,16 +61,51 @@ class ShmMedium final : public Medium {
         ctl_fd_.push_back(ctl[size_t(r)]);
         ctl_rank_.push_back(name(r));
       }
-    shm_area_expect(*a_, rank_, uint32_t(getpid()));
+    area_expect(*a_, rank_, uint32_t(getpid()));
   }
 
+  const char *name() const override { return "shm"; }
+  int kind() const override { return DS4TP_TRANSPORT_SHM; }
+
+  // One copy in: src[0] for all (src[r] equal), or the n consecutive
+  // segments of one buffer (then each member reads its segment of each
+  // slot); src null publishes nothing but the stamp and the count.
+  int step(link::Step &s, Error &err) override {
+    if (s.gate != nullptr)  // a pair over shm pushes into the peer's mapping (push.cpp)
+      return err.set(DS4TP_EINVAL, "a pair's gate is not a step of a group's shm slots");
+    const int n = a_->n;
+    const uint8_t *mine = s.src != nullptr ? s.src[rank_] : nullptr;
+    size_t bytes = size_t(s.body);
+    bool segments = false;
+    if (s.src != nullptr && n > 1 && s.src[1] != s.src[0]) {
+      for (int r = 1; r < n; r++)
+        if (s.src[r] != s.src[0] + size_t(r) * bytes)
+          return err.set(DS4TP_EINVAL, "shm slots: a step's bodies must be one buffer or its "
+                         "consecutive segments");
+      mine = s.src[0];
+      bytes *= size_t(n);
+      segments = true;
+    }
+    if (int rc = exchange(s.number, mine, bytes, s.root, s.views, err)) return rc;
+    if (segments)
+      for (int r = 0; r < n; r++)
+        s.views[r] = static_cast<const uint8_t *>(s.views[r]) + size_t(rank_) * s.body;
+    return DS4TP_OK;
+  }
+
+  void release(uint64_t step) override { publish(a_->line(rank_)->done, step); }
+
+  link::Homes *homes() override { return this; }
+  uint8_t *home() override { return a_->home(rank_); }
+
+ private:
   int exchange(uint64_t step, const void *mine, size_t bytes, int root, const void **views,
-               Error &err) override {
+               Error &err) {
     const int b = int(step & 1);
     const int n = a_->n;
     if (mine != nullptr) {
       if (int rc = wait_done(step - 2, err)) return rc;
-      if (bytes) shm::copy(a_->slot(rank_, b), static_cast<const uint8_t *>(mine), bytes);
+      if (bytes) copy(a_->slot(rank_, b), static_cast<const uint8_t *>(mine), bytes);
     }
     // Every rank stamps every step, even one it sends nothing in, and
     // waits for every stamp: no step completes on a rank while another
@@ -78,21 +119,7 @@ class ShmMedium final : public Medium {
     return DS4TP_OK;
   }
 
-  // The whole vector goes into this rank's slot (one copy), and each rank
-  // reads only its segment of every slot.
-  int exchange_segments(uint64_t step, const void *mine, size_t seg, const void **views,
-                        Error &err) override {
-    int rc = exchange(step, mine, seg * size_t(a_->n), -1, views, err);
-    if (rc != DS4TP_OK) return rc;
-    for (int r = 0; r < a_->n; r++) views[r] = static_cast<const uint8_t *>(views[r]) + size_t(rank_) * seg;
-    return DS4TP_OK;
-  }
-
-  void done(uint64_t step) override { publish(a_->line(rank_)->done, step); }
-
-  uint8_t *home() override { return a_->home(rank_); }
-  uint64_t home_bytes() const override { return home_bytes_; }
-
+ public:
   // Steps `step` and `step` + 1, in place in every rank's home, so no
   // byte is copied in and each rank reads only its segment of the others
   // and then the other segments once (N=2, 16 KiB f32: about 2/3 of the
@@ -103,10 +130,11 @@ class ShmMedium final : public Medium {
   // this rank's segment (done = s+1), since the caller may then write its
   // home again. Segments are 64-byte multiples; the owner sums each
   // element once, so every rank has its bits.
-  int reduce_home(uint64_t step, uint8_t *buf, size_t count, Dtype t, Error &err) override {
+  int reduce_home(uint64_t step, uint8_t *buf, size_t count, const link::Sum &sum,
+                  Error &err) override {
     uint8_t *home = a_->home(rank_);
     const int n = a_->n;
-    const size_t esz = dtype_bytes(t), bytes = count * esz, line = 64 / esz;
+    const size_t esz = sum.elem_bytes, bytes = count * esz, line = 64 / esz;
     const size_t seg = ((count + size_t(n) - 1) / size_t(n) + line - 1) / line * line;
     auto lo = [&](int r) { return std::min(count, seg * size_t(r)) * esz; };
     // A vector elsewhere in the home moves to its start and back after
@@ -117,17 +145,17 @@ class ShmMedium final : public Medium {
     if (int rc = wait_done(step - 2, err)) return rc;
     if (buf != home) {
       std::memmove(home, buf, bytes);  // no peer reads it now (see the end)
-      shm::fence_copied(bytes);
+      fence_copied(bytes);
     }
     publish_step(step, bytes);
-    const void *views[kMaxRanks];
+    const void *views[link::kMaxMembers];
     for (int r = 0; r < n; r++) {
       if (r != rank_)
         if (int rc = wait_stamp(r, step, bytes, err)) return rc;
       views[r] = a_->home(r) + lo(rank_);
     }
     const size_t mine = (lo(rank_ + 1) - lo(rank_)) / esz;
-    if (mine) reduce_sum(t, views, n, home + lo(rank_), mine);
+    if (mine) sum.fn(sum.ctx, views, n, home + lo(rank_), mine);
     publish_step(step + 1, bytes);
     for (int r = 0; r < n; r++) {  // each segment as soon as its owner is done
       if (r == rank_) continue;
@@ -135,23 +163,19 @@ class ShmMedium final : public Medium {
       if (lo(r + 1) > lo(r)) std::memcpy(out + lo(r), a_->home(r) + lo(r), lo(r + 1) - lo(r));
     }
     if (out != home && mine) std::memcpy(out + lo(rank_), home + lo(rank_), mine * esz);
-    done(step + 1);
+    release(step + 1);
     if (int rc = wait_done(step + 1, err)) return rc;
     if (inside) std::memmove(buf, home, bytes);
     return DS4TP_OK;
   }
-  uint64_t two_shot_bytes() const override { return two_shot_bytes_; }
-
   void abort(int culprit, int code) override {
     uint64_t expect = 0;
     const uint64_t word = uint64_t(uint32_t(-code)) << 32 | uint32_t(culprit + 1);
     a_->header()->abort_word.compare_exchange_strong(expect, word);
     for (int r = 0; r < a_->n; r++)  // blocked waiters look at the abort word
-      shm::Bell(a_->line(r)->bell).ring_always();
+      Bell(a_->line(r)->bell).ring_always();
   }
 
-  int transport() const override { return DS4TP_TRANSPORT_SHM; }
-  int culprit() const override { return culprit_; }
   std::atomic<uint64_t> *progress_word() override { return &a_->line(rank_)->progress; }
 
  private:
@@ -194,7 +218,7 @@ class ShmMedium final : public Medium {
   // Store into this rank's line, then ring its bell for the ranks asleep on it.
   void publish(std::atomic<uint64_t> &w, uint64_t step) {
     w.store(step, std::memory_order_seq_cst);
-    shm::Bell(a_->line(rank_)->bell).ring();
+    Bell(a_->line(rank_)->bell).ring();
   }
 
   // Waits through os::Waiter (spin, yield, then asleep on rank r's bell,
@@ -222,7 +246,7 @@ class ShmMedium final : public Medium {
     os::Waiter w(policy_, &watch);
     uint64_t deadline = os::deadline_after(w.now(), timeout_);
     uint64_t progress = l->progress.load(std::memory_order_relaxed);
-    const shm::Bell bell(l->bell);
+    const Bell bell(l->bell);
     auto ready = [&]() -> int { return cond() ? 1 : 0; };
     for (;;) {
       if (cond()) return DS4TP_OK;
@@ -281,26 +305,24 @@ class ShmMedium final : public Medium {
                    pid, what, step);
   }
 
-  std::shared_ptr<ShmArea> a_;
+  std::shared_ptr<Area> a_;
   int rank_;
   bool watch_;
   uint64_t timeout_;
   os::WaitPolicy policy_;
   os::SpinBudget budget_;  // the adaptive policy's window, learned across waits
-  uint64_t two_shot_bytes_ = a_->header()->two_shot_bytes;
-  uint64_t home_bytes_ = a_->header()->home_bytes;
   std::vector<int> ctl_fd_, ctl_rank_;  // rendezvous sockets or host links, and their ranks
-  std::vector<int> names_;  // member -> rank (see shm_medium)
-  int culprit_ = -1;  // the rank the last failed wait named
+  std::vector<int> names_;  // member -> rank (see make_slots); culprit_: the rank named
 };
 
 }  // namespace
 
-std::unique_ptr<Medium> shm_medium(std::shared_ptr<ShmArea> area, int rank, bool watch,
-                                   uint64_t op_timeout_ns, const Waiting &wait,
-                                   std::vector<int> ctl, std::vector<int> names) {
-  return std::make_unique<ShmMedium>(std::move(area), rank, watch, op_timeout_ns, wait,
-                                     std::move(ctl), std::move(names));
+std::unique_ptr<link::Link> make_slots(std::shared_ptr<Area> area, int member, bool watch,
+                                       uint64_t timeout_ns, const os::WaitPolicy &policy,
+                                       bool adaptive, std::vector<int> ctl,
+                                       std::vector<int> names) {
+  return std::make_unique<Slots>(std::move(area), member, watch, timeout_ns, policy, adaptive,
+                                 std::move(ctl), std::move(names));
 }
 
-}  // namespace ds4tp::group
+}  // namespace ds4tp::shm

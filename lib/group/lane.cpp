@@ -1,0 +1,67 @@
+// The group's step forms over a lane's link (lane.hpp). Each message is a
+// 16-byte step header (group/wire.hpp) and a body; links that move
+// through memory (shm) check the members' byte counts instead.
+#include "group/lane.hpp"
+
+#include "group/group.hpp"
+#include "group/wire.hpp"
+
+namespace ds4tp::group {
+
+link::Sum sum_of(Dtype t) {
+  constexpr auto fn = [](const void *ctx, const void *const *views, int n, void *out,
+                         size_t count) {
+    reduce_sum(Dtype(reinterpret_cast<intptr_t>(ctx)), views, n, out, count);
+  };
+  return {fn, reinterpret_cast<const void *>(intptr_t(t)), dtype_bytes(t)};
+}
+
+static_assert(link::kMaxMembers >= kMaxRanks && link::kRoom >= kStepHeaderBytes);
+
+int Lane::exchange(uint64_t s, const void *mine, size_t bytes, int root, const void **views,
+                   Error &err) {
+  const uint8_t *src[kMaxRanks];
+  for (int r = 0; r < n; r++) src[r] = static_cast<const uint8_t *>(mine);
+  return run(s, bytes, root, mine != nullptr ? src : nullptr, views, err);
+}
+
+int Lane::exchange_segments(uint64_t s, const void *mine, size_t seg, const void **views,
+                            Error &err) {
+  const uint8_t *src[kMaxRanks];
+  for (int r = 0; r < n; r++) src[r] = static_cast<const uint8_t *>(mine) + size_t(r) * seg;
+  const int rc = run(s, seg, -1, src, views, err);
+  if (link->kind() != DS4TP_TRANSPORT_SHM) views[me] = src[me];  // shm reads its slot's copy
+  return rc;
+}
+
+int Lane::shift(uint64_t s, const void *mine, size_t bytes, int to, int from, const void **views,
+                Error &err) {
+  const uint8_t *src[kMaxRanks] = {};
+  src[to] = static_cast<const uint8_t *>(mine);
+  uint8_t alone[kStepHeaderBytes];
+  encode_step_header(s, 0, alone);
+  return run(s, bytes, from, src, views, err, alone);
+}
+
+int Lane::run(uint64_t s, size_t bytes, int root, const uint8_t *const *src, const void **views,
+              Error &err, const uint8_t *alone) {
+  uint8_t own[kStepHeaderBytes];
+  // From the group buffer's start the header goes in the room before it.
+  uint8_t *hdr = src != nullptr && roomy != nullptr && src[0] == roomy && src[n - 1] == roomy
+                     ? const_cast<uint8_t *>(roomy) - kStepHeaderBytes
+                     : own;
+  encode_step_header(s, src != nullptr ? bytes : 0, hdr);
+  link::Step st;
+  st.hdr = hdr;
+  st.size = kStepHeaderBytes;
+  st.number = s;
+  st.body = bytes;
+  st.check = check_step_header;
+  st.alone = alone;
+  st.src = src;
+  st.root = root;
+  st.views = views;
+  return link->step(st, err);
+}
+
+}  // namespace ds4tp::group
