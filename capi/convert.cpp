@@ -13,10 +13,10 @@
 #include "connect/negotiate.hpp"
 #include "handle.hpp"
 #include "slab/schedule.hpp"
-#include "transport/descriptor.hpp"
+#include "link/descriptor.hpp"
 #include "common/status.hpp"
-#include "transport/probe.hpp"
-#include "transport/rdma/probe.hpp"
+#include "link/probe.hpp"
+#include "link/rdma/probe.hpp"
 
 namespace ds4tp::capi {
 

@@ -244,7 +244,7 @@ EOF
 # demo, the seed-API layer. Tests and benches need Catch2 and running.
 TARGETS=(ds4tp ds4tp_static ds4tp_cli ds4tp_demo ds4tp_compat_ds4)
 # Objects whose failure --partial tolerates (see build_ds4tp).
-OS_PENDING_RE='ds4tp_objects\.dir/(os|connect|talk|net|pair|service|session|transport)/'
+OS_PENDING_RE='ds4tp_objects\.dir/(os|connect|talk|net|pair|service|session|link|multipath)/'
 declare -A result
 build_ds4tp() {
   local arch=$1 prefix=$CACHE/macos-$arch dir=$ROOT/build-macos-$arch
@@ -257,7 +257,7 @@ build_ds4tp() {
   mkdir -p "$dir"
   # The RDMA verbs binding is in (ON: a failure to include it fails the
   # configure): it compiles against our own verbs ABI declarations
-  # (lib/transport/rdma/verbs_abi.hpp), as macOS ships no verbs header,
+  # (lib/link/rdma/verbs_abi.hpp), as macOS ships no verbs header,
   # and dlopens /usr/lib/librdma.dylib at run time.
   cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" -DDS4TP_ZIG="$ZIG" -DDS4TP_ZIG_CACHE="$CACHE/zig-cache" \

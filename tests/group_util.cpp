@@ -350,7 +350,7 @@ GroupBody collectives_body(const HostOrder &order, const std::string &want) {
 // Ranks on the hosts `host_of` names ("host-0", "host-1", ...).
 GroupEdit on_hosts(const std::vector<int> &host_of, const std::vector<int> &local) {
   return [host_of, local](int r, ds4tp_group_options &, ds4tp_identity &) {
-    setenv("DS4TP_TEST_HOST_ID", ("host-" + std::to_string(host_of[size_t(r)])).c_str(), 1);
+    setenv("DS4TP_HOST_ID", ("host-" + std::to_string(host_of[size_t(r)])).c_str(), 1);
     if (!local.empty()) setenv("LOCAL_RANK", std::to_string(local[size_t(r)]).c_str(), 1);
   };
 }

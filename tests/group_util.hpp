@@ -73,7 +73,7 @@ GroupRun run_group_procs(int n, int transport, const GroupBody &body, const Grou
 GroupBody collectives_body(const HostOrder &order, const std::string &want_plan);
 // 0 when the group's plan line contains `want`, else EIO with `why`.
 int check_plan(ds4tp_group *g, const std::string &want, std::string &why);
-// Ranks on the hosts `host_of` names ("host-0", ...; DS4TP_TEST_HOST_ID),
+// Ranks on the hosts `host_of` names ("host-0", ...; DS4TP_HOST_ID),
 // with LOCAL_RANK `local[r]` where given.
 GroupEdit on_hosts(const std::vector<int> &host_of, const std::vector<int> &local = {});
 

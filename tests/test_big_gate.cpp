@@ -1,4 +1,4 @@
-// Big gates over tcp in alternating rounds (lib/transport/tcp/big_exchange):
+// Big gates over tcp in alternating rounds (lib/link/tcp/big_exchange):
 // the round plan, the loopback rule, bytes both ways bit for bit at sizes
 // around the round, a desync and a peer that dies mid-alternation.
 #include <catch2/catch.hpp>
@@ -17,10 +17,10 @@
 #include <unistd.h>
 
 #include "support/ranks.hpp"
-#include "transport/rail_share.hpp"
-#include "transport/tcp/big_exchange.hpp"
-#include "transport/tcp/rails.hpp"
-#include "transport/tcp/striped.hpp"
+#include "multipath/rail_share.hpp"
+#include "link/tcp/big_exchange.hpp"
+#include "link/tcp/rails.hpp"
+#include "link/tcp/striped.hpp"
 #include "wire/gate_header.hpp"
 
 using namespace ds4tp::test;

@@ -1,4 +1,4 @@
-// Failover (transport/failover.hpp): a pair over rdma (the test verbs
+// Failover (multipath/failover.hpp): a pair over rdma (the test verbs
 // provider), shm or tcp rails (loopback) keeps a standby tcp link; when
 // the primary fails mid row, batch or big gate, on one rank or both, or a
 // message is lost so that one rank is a gate ahead, the pair goes on over
@@ -88,7 +88,7 @@ TEST_CASE("failover: the primary lost during a control frame, and the session go
   // The worker gives the primary up at its 11th gate: the first after a
   // control exchange, which the leader reaches already inside it.
   auto body = [](ds4tp_pair *tp, Ctx &c) -> int {
-    ScopedEnv drop("DS4TP_TEST_FAIL_PRIMARY_AFTER", c.rank == 1 ? "11" : nullptr);
+    ScopedEnv drop("DS4TP_FAILOVER_DRILL", c.rank == 1 ? "11" : nullptr);
     CHILD_EXPECT_OK(connect_attach(tp), tp);
     Seqs q;
     if (int rc = rows(tp, 10, q)) return rc;
@@ -110,7 +110,7 @@ TEST_CASE("failover: a shm pair moves to tcp when its primary is given up") {
   RankSetup s = failover_setup(DS4TP_TRANSPORT_SHM);
   Body b = survives(DS4TP_TRANSPORT_SHM, "shm link lost at batch gate (");
   Body w = [b](ds4tp_pair *tp, Ctx &c) -> int {
-    ScopedEnv drop("DS4TP_TEST_FAIL_PRIMARY_AFTER", "43");  // the third batch gate
+    ScopedEnv drop("DS4TP_FAILOVER_DRILL", "43");  // the third batch gate
     return b(tp, c);
   };
   Outcome o = run_pair(s, b, w);
@@ -119,7 +119,7 @@ TEST_CASE("failover: a shm pair moves to tcp when its primary is given up") {
 
 // A tcp pair with rails on loopback (`rails`: 127.0.0.2, ...), its row
 // gates on rail 1 (a test option), whose worker gives its links up at
-// gate `at` (DS4TP_TEST_FAIL_PRIMARY_AFTER): it shuts the data connection
+// gate `at` (DS4TP_FAILOVER_DRILL): it shuts the data connection
 // and the row rail down, the leader's wait on them ends, and both go on
 // over the standby. `b` runs on both ranks.
 // A tcp pair over loopback with these rails, its ranks capturing their log.
@@ -135,11 +135,11 @@ RankSetup loopback_rails(const char *rails) {
 void rails_given_up_at(const char *rails, const char *at, Body b) {
   RankSetup s = loopback_rails(rails);
   Body l = [b](ds4tp_pair *tp, Ctx &c) -> int {
-    ScopedEnv row("DS4TP_TEST_ROW_LINK", "1");
+    ScopedEnv row("DS4TP_ROW_LINK", "1");
     return b(tp, c);
   };
   Body w = [b, at](ds4tp_pair *tp, Ctx &c) -> int {
-    ScopedEnv drop("DS4TP_TEST_FAIL_PRIMARY_AFTER", at);
+    ScopedEnv drop("DS4TP_FAILOVER_DRILL", at);
     return b(tp, c);
   };
   Outcome o = run_pair(s, l, w);
@@ -201,14 +201,15 @@ TEST_CASE("failover: two rails given up mid a striped big gate leave the other r
 TEST_CASE("failover: the data connection lost mid a striped big gate leaves both rails striping beside the standby") {
   // Two rails on loopback, the row gates on the data connection; the
   // worker shuts the data connection down once it sent 256 KiB of its
-  // share of the first striped big gate (DS4TP_TEST_CUT_STRIPED), while
+  // share of the first striped big gate (a test hook), while
   // both ranks' rails are part-way through theirs. The ranks trade what
   // each wrote on the rails, read out the rest, and run the gate again
   // over the standby and both rails; every later gate too, bit for bit.
   RankSetup s = loopback_rails("127.0.0.2,127.0.0.3");
-  ScopedEnv row("DS4TP_TEST_ROW_LINK", "0");
+  ScopedEnv row("DS4TP_ROW_LINK", "0");
   Body b = [](ds4tp_pair *tp, Ctx &c) -> int {
-    ScopedEnv cut("DS4TP_TEST_CUT_STRIPED", c.rank == 1 ? "262144" : nullptr);
+    ScopedHooks hooks;
+    if (c.rank == 1) hooks->cut_striped_after = 262144;
     CHILD_EXPECT_OK(connect_attach(tp), tp);
     Seqs q;
     if (int rc = rows(tp, kRows, q)) return rc;
@@ -335,7 +336,8 @@ TEST_CASE("failover: off on one rank, no standby link, and the log says why") {
 
 TEST_CASE("failover: a standby link that cannot be opened, and both ranks say why at bring-up") {
   Provider p;
-  ScopedEnv unreachable("DS4TP_TEST_STANDBY_HOST", "127.0.0.254");
+  ScopedHooks hooks;
+  hooks->standby_host = "127.0.0.254";  // where nothing listens
   RankSetup s = failover_setup(DS4TP_TRANSPORT_RDMA);
   fails_as_before(s, "no failover: the standby tcp link could not be opened: the worker "
                      "could not reach the standby listener: could not connect to 127.0.0.254:");

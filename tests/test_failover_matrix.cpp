@@ -1,4 +1,4 @@
-// Failover (transport/failover.hpp), measured and at random: the time
+// Failover (multipath/failover.hpp), measured and at random: the time
 // from the primary's loss to the first gate done over tcp, and from an
 // rdma rail's loss to the gate done over the other links, faults at
 // random places of the traffic on either rank or both, and the two cases
@@ -108,7 +108,7 @@ TEST_CASE("failover: time from the primary's loss to the first gate done over tc
 // median and worst, which docs/RELIABILITY.md reports.
 TEST_CASE("failover: time from an rdma rail's loss to the big gate done over the other links") {
   Provider p;
-  ScopedEnv rows("DS4TP_TEST_ROW_LINK", "0");  // on the primary, which owes nothing
+  ScopedEnv rows("DS4TP_ROW_LINK", "0");  // on the primary, which owes nothing
   const int trials = trials_or(3);
   GateMarks marks;  // the first big gate, which finds the rail lost
   REQUIRE(marks.at != nullptr);

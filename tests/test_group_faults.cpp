@@ -83,7 +83,7 @@ const char *work_name(Work w) {
 struct Plan {
   int rank = 0, size = 2, port = 0;
   int transport = DS4TP_TRANSPORT_SHM;
-  // Ranks claim two hosts (even and odd ranks: DS4TP_TEST_HOST_ID), so a
+  // Ranks claim two hosts (even and odd ranks: DS4TP_HOST_ID), so a
   // group of 3 or 4 runs tiered (shm within a host, tcp across).
   bool two_hosts = false;
   // The test verbs provider's profile ("rc", "uc-apple") for an rdma group.
@@ -174,7 +174,7 @@ int rank_main(int fd, const Plan &p) {
   ds4tp_identity_init(&id);
   id.n_layer = 36;
   id.n_embd = 2560;
-  if (p.two_hosts) setenv("DS4TP_TEST_HOST_ID", p.rank % 2 ? "host-b" : "host-a", 1);
+  if (p.two_hosts) setenv("DS4TP_HOST_ID", p.rank % 2 ? "host-b" : "host-a", 1);
   if (p.ring) setenv("DS4TP_GROUP_RING_BYTES", "65536", 1);
 #ifdef DS4TP_TEST_VERBS_PROVIDER
   if (p.rdma_profile != nullptr) {

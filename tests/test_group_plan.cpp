@@ -1,7 +1,7 @@
 // The plan a group reports (ds4tp_group_plan, group/plan.hpp): its words
 // for each layout and set of thresholds, the roster's host numbering that
 // feeds it, and the same text on every rank of a real group whose ranks
-// claim different hosts (DS4TP_TEST_HOST_ID).
+// claim different hosts (DS4TP_HOST_ID).
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -133,7 +133,7 @@ TEST_CASE("group plan: every rank of a real group reports the same plan", "[grou
                   "leaders 0 and 1",
                   {{0, 2}, {1}}),
         [](int r, ds4tp_group_options &, ds4tp_identity &) {
-          if (r == 1) setenv("DS4TP_TEST_HOST_ID", "host-b", 1);
+          if (r == 1) setenv("DS4TP_HOST_ID", "host-b", 1);
         }));
   }
 }

@@ -1,4 +1,4 @@
-// Groups over rdma (transport/rdma/mesh.hpp) through the test verbs
+// Groups over rdma (link/rdma/group_link.hpp) through the test verbs
 // provider (tests/verbs_provider), which moves messages between the rank
 // processes through shared memory: profiles rc and uc-apple (UC only,
 // messages of at most 16 KiB, a message that finds no receive kills the

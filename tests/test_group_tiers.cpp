@@ -1,6 +1,6 @@
 // Tiered groups (group/layout.hpp, group/tiered.cpp): ranks that span
 // hosts and share some run shm within a host and tcp between the hosts'
-// leaders. Hosts are claimed with DS4TP_TEST_HOST_ID (every rank here runs
+// leaders. Hosts are claimed with DS4TP_HOST_ID (every rank here runs
 // on this machine, so a host's ranks really share its memory). Checked:
 // the layout and its words, every collective over 2 x 2, 2 + 3 and
 // interleaved layouts against the host-major reference, the same bits on

@@ -111,7 +111,7 @@ int ns_rank(int fd, int go_fd, int role, const char *rails, int gates = 3, bool 
   o.log_level = DS4TP_LOG_INFO;
   if (rows) {
     o.gate_timeout_ms = 1000;  // the cut rail's gate fails over within it
-    setenv("DS4TP_TEST_ROW_LINK", "1", 1);
+    setenv("DS4TP_ROW_LINK", "1", 1);
   }
   ds4tp_identity id = small_identity(4, 1024);
   ds4tp_pair *tp = nullptr;

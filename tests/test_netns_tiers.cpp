@@ -51,7 +51,7 @@ struct Hosts {
   std::string dev(int i) const { return (i ? "t4b" : "t4a") + std::to_string(h[i]->pid()); }
   // In a rank child: into its host's namespace, claiming its host id.
   bool enter(int rank) const {
-    setenv("DS4TP_TEST_HOST_ID", host_of(rank) ? "netns-host-b" : "netns-host-a", 1);
+    setenv("DS4TP_HOST_ID", host_of(rank) ? "netns-host-b" : "netns-host-a", 1);
     return h[host_of(rank)]->enter();
   }
 };
@@ -315,7 +315,7 @@ TEST_CASE("netns tiers: a rank claiming a host whose memory it cannot share gets
     }
   }
   // Rank 2 runs in host B's namespace with a /dev/shm of its own but
-  // claims host A (DS4TP_TEST_HOST_ID), where ranks 0 and 1 run. A host id
+  // claims host A (DS4TP_HOST_ID), where ranks 0 and 1 run. A host id
   // includes the identity of the /dev/shm a rank sees, so the claim cannot
   // put it on host A: it becomes a host of its own, and every result keeps
   // the bits of that layout's host-major order.
@@ -334,7 +334,7 @@ TEST_CASE("netns tiers: a rank claiming a host whose memory it cannot share gets
       [&hosts](int r, ds4tp_group_options &o, ds4tp_identity &) {
         if (!hosts.enter(r)) std::printf("rank %d could not enter its namespace\n", r);
         if (r == 2) {
-          setenv("DS4TP_TEST_HOST_ID", "netns-host-a", 1);
+          setenv("DS4TP_HOST_ID", "netns-host-a", 1);
           if (!private_shm()) std::printf("rank 2 has no /dev/shm of its own\n");
         }
         const int port = o.rendezvous_port;

@@ -24,10 +24,10 @@
 #include "os/wait.hpp"
 #include "talk/liveness.hpp"
 #include "slab/layout.hpp"
-#include "transport/descriptor.hpp"
-#include "transport/shm/bell.hpp"
+#include "link/descriptor.hpp"
+#include "link/shm/bell.hpp"
 #include "support/gate_calls.hpp"
-#include "transport/tcp/pair_link.hpp"
+#include "link/tcp/pair_link.hpp"
 
 using namespace ds4tp;
 
@@ -298,17 +298,17 @@ TEST_CASE("the liveness watcher thread is named ds4tp-watch") {
 TEST_CASE("the descriptor table: one entry per transport, tcp always there") {
   std::set<int> ids;
   uint32_t caps = 0;
-  for (const transport::Descriptor *d : transport::all()) {
+  for (const link::Descriptor *d : link::all()) {
     CHECK(ids.insert(d->id).second);
     CHECK((caps & d->cap) == 0);
     caps |= d->cap;
-    CHECK(transport::find(d->id) == d);
+    CHECK(link::find(d->id) == d);
     CHECK(std::string(d->name) == ds4tp_transport_name(d->id));
   }
-  CHECK(transport::all()[0] == &transport::kTcp);
-  CHECK(transport::find(DS4TP_TRANSPORT_AUTO) == nullptr);
-  transport::Availability a;
-  transport::kTcp.available(transport::Query{}, a);
+  CHECK(link::all()[0] == &link::kTcp);
+  CHECK(link::find(DS4TP_TRANSPORT_AUTO) == nullptr);
+  link::Availability a;
+  link::kTcp.available(link::Query{}, a);
   CHECK(a.usable);
 }
 

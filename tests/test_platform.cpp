@@ -25,10 +25,10 @@
 #include "os/os.hpp"
 #include "os/portable.hpp"
 #include "pair/pair.hpp"
-#include "transport/shm/segment.hpp"
+#include "link/shm/segment.hpp"
 #if defined(DS4TP_TEST_FAKE_VERBS)
-#include "transport/rdma/probe.hpp"
-#include "transport/rdma/verbs_loader.hpp"
+#include "link/rdma/probe.hpp"
+#include "link/rdma/verbs_loader.hpp"
 #endif
 
 namespace os = ds4tp::os;
@@ -207,8 +207,8 @@ TEST_CASE("portable wait/wake: FIFO pokes across two processes") {
   }
 }
 
-TEST_CASE("host identity: stable within a boot, different per DS4TP_TEST_HOST_ID") {
-  unsetenv("DS4TP_TEST_HOST_ID");
+TEST_CASE("host identity: stable within a boot, different per DS4TP_HOST_ID") {
+  unsetenv("DS4TP_HOST_ID");
   auto a = ds4tp::host_identity();
   CHECK(ds4tp::host_identity() == a);
   CHECK(os::host_seed() == os::host_seed());
@@ -218,11 +218,11 @@ TEST_CASE("host identity: stable within a boot, different per DS4TP_TEST_HOST_ID
   });
   INFO(v);
   CHECK(v.empty());
-  setenv("DS4TP_TEST_HOST_ID", "host-a", 1);
+  setenv("DS4TP_HOST_ID", "host-a", 1);
   auto ha = ds4tp::host_identity();
-  setenv("DS4TP_TEST_HOST_ID", "host-b", 1);
+  setenv("DS4TP_HOST_ID", "host-b", 1);
   auto hb = ds4tp::host_identity();
-  unsetenv("DS4TP_TEST_HOST_ID");
+  unsetenv("DS4TP_HOST_ID");
   CHECK(ha != a);
   CHECK(hb != a);
   CHECK(ha != hb);

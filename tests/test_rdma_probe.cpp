@@ -13,7 +13,7 @@
 
 #include "support/env.hpp"
 #include "support/ranks.hpp"
-#include "transport/rdma/probe.hpp"
+#include "link/rdma/probe.hpp"
 
 using namespace ds4tp;
 using namespace ds4tp::test;

@@ -1,4 +1,4 @@
-// RDMA rails (ds4tp_options.rdma_rails, transport/rdma/rails.cpp) through
+// RDMA rails (ds4tp_options.rdma_rails, link/rdma/rails.cpp) through
 // the test verbs provider, whose devices fv0..fv2 are each cabled only to
 // the same device of the other process: a pair over fv0 with fv1 as a
 // rail splits its big gates across both, every payload bit for bit, and
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "failover_util.hpp"
-#include "transport/rdma/probe.hpp"
+#include "link/rdma/probe.hpp"
 
 using namespace ds4tp::test;
 
@@ -39,7 +39,7 @@ RankSetup rails_setup(const char *leader_rails, const char *worker_rails) {
 // Row gates on the primary, whatever the round trips the leader measures
 // (the provider's links tie, so noise would choose): most cases rely on it.
 struct RowsOnPrimary {
-  ScopedEnv env{"DS4TP_TEST_ROW_LINK", "0"};
+  ScopedEnv env{"DS4TP_ROW_LINK", "0"};
 };
 
 // The links after attach: the primary and `rails` rails, all rdma, with
@@ -339,14 +339,14 @@ TEST_CASE("rdma rails: row gates run on a rail whose round trip is clearly short
 }
 
 TEST_CASE("rdma rails: a rail that carries the row gates and is lost mid row gates leaves them to the primary") {
-  // The row gates run on fv1 (DS4TP_TEST_ROW_LINK); from the rail's 7th
+  // The row gates run on fv1 (DS4TP_ROW_LINK); from the rail's 7th
   // send on (attach sends 6 there: a 2 MiB sample, four pings) the
   // worker's fv1 loses what it sends, so the leader's first row gate
   // waits in vain while the worker's heartbeats put it in that gate: the
   // leader names rail 1 lost, and both ranks make the rdma transport
   // again over the primary alone, which then carries every gate.
   Provider p;
-  ScopedEnv row("DS4TP_TEST_ROW_LINK", "1");
+  ScopedEnv row("DS4TP_ROW_LINK", "1");
   RankSetup s = quick_bigs(rails_setup("fv1", "fv1"));
   Body b = [](ds4tp_pair *tp, Ctx &c) -> int {
     ScopedEnv f("DS4TP_VERBS_PROVIDER_FAULT", c.rank == 1 ? "cut=7@1" : nullptr);

@@ -29,8 +29,8 @@
 #include "support/ranks.hpp"
 #include "support/fake_qp.hpp"
 #include "support/gate_calls.hpp"
-#include "transport/rdma/transport.hpp"
-#include "transport/rdma/setup_link.hpp"
+#include "link/rdma/pair_link.hpp"
+#include "link/rdma/setup_link.hpp"
 
 using namespace ds4tp;
 namespace fk = ds4tp::rdma::fake;
@@ -131,7 +131,7 @@ class Rig {
       ep.data = net::Fd(r == 0 ? d0[0] : d1[0]);
       ep.control_fd = ctl[r];
       ep.rank = r;
-      t[r] = rdma::make_rdma_transport(std::move(ep), dc, c.tun, sched,
+      t[r] = rdma::make_pair_link(std::move(ep), dc, c.tun, sched,
                                        Logger(nullptr, nullptr, DS4TP_LOG_ERROR));
     }
   }

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "support/ranks.hpp"
-#include "transport/shm/segment.hpp"
+#include "link/shm/segment.hpp"
 #include "wire/codec.hpp"
 #include "wire/shm_offer.hpp"
 
@@ -398,7 +398,7 @@ TEST_CASE("ranks at different kinds of gates report a desync naming both") {
 
 TEST_CASE("shm forced across hosts is refused with the reason, and auto falls back to tcp") {
   // The worker pretends to run elsewhere (test-only host identity).
-  auto elsewhere = [](ds4tp_options &) { setenv("DS4TP_TEST_HOST_ID", "another-host", 1); };
+  auto elsewhere = [](ds4tp_options &) { setenv("DS4TP_HOST_ID", "another-host", 1); };
   SECTION("both ask for shm") {
     RankSetup s;
     s.transport = DS4TP_TRANSPORT_SHM;

@@ -1,7 +1,7 @@
 // The public transport enum and everything that must follow it. The
 // DS4TP_TRANSPORT_* values are read from include/ds4tp/ds4tp.h at test
 // time (DS4TP_PUBLIC_HEADER), so a value added there without its
-// descriptor (lib/transport), its name, its negotiation, the hello's
+// descriptor (lib/link), its name, its negotiation, the hello's
 // range check (lib/wire/hello) or the C options' range check
 // (capi/convert) fails here, naming the value and what is missing.
 #include <catch2/catch.hpp>
@@ -17,7 +17,7 @@
 #include "connect/negotiate.hpp"
 #include "ds4tp/ds4tp.h"
 #include "support/ranks.hpp"
-#include "transport/descriptor.hpp"
+#include "link/descriptor.hpp"
 #include "wire/hello.hpp"
 
 using namespace ds4tp;
@@ -111,8 +111,8 @@ TEST_CASE("every DS4TP_TRANSPORT_* value has a descriptor, a name, negotiation a
     highest = std::max(highest, v);
     INFO("DS4TP_TRANSPORT_" << name << " = " << v);
 
-    // lib/transport/descriptor.cpp: one entry in kAll, named as the enum.
-    const transport::Descriptor *d = transport::find(v);
+    // lib/link/descriptor.cpp: one entry in kAll, named as the enum.
+    const link::Descriptor *d = link::find(v);
     CHECK(d != nullptr);
     CHECK(std::string(ds4tp_transport_name(v)) == lower(name));
     if (d == nullptr) continue;
@@ -157,7 +157,7 @@ TEST_CASE("every DS4TP_TRANSPORT_* value has a descriptor, a name, negotiation a
   // One past the last value is refused everywhere that checks a range.
   const int beyond = highest + 1;
   INFO("one past the last value: " << beyond);
-  CHECK(transport::find(beyond) == nullptr);
+  CHECK(link::find(beyond) == nullptr);
   CHECK(std::string(ds4tp_transport_name(beyond)) == "?");
   Error herr;
   CHECK(hello_round_trip(beyond, herr) == DS4TP_EPROTO);
@@ -166,16 +166,16 @@ TEST_CASE("every DS4TP_TRANSPORT_* value has a descriptor, a name, negotiation a
 }
 
 TEST_CASE("groups reach tcp's mesh through its descriptor, their fallback everywhere") {
-  const transport::Descriptor *tcp = transport::find(DS4TP_TRANSPORT_TCP);
+  const link::Descriptor *tcp = link::find(DS4TP_TRANSPORT_TCP);
   REQUIRE(tcp != nullptr);
   CHECK(tcp->mesh_setup != nullptr);
   CHECK(tcp->mesh_make != nullptr);
 }
 
-TEST_CASE("every descriptor in lib/transport is a value of the public enum") {
+TEST_CASE("every descriptor in lib/link is a value of the public enum") {
   const auto values = header_transports();
   REQUIRE_FALSE(values.empty());
-  for (const transport::Descriptor *d : transport::all()) {
+  for (const link::Descriptor *d : link::all()) {
     INFO("descriptor " << d->name << " (id " << d->id << ")");
     auto it = values.find([&] {
       std::string up = d->name;

@@ -1,4 +1,4 @@
-// Our verbs ABI declarations (lib/transport/rdma/verbs_abi.hpp) against
+// Our verbs ABI declarations (lib/link/rdma/verbs_abi.hpp) against
 // rdma-core's <infiniband/verbs.h>, in one translation unit: every size,
 // alignment, offset and constant the binding relies on. A drift fails the
 // build, and the message names the field. Built where rdma-core's headers
@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "transport/rdma/verbs_abi.hpp"
+#include "link/rdma/verbs_abi.hpp"
 
 namespace abi = ds4tp::rdma::abi;
 

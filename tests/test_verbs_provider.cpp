@@ -1,4 +1,4 @@
-// The verbs binding (lib/transport/rdma/verbs_*.cpp) end to end
+// The verbs binding (lib/link/rdma/verbs_*.cpp) end to end
 // without hardware: two processes pair with transport=rdma through the
 // test verbs provider (tests/verbs_provider), which moves messages through
 // shared memory. Profiles: rc (mlx5-like) and uc-apple (Apple's
@@ -17,7 +17,7 @@
 
 #include "support/env.hpp"
 #include "support/ranks.hpp"
-#include "transport/rdma/probe.hpp"
+#include "link/rdma/probe.hpp"
 
 using namespace ds4tp::test;
 

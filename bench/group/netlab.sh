@@ -3,7 +3,7 @@
 # (d4h0, d4h1, ...) with a veth to a bridge in this namespace, and every
 # host's veth sends through a tbf rate limit that models its NIC. The
 # ranks of a host share its namespace and, being on this machine, its
-# memory; they claim its host id (DS4TP_TEST_HOST_ID), so ds4tp sees the
+# memory; they claim its host id (DS4TP_HOST_ID), so ds4tp sees the
 # layout a real deployment has. Open MPI sees it too: mpirun starts one
 # daemon per host through an ssh stand-in that enters the host's
 # namespace with a hostname of its own, so its vader BTL joins the ranks of
@@ -136,7 +136,7 @@ ds4tp_run() {
   local port=$((29700 + RANDOM % 200))
   for ((r = n - 1; r >= 0; r--)); do
     local h=$((r / per))
-    ip netns exec d4h$h env DS4TP_TEST_HOST_ID=h$h $envs "$tool" group --rank $r --size $n \
+    ip netns exec d4h$h env DS4TP_HOST_ID=h$h $envs "$tool" group --rank $r --size $n \
       --rendezvous 10.78.0.1:$port --count "$count" --iters "$iters" $extra >"$tmp/r$r" 2>&1 &
   done
   wait

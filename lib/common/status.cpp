@@ -1,7 +1,7 @@
 #include "common/status.hpp"
 
 #include "ds4tp/ds4tp.h"
-#include "transport/descriptor.hpp"
+#include "link/descriptor.hpp"
 
 namespace ds4tp {
 
@@ -29,7 +29,7 @@ const char *status_name(int status) {
 
 const char *transport_name(int transport) {
   if (transport == DS4TP_TRANSPORT_AUTO) return "auto";
-  const transport::Descriptor *d = transport::find(transport);
+  const link::Descriptor *d = link::find(transport);
   return d != nullptr ? d->name : "?";
 }
 

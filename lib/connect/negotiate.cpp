@@ -1,14 +1,14 @@
 #include "connect/negotiate.hpp"
 
 #include "common/status.hpp"
-#include "transport/descriptor.hpp"
+#include "link/descriptor.hpp"
 
 namespace ds4tp::connect {
 
 namespace {
 
 uint32_t cap_of(int id) {
-  const transport::Descriptor *d = transport::find(id);
+  const link::Descriptor *d = link::find(id);
   return d != nullptr ? d->cap : 0;
 }
 

@@ -19,7 +19,7 @@
 #include "net/endpoint.hpp"
 #include "os/os.hpp"
 #include "pair/pair.hpp"
-#include "transport/descriptor.hpp"
+#include "link/descriptor.hpp"
 
 namespace ds4tp::group {
 
@@ -91,10 +91,10 @@ static int choose_media(const Options &o, bool offers, const std::vector<Join> &
 }
 
 // Whether this rank may offer rdma (auto or rdma asked for): its port.
-static transport::Availability probe_rdma(const Options &o) {
-  transport::Availability a;
+static link::Availability probe_rdma(const Options &o) {
+  link::Availability a;
   if (o.transport == DS4TP_TRANSPORT_AUTO || o.transport == DS4TP_TRANSPORT_RDMA)
-    transport::kRdma.available(transport::Query{}, a);
+    link::kRdma.available(link::Query{}, a);
   return a;
 }
 

@@ -9,11 +9,12 @@
 #include <thread>
 
 #include "common/clock.hpp"
+#include "common/env.hpp"
 #include "group/plan.hpp"
 #include "group/wire.hpp"
 #include "os/os.hpp"
-#include "transport/shm/area.hpp"
-#include "transport/shm/slots.hpp"
+#include "link/shm/area.hpp"
+#include "link/shm/group_link.hpp"
 
 namespace ds4tp::group {
 
@@ -181,12 +182,6 @@ int Group::start_heartbeat(Error &err) {
 }
 
 namespace {
-// The number in environment variable `name`; nullopt when unset or empty.
-std::optional<int64_t> env_number(const char *name) {
-  const char *v = std::getenv(name);
-  if (v == nullptr || *v == 0) return std::nullopt;
-  return int64_t(std::strtoll(v, nullptr, 10));
-}
 // Microseconds from the environment, negative read as 0; -1 when unset.
 int64_t env_us(const char *name) {
   const auto us = env_number(name);

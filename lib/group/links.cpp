@@ -12,7 +12,7 @@
 #include "group/wire.hpp"
 #include "net/endpoint.hpp"
 #include "os/os.hpp"
-#include "transport/shm/slots.hpp"
+#include "link/shm/group_link.hpp"
 
 namespace ds4tp::group {
 
@@ -137,13 +137,13 @@ int Group::open_links(const Roster &ro, int data_lfd, int hub_fd, uint64_t deadl
 // go byte).
 int Group::open_mesh(const Roster &ro, std::vector<int> names, uint64_t deadline, Links &out,
                      Error &err) {
-  const transport::Descriptor *d = transport::find(int(ro.transport));
+  const link::Descriptor *d = link::find(int(ro.transport));
   if (d == nullptr || d->mesh_setup == nullptr)
     return err.set(DS4TP_EPROTO, "the roster's transport {} has no group mesh", ro.transport);
   const bool flat = names.empty();
   const Waiting wait =
       waiting(flat ? opt_.size : int(layout_.mine().size()), opt_.spin_ns, opt_.yield_ns);
-  transport::MeshConnection &c = out.mesh;
+  link::MeshConnection &c = out.mesh;
   for (const auto &f : out.fds) c.fds.push_back(f.get());
   c.rank = flat ? opt_.rank : layout_.host;
   c.chunk = opt_.chunk_bytes;
@@ -158,7 +158,7 @@ int Group::open_mesh(const Roster &ro, std::vector<int> names, uint64_t deadline
 // The mesh over links.fds, made by `transport`'s descriptor: the
 // roster's when every rank's links could run it, else tcp.
 std::unique_ptr<link::Link> Group::make_mesh(Links &links, int transport) {
-  const transport::Descriptor &d = *transport::find(transport);
+  const link::Descriptor &d = *link::find(transport);
   return d.mesh_make(links.mesh, std::move(links.fds), std::move(links.prepared));
 }
 

@@ -8,8 +8,8 @@
 
 #include "group/group.hpp"
 #include "net/socket.hpp"
-#include "transport/descriptor.hpp"
-#include "transport/shm/area.hpp"
+#include "link/descriptor.hpp"
+#include "link/shm/area.hpp"
 
 namespace ds4tp::group {
 
@@ -22,9 +22,9 @@ struct Group::Links {
   std::vector<net::Fd> fds;  // the mesh's links: flat, by rank; tiered, by host (leaders)
   std::vector<net::Fd> host;  // tiered, by member of this host: a leader's to each rank,
                               // a rank's [0] to its leader
-  transport::Availability rdma_port;  // this rank's, when it may run rdma
-  transport::MeshConnection mesh;     // this rank's end of the mesh over fds
-  std::unique_ptr<transport::State> prepared;  // what the roster's backend set up on them
+  link::Availability rdma_port;  // this rank's, when it may run rdma
+  link::MeshConnection mesh;     // this rank's end of the mesh over fds
+  std::unique_ptr<link::State> prepared;  // what the roster's backend set up on them
   std::string fallback;  // why this rank's links cannot run the roster's backend
   ~Links() {
     if (made && area) shm::area_unlink(*area);

@@ -14,7 +14,7 @@
 // so a stranger at a data listener cannot take a rank's place; every
 // exchange step then starts with {u32 "D4GS", u32 step, u64 bytes}.
 // Over rdma each link first trades a status byte and RDMA_INFO
-// (transport/rdma/mesh.hpp); the step header then leads each message.
+// (link/rdma/group_link.hpp); the step header then leads each message.
 #pragma once
 
 #include <array>

@@ -11,7 +11,7 @@
 
 #include "link/link.hpp"
 #include "slab/layout.hpp"
-#include "transport/transport.hpp"
+#include "link/data_config.hpp"
 #include "wire/gate_header.hpp"
 
 namespace ds4tp::link {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/clock.hpp"
+#include "common/env.hpp"
 #include "common/status.hpp"
 #include "connect/negotiate.hpp"
 #include "os/os.hpp"
@@ -17,16 +18,17 @@
 #include "session/session.hpp"
 #include "talk/silence.hpp"
 #include "talk/liveness.hpp"
-#include "transport/descriptor.hpp"
+#include "link/descriptor.hpp"
 
 namespace ds4tp {
 
 std::array<uint8_t, 16> host_identity() {
   std::string seed = os::host_seed();
-  // Test-only: lets a test pretend the ranks run on different hosts.
-  if (const char *fake = std::getenv("DS4TP_TEST_HOST_ID"); fake != nullptr && *fake != 0) {
+  // DS4TP_HOST_ID: ranks on one host that claim different ids (containers
+  // kept apart, tests posing as hosts) are taken for different hosts.
+  if (const char *claim = std::getenv("DS4TP_HOST_ID"); claim != nullptr && *claim != 0) {
     seed += "/test:";
-    seed += fake;
+    seed += claim;
   }
   // Two FNV-1a lanes: enough to tell hosts apart, not a security measure.
   uint64_t a = 1469598103934665603ull, b = 0x9e3779b97f4a7c15ull;
@@ -61,6 +63,10 @@ uint64_t random_cookie() {
 int Pair::connect_once(Error &err) {
   if (connected_ || !bringup_)
     return err.set(DS4TP_ESTATE, "ds4tp_connect was already called on this pair");
+  // Operator settings, read as the pair connects (docs/TRANSPORTS.md).
+  if (const auto k = env_number("DS4TP_ROW_LINK"); k && *k >= 0) opt_.row_link = int(*k);
+  if (const auto n = env_number("DS4TP_FAILOVER_DRILL"); n && *n > 0)
+    opt_.failover_drill = uint64_t(*n);
   wire::Hello mine;
   mine.role = uint8_t(opt_.role);
   mine.transport_request = uint8_t(opt_.transport);
@@ -69,7 +75,7 @@ int Pair::connect_once(Error &err) {
   // (a costly check this rank's request rules out) is not. The reasons
   // are kept for the error (an rdma request this rank cannot serve) or
   // logged once (auto).
-  namespace tr = ds4tp::transport;
+  namespace tr = ds4tp::link;
   tr::Query query{&layout_, opt_.rdma_device, opt_.rdma_port, opt_.rdma_gid_index};
   std::vector<tr::Availability> offers(tr::all().size());
   auto index_of = [](const tr::Descriptor *d) {
@@ -143,7 +149,7 @@ int Pair::connect_once(Error &err) {
   c.log = log_;
   // Rails need both ranks to list them (the same list, checked as the
   // links open); the tcp transport's set-up opens and measures them
-  // (transport/tcp/rails.hpp).
+  // (link/tcp/rails.hpp).
   if (((mine.caps ^ peer_.caps) & wire::kCapRails) != 0) {
     const char *me = rank() == 0 ? "leader" : "worker";
     const bool mine_has = (mine.caps & wire::kCapRails) != 0;
@@ -164,6 +170,7 @@ int Pair::connect_once(Error &err) {
                    peer_rdma_rails);
   if (chosen == DS4TP_TRANSPORT_RDMA) c.rdma_rails = opt_.rdma_rails;
   c.rail_rows = (mine.caps & peer_.caps & wire::kCapRailRows) != 0;
+  c.row_link = opt_.row_link;
   const tr::Descriptor *d = tr::find(chosen);
   if (d == nullptr)
     return err.set(DS4TP_EUNSUPPORTED, "transport {} is not built into this library",

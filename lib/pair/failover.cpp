@@ -1,24 +1,24 @@
 // The pair's standby link: opened at bring-up beside an rdma or shm
 // transport or a tcp pair's rails, and the failover transport that moves
-// to it (transport/failover.hpp).
+// to it (multipath/failover.hpp).
 #include "pair/pair.hpp"
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
-#include "transport/descriptor.hpp"
-#include "transport/failover.hpp"
-#include "transport/standby.hpp"
+#include "link/descriptor.hpp"
+#include "multipath/failover.hpp"
+#include "multipath/standby.hpp"
 
 namespace ds4tp {
 
-int Pair::add_standby(const transport::Connection &c, net::Fd primary_data, Error &err) {
-  namespace tr = ds4tp::transport;
+int Pair::add_standby(const link::Connection &c, net::Fd primary_data, Error &err) {
+  namespace mp = ds4tp::multipath;
   if (!primary_data.valid())
     return err.set(DS4TP_EIO, "cannot duplicate the data connection for the standby set-up: {}",
                    std::strerror(errno));
-  tr::StandbySetup s;
+  mp::StandbySetup s;
   s.data_fd = primary_data.get();
   s.rank = rank();
   s.cookie = c.cookie;
@@ -26,12 +26,12 @@ int Pair::add_standby(const transport::Connection &c, net::Fd primary_data, Erro
   s.log = log_;
   std::vector<net::Fd> links;
   std::string why_not;
-  if (int rc = tr::open_links(s, links, why_not, err)) return rc;
+  if (int rc = mp::open_links(s, links, why_not, err)) return rc;
   if (links.empty()) {
     log_.warn("no failover: the standby tcp link could not be opened: {}", why_not);
     return DS4TP_OK;
   }
-  tr::FailoverConfig fc;
+  mp::FailoverConfig fc;
   fc.data = c.data_config;
   fc.rank = rank();
   fc.primary_kind = transport();
@@ -39,15 +39,13 @@ int Pair::add_standby(const transport::Connection &c, net::Fd primary_data, Erro
   fc.log = log_;
   fc.name_lost_links = (peer_.caps & wire::kCapLostLinks) != 0;
   fc.sync_rails = (peer_.caps & wire::kCapRailSync) != 0;
-  // Test only (`ds4tp pair --fail-primary-after N`): give the primary up at gate N.
-  if (const char *v = std::getenv("DS4TP_TEST_FAIL_PRIMARY_AFTER"); v != nullptr && *v != 0)
-    fc.drop_primary_at = std::strtoull(v, nullptr, 10);
+  fc.drop_primary_at = opt_.failover_drill;  // `ds4tp pair --fail-primary-after N`
   fc.switched = [this](int transport) {
     transport_kind_.store(transport, std::memory_order_release);
     failovers_.fetch_add(1, std::memory_order_relaxed);
   };
   log_.info("failover on: a standby tcp link is open beside {}", link_->name());
-  link_ = tr::make_failover_transport(std::move(link_), std::move(primary_data),
+  link_ = mp::make_failover_link(std::move(link_), std::move(primary_data),
                                            std::move(links[0]), fc);
   return DS4TP_OK;
 }

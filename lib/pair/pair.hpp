@@ -26,7 +26,7 @@
 #include "stats/stats.hpp"
 #include "stats/trace.hpp"
 #include "link/link.hpp"
-#include "transport/transport.hpp"
+#include "link/data_config.hpp"
 #include "wire/gate_header.hpp"
 #include "wire/hello.hpp"
 #include "talk/peer_state.hpp"
@@ -38,7 +38,7 @@ class Session;
 class WorkerEngine;
 }  // namespace session
 namespace talk { class Liveness; }
-namespace transport { struct Connection; }
+namespace link { struct Connection; }
 namespace link { struct GateStep; }
 
 // Where a leader listens and a worker looks for it unless told otherwise.
@@ -74,16 +74,22 @@ struct Options {
   // Control plane: largest frame payload sent or accepted.
   uint32_t max_frame_bytes = 64u << 20;
   // A standby tcp link beside an rdma or shm transport or a tcp pair's
-  // rails, taken when the primary fails (transport/failover.hpp).
+  // rails, taken when the primary fails (multipath/failover.hpp).
   bool failover = true;
   // Rails: the leader's IPv4 addresses of extra tcp links a tcp pair
-  // stripes its big gates over (transport/tcp/rails.hpp); both ranks
+  // stripes its big gates over (link/tcp/rails.hpp); both ranks
   // list the same, in the same order.
   std::vector<std::string> rails;
   // RDMA rails: this rank's "device[:port[:gid]]" of extra rdma links an
-  // rdma pair stripes its big gates over (transport/rdma/transport.hpp);
+  // rdma pair stripes its big gates over (link/rdma/pair_link.hpp);
   // both ranks list as many, rail k of each joined by one cable.
   std::vector<std::string> rdma_rails;
+  // Operator settings from the environment (read at connect): a rails pair's
+  // row gates pinned to link k (DS4TP_ROW_LINK; -1: the quickest), and a
+  // failover drill that gives the primary up at gate N (DS4TP_FAILOVER_DRILL;
+  // 0: never).
+  int row_link = -1;
+  uint64_t failover_drill = 0;
 };
 
 // Engine copies around every row and batch exchange, run on the gate
@@ -236,7 +242,7 @@ class Pair {
   std::atomic<uint64_t> failovers_{0};
   // Wraps link_ in a failover link when both ranks can open a
   // standby link (connect.cpp); logs why not otherwise.
-  int add_standby(const transport::Connection &c, net::Fd primary_data, Error &err);
+  int add_standby(const link::Connection &c, net::Fd primary_data, Error &err);
   // Control plane, started at the end of connect(): framed lockstep
   // calls, and the watcher that latches failure when the peer goes away.
   int start_control_plane(Error &err);

@@ -65,7 +65,7 @@ enum : uint32_t {
   kCapShm = 1u << 1,
   kCapRdma = 1u << 2,
   // Not a transport: the rank opens a standby tcp link beside an rdma or
-  // shm transport when the peer offers it too (transport/standby.hpp).
+  // shm transport when the peer offers it too (multipath/standby.hpp).
   kCapStandby = 1u << 8,
   // The rank was given rails (tcp links to stripe big gates over): both
   // ranks must be, or neither.

@@ -88,7 +88,7 @@ int decode_rdma_warm(const uint8_t *buf, size_t len, RdmaWarm &out, Error &err);
 // "RC" / "UC" / "?".
 const char *qp_type_name(uint8_t t);
 
-// A group's rdma link status (transport/rdma/mesh.hpp), before RDMA_INFO:
+// A group's rdma link status (link/rdma/group_link.hpp), before RDMA_INFO:
 // 'R' (this end can; RDMA_INFO follows), or 'N', a u8 length and that
 // many bytes of reason (this end cannot).
 constexpr uint8_t kLinkCan = 'R', kLinkCannot = 'N';

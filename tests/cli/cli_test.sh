@@ -81,9 +81,9 @@ assert all(l["gate_p50_us"]>0 and l["big_gate_gbps"]>0 for l in d["links"]), d' 
     # both measured and listed; every big gate split over both. The row
     # gates stay on fv0 (a test option): the two links' round trips tie,
     # and a busy machine's noise would otherwise choose.
-    export DS4TP_TEST_ROW_LINK=0
+    export DS4TP_ROW_LINK=0
     pair_run rrail "--transport rdma --rdma-device fv0 --rdma-rail fv1 --count 200 --big 4194304" "--transport rdma --rdma-device fv0 --rdma-rail fv1 --count 200 --big 4194304 --json"
-    unset DS4TP_TEST_ROW_LINK
+    unset DS4TP_ROW_LINK
     [ $LRC -eq 0 ] && [ $WRC -eq 0 ] || fail "an rdma rails pair must finish ($LRC/$WRC): $(cat "$T/rrail.leader.err")"
     grep -qE "^  data link 1: rdma rail, carries gates, measured [0-9]+ Mbit/s" "$T/rrail.leader.out" || fail "no rdma rail line: $(cat "$T/rrail.leader.out")"
     /usr/bin/python3 -c 'import json,sys
@@ -125,9 +125,9 @@ for pid in (0,1):
     # listed with the standby; the leader gives the striped links up after
     # 100 gates and both ranks report the move to the standby. With the row
     # gates on the rail (a test option) the rail goes with them.
-    export DS4TP_TEST_ROW_LINK=1
+    export DS4TP_ROW_LINK=1
     pair_run rails "--transport tcp --rail 127.0.0.2 --count 300 --big 4194304 --fail-primary-after 100" "--transport tcp --rail 127.0.0.2 --count 300 --big 4194304 --json"
-    unset DS4TP_TEST_ROW_LINK
+    unset DS4TP_ROW_LINK
     [ $LRC -eq 0 ] && [ $WRC -eq 0 ] || fail "a rails pair that fails over must finish ($LRC/$WRC): $(cat "$T/rails.leader.err")"
     grep -q "ds4tp pair OK: leader, transport tcp, then tcp after a failover at gate 101" "$T/rails.leader.out" || fail "leader failover output: $(cat "$T/rails.leader.out")"
     grep -qE "^  data link 1: tcp rail, lost, measured [0-9]+ Mbit/s" "$T/rails.leader.out" || fail "no rail line: $(cat "$T/rails.leader.out")"
@@ -141,9 +141,9 @@ assert all(l["big_gate_gbps"]>0 for l in d["links"]), d' "$T/rails.worker.out" |
     # The row gates on the data connection: the rail, which no gate left
     # bytes on, stays beside the standby and the big gates after go on
     # striped over both.
-    export DS4TP_TEST_ROW_LINK=0
+    export DS4TP_ROW_LINK=0
     pair_run kept "--transport tcp --rail 127.0.0.2 --count 300 --big 4194304 --fail-primary-after 100" "--transport tcp --rail 127.0.0.2 --count 300 --big 4194304 --json"
-    unset DS4TP_TEST_ROW_LINK
+    unset DS4TP_ROW_LINK
     [ $LRC -eq 0 ] && [ $WRC -eq 0 ] || fail "a rails pair that keeps its rail must finish ($LRC/$WRC): $(cat "$T/kept.leader.err")"
     grep -qE "^  data link 1: tcp rail, carries gates" "$T/kept.leader.out" || fail "the rail is not kept: $(cat "$T/kept.leader.out")"
     /usr/bin/python3 -c 'import json,sys

@@ -1,9 +1,12 @@
-// An environment variable set (or unset, with nullptr) for a scope; the
-// old value comes back at its end. Forked ranks inherit what is set.
+// An environment variable set (or unset, with nullptr) for a scope, and
+// the library's test hooks set for a scope; the old values come back at
+// its end. Forked ranks inherit what is set.
 #pragma once
 
 #include <cstdlib>
 #include <string>
+
+#include "common/test_hooks.hpp"
 
 namespace ds4tp::test {
 
@@ -22,6 +25,19 @@ struct ScopedEnv {
   const char *key;
   std::string saved;
   bool had = false;
+};
+
+// The library's fault hooks (common/test_hooks.hpp): `hooks->field = v`.
+class ScopedHooks {
+ public:
+  ScopedHooks() : saved_(test_hooks()) {}
+  ~ScopedHooks() { test_hooks() = saved_; }
+  ScopedHooks(const ScopedHooks &) = delete;
+  ScopedHooks &operator=(const ScopedHooks &) = delete;
+  TestHooks *operator->() { return &test_hooks(); }
+
+ private:
+  TestHooks saved_;
 };
 
 }  // namespace ds4tp::test

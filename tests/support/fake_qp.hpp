@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "transport/rdma/queue_pair.hpp"
+#include "link/rdma/queue_pair.hpp"
 
 namespace ds4tp::rdma::fake {
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "support/loopback.hpp"
-#include "transport/shm/transport.hpp"
+#include "link/shm/pair_link.hpp"
 
 namespace ds4tp::test {
 

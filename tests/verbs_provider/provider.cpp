@@ -1,5 +1,5 @@
 // A test-only verbs provider (never installed): the rdma-core entry points
-// lib/transport/rdma/verbs_loader.cpp resolves, over shared-memory rings
+// lib/link/rdma/verbs_loader.cpp resolves, over shared-memory rings
 // between processes (ring.hpp), so the verbs binding runs end to end
 // without RDMA hardware. Load it with DS4TP_VERBS_LIB=<this library>.
 //

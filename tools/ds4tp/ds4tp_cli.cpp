@@ -265,7 +265,7 @@ void log_cb(void *ud, int level, const char *msg) {
 
 // linux, linux-posix (-DDS4TP_PLATFORM=posix) or darwin. On Darwin the rdma
 // row says why RDMA is or is not there: librdma missing, no rdma_en*
-// device, no IPv4-mapped GID (lib/transport/rdma).
+// device, no IPv4-mapped GID (lib/link/rdma).
 #ifdef DS4TP_PLATFORM_LABEL
 constexpr const char *kPlatform = DS4TP_PLATFORM_LABEL;
 #else

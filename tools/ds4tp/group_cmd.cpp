@@ -31,7 +31,7 @@ namespace {
 
 struct GArgs {
   int local = 0, rank = -1, size = -1, port = -1, transport = DS4TP_TRANSPORT_AUTO;
-  int hosts = 0;  // --local: the hosts the ranks claim (DS4TP_TEST_HOST_ID)
+  int hosts = 0;  // --local: the hosts the ranks claim (DS4TP_HOST_ID)
   int dtype = DS4TP_DTYPE_F32;
   std::string host;
   uint64_t count = 0;  // 0 = the default size table
@@ -92,7 +92,7 @@ int run_rank(const GArgs &a, int rank_override, int port_fd) {
   ds4tp_group_options_init(&o);
   o.rank = rank_override >= 0 ? rank_override : a.rank;
   if (a.local && a.hosts > 0)
-    setenv("DS4TP_TEST_HOST_ID", ("local-host-" + std::to_string(o.rank * a.hosts / a.local)).c_str(), 1);
+    setenv("DS4TP_HOST_ID", ("local-host-" + std::to_string(o.rank * a.hosts / a.local)).c_str(), 1);
   o.group_size = a.local ? a.local : a.size;
   if (!a.host.empty()) o.rendezvous_host = a.host.c_str();
   o.rendezvous_port = a.local ? (rank_override == 0 ? 0 : a.port) : a.port;

@@ -108,7 +108,7 @@ int run_pair(const Args &a, const IdentitySpec &spec, PairResult &r, LogCtx &lc)
   // (three gates) comes before the row gates in such a run.
   if (a.fail_after > 0) {
     const std::string at = std::to_string(a.fail_after + 1 + (a.big > 0 ? 3 : 0));
-    setenv("DS4TP_TEST_FAIL_PRIMARY_AFTER", at.c_str(), 1);
+    setenv("DS4TP_FAILOVER_DRILL", at.c_str(), 1);
   }
 
   ds4tp_pair *tp = nullptr;
