@@ -471,10 +471,10 @@ Status run_case(Session &s, const Case &c, CaseResult &out) {
     if (c.section == Section::Group) {
       // References, not baselines: what an all-reduce cannot skip (the
       // sum), then also the library's step header's bytes on the wire.
-      static_assert(ds4tp::group::kStepHeaderBytes == 16, "the reference's name says +16 B");
+      static_assert(ds4tp::group::kStepHeaderBytes == 24, "the reference's name says +24 B");
       for (uint64_t frame : {uint64_t(0), uint64_t(ds4tp::group::kStepHeaderBytes)}) {
         raw.push_back(std::make_unique<Variant>());
-        run.open_raw(Variant::Kind::TcpBusySum, frame ? "raw busy+16 B+sum" : "raw busy+sum",
+        run.open_raw(Variant::Kind::TcpBusySum, frame ? "raw busy+24 B+sum" : "raw busy+sum",
                      xfer, *raw.back());
         raw.back()->frame = frame;
         raw.back()->res.reference = true;

@@ -75,7 +75,7 @@ struct VariantResult {
   bool lib = false;
   int spin_us = -1;  // lib only
   // Shown with its ratio but never the baseline: "raw busy+32 B" (row),
-  // "raw busy+sum" and "raw busy+16 B+sum" (group).
+  // "raw busy+sum" and "raw busy+24 B+sum" (group).
   bool reference = false;
   std::vector<uint64_t> ns;  // recorded samples (per exchange; per token in the token loop)
 };

@@ -17,7 +17,7 @@ endif()
 foreach(want "== Row gate" "== Batch gate" "== Big gate" "== Token loop" "== Control round trip"
              "== Group all-reduce" "== Targets"
              "lib adaptive" "raw busy" "raw busy+32 B" "lib default" "raw busy+sum"
-             "raw busy+16 B+sum" "tcp all-reduce 16 KiB N=2")
+             "raw busy+24 B+sum" "tcp all-reduce 16 KiB N=2")
   string(FIND "${out}" "${want}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the bench table lacks '${want}'")
@@ -41,7 +41,7 @@ endif()
 foreach(want "row,tcp,16384,1,1,,lib adaptive,-1," "row,tcp,16384,1,1,,raw busy,,30,"
              "token,tcp,16384,1,4,,raw block,,2," "big,tcp,1048576," "control,tcp,16384,1,1,eval+logits,lib spin_us=0,0,10,"
              "control,tcp,16384,1,1,mtp+ack,raw busy,,10,"
-             "group,tcp,16384,1,1,,lib default,-1,30," "group,tcp,16384,1,1,,raw busy+16 B+sum,,30,")
+             "group,tcp,16384,1,1,,lib default,-1,30," "group,tcp,16384,1,1,,raw busy+24 B+sum,,30,")
   string(FIND "${rows}" "${want}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "results.csv lacks a row starting '${want}'")

@@ -10,6 +10,7 @@
 #include "auth/key.hpp"
 #include "common/status.hpp"
 #include "convert.hpp"
+#include "group_handle.hpp"
 #include "group_options.hpp"
 #include "handle.hpp"
 #include "stats.hpp"
@@ -17,44 +18,10 @@
 #include "group/stream.hpp"
 #include "stream.hpp"
 
-struct ds4tp_group {
-  std::unique_ptr<ds4tp::group::Group> impl;
-  // Last error on this handle (what errmsg returns); mutable so errmsg can
-  // pick up a failure of the stream thread.
-  mutable std::string errmsg;
-  // Declared after impl so it is destroyed (joined) first.
-  std::unique_ptr<ds4tp::group::GroupStream> stream;
-};
-
 using ds4tp::Error;
 namespace grp = ds4tp::group;
-
-namespace {
-
-int record(ds4tp_group *g, int rc, const Error &err) {
-  if (rc != DS4TP_OK) {
-    ds4tp::capi::t_last_error = err.message.empty() ? ds4tp::status_message(rc) : err.message;
-    if (g != nullptr) g->errmsg = ds4tp::capi::t_last_error;
-  }
-  return rc;
-}
-
-template <typename F>
-int guard(ds4tp_group *g, F &&f) {
-  Error e;
-  try {
-    return f(e);
-  } catch (const std::bad_alloc &) {
-    e.set(DS4TP_ENOMEM, "out of memory");
-  } catch (const std::exception &ex) {
-    e.set(DS4TP_EFAILED, "internal error: {}", ex.what());
-  } catch (...) {
-    e.set(DS4TP_EFAILED, "internal error");
-  }
-  return record(g, e.code, e);
-}
-
-}  // namespace
+using ds4tp::capi::record;
+using ds4tp::capi::guard;
 
 extern "C" {
 
@@ -132,30 +99,16 @@ int ds4tp_group_new_local(ds4tp_group **groups, int n, const ds4tp_group_options
 
 void ds4tp_group_free(ds4tp_group *g) { delete g; }
 
-#define GROUP_CALL(g, body)                                  \
-  do {                                                       \
-    if ((g) == nullptr) {                                    \
-      Error e0;                                              \
-      e0.set(DS4TP_EINVAL, "group is NULL");                 \
-      return record(nullptr, e0.code, e0);                   \
-    }                                                        \
-    if ((g)->stream && (g)->stream->running()) {             \
-      Error e0;                                              \
-      e0.set(DS4TP_ESTATE, "the group stream service is running and is the " \
-             "only caller: call ds4tp_group_stream_stop first"); \
-      return record((g), e0.code, e0);                       \
-    }                                                        \
-    return guard((g), [&](Error &e) { return record((g), (body), e); }); \
-  } while (0)
 
 int ds4tp_group_all_reduce(ds4tp_group *g, void *buf, uint64_t count, int dtype, int op) {
   if (g != nullptr && ((buf == nullptr && count != 0) || dtype < DS4TP_DTYPE_F32 ||
-                       dtype > DS4TP_DTYPE_BF16 || op != DS4TP_OP_SUM)) {
+                       dtype > DS4TP_DTYPE_U8 || op < DS4TP_OP_SUM || op > DS4TP_OP_PROD)) {
     Error e;
-    e.set(DS4TP_EINVAL, "all_reduce: buf {} count {} dtype {} op {}", buf, count, dtype, op);
+    e.set(DS4TP_EINVAL, "all_reduce: buf {} count {} dtype {} op {} (dtype is a ds4tp_dtype, "
+          "op a ds4tp_reduce_op)", buf, count, dtype, op);
     return record(g, e.code, e);
   }
-  GROUP_CALL(g, g->impl->all_reduce(buf, count, grp::Dtype(dtype), e));
+  GROUP_CALL(g, g->impl->all_reduce(buf, count, grp::Dtype(dtype), grp::Op(op), e));
 }
 
 int ds4tp_group_all_gather(ds4tp_group *g, const void *in, void *out, uint64_t bytes) {

@@ -117,9 +117,15 @@ TEST_CASE("group: wire codecs round-trip and refuse bad input", "[group]") {
   CHECK(lt == ro.token);
   CHECK(group::decode_link(lb, sizeof lb, 2, lr, lt, err) == DS4TP_EPROTO);  // rank 2 of 2
   uint8_t h[group::kStepHeaderBytes];
-  group::encode_step_header(5, 100, h);
-  CHECK(group::check_step_header(h, 5, 100, 1, err) == 0);
-  CHECK(group::check_step_header(h, 6, 100, 1, err) == DS4TP_EDESYNC);
+  const uint32_t f16 = group::call_word(group::Kind::AllReduce, int(group::Dtype::F16));
+  const uint32_t bf16 = group::call_word(group::Kind::AllReduce, int(group::Dtype::BF16));
+  group::encode_step_header(5, 100, f16, h);
+  CHECK(group::check_step_header(h, 5, 100, f16, 1, err) == 0);
+  CHECK(group::check_step_header(h, 6, 100, f16, 1, err) == DS4TP_EDESYNC);
+  // The same step and bytes in another call: both calls named.
+  CHECK(group::check_step_header(h, 5, 100, bf16, 1, err) == DS4TP_EDESYNC);
+  CHECK_THAT(err.message, Catch::Contains("all_reduce f16 sum") &&
+                              Catch::Contains("all_reduce bf16 sum"));
 }
 
 TEST_CASE("heartbeats: one silence rule for the pair's one peer and a group's ranks", "[group]") {

@@ -56,7 +56,7 @@ bench_group() {
     END { raw = p50["raw busy"]; if (p50["raw block"] != "" && p50["raw block"] < raw) raw = p50["raw block"]
       if (raw == "" || p50["lib default"] == "") exit
       printf "%s %s %.3f %.3f %.3f\n", raw, p50["lib default"], p50["lib default"] / raw,
-        p50["raw busy+sum"] / raw, p50["raw busy+16 B+sum"] / raw }'
+        p50["raw busy+sum"] / raw, p50["raw busy+24 B+sum"] / raw }'
 }
 
 impls=("shm 2" "shm 4" "tcp 2" "tcp 4")

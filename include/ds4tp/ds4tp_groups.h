@@ -26,10 +26,23 @@ typedef struct ds4tp_group ds4tp_group;
 typedef enum ds4tp_dtype {
   DS4TP_DTYPE_F32 = 0,
   DS4TP_DTYPE_F16 = 1,
-  DS4TP_DTYPE_BF16 = 2
+  DS4TP_DTYPE_BF16 = 2,
+  DS4TP_DTYPE_F64 = 3,
+  DS4TP_DTYPE_I32 = 4,
+  DS4TP_DTYPE_I64 = 5,
+  DS4TP_DTYPE_U8 = 6
 } ds4tp_dtype;
 
-typedef enum ds4tp_reduce_op { DS4TP_OP_SUM = 0 } ds4tp_reduce_op;
+/* Reductions combine the ranks' elements in rank order 0..N-1. SUM and
+ * PROD of f16 and bf16 accumulate in f32 and round once; of f32 in f32;
+ * of f64 in f64; integers wrap (two's complement). MAX and MIN return one
+ * of the operands (a NaN operand wins: the first in rank order). */
+typedef enum ds4tp_reduce_op {
+  DS4TP_OP_SUM = 0,
+  DS4TP_OP_MAX = 1,
+  DS4TP_OP_MIN = 2,
+  DS4TP_OP_PROD = 3
+} ds4tp_reduce_op;
 
 typedef struct ds4tp_group_options {
   uint32_t size; /* sizeof(ds4tp_group_options) as compiled by the caller */
@@ -113,8 +126,9 @@ DS4TP_EXPERIMENTAL_API int ds4tp_group_new_local(ds4tp_group **groups, int n,
 /* Accepts NULL. Peers still in a call see this rank leave. */
 DS4TP_EXPERIMENTAL_API void ds4tp_group_free(ds4tp_group *g);
 
-/* In-place all-reduce of `count` elements: f32 accumulation, summed in
- * rank order 0..N-1 on every rank, so every rank gets identical bits.
+/* In-place all-reduce of `count` elements of `dtype` by `op`
+ * (ds4tp_reduce_op): combined in rank order 0..N-1 on every rank, so every
+ * rank gets identical bits.
  * A tiered group (see transport) sums host-major instead: each host's
  * ranks in local order (rounded to the element type), then the hosts in
  * the order of their first rank; still the same bits on every rank for
@@ -135,6 +149,56 @@ DS4TP_EXPERIMENTAL_API int ds4tp_group_all_gather(ds4tp_group *g, const void *in
 DS4TP_EXPERIMENTAL_API int ds4tp_group_broadcast(ds4tp_group *g, void *buf, uint64_t bytes,
                                     int root);
 DS4TP_EXPERIMENTAL_API int ds4tp_group_barrier(ds4tp_group *g);
+
+/* The collectives below follow the same rules: every rank calls the same
+ * one with the same counts, dtype, op and root (ranks that differ fail it
+ * with DS4TP_EDESYNC naming both calls); every rank that gets a result
+ * gets the same bits (the same rank-order combination as all_reduce's
+ * one-shot: docs/GROUPS.md, "Collectives"). Buffers may not overlap unless
+ * a call says so. A tiered group composes them of its all-reduce,
+ * all-gather and broadcast (their host-major order). */
+
+/* Reduce-scatter: `in` holds size x count elements; `out` (count
+ * elements) gets this rank's segment of their reduction: out = op over
+ * ranks r of in_r[rank*count .. +count]. In place: out may be that
+ * segment of in. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_reduce_scatter(ds4tp_group *g, const void *in, void *out,
+                                                      uint64_t count, int dtype, int op);
+/* Reduce to `root`: the root's buf (count elements) becomes the op over
+ * every rank's buf, in place; the other ranks' bufs are left as they were. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_reduce(ds4tp_group *g, void *buf, uint64_t count,
+                                              int dtype, int op, int root);
+/* Gather to `root`: its out[r*bytes ..] = rank r's `in` (bytes each); out
+ * holds size*bytes at the root and is not touched (may be NULL) elsewhere. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_gather(ds4tp_group *g, const void *in, void *out,
+                                              uint64_t bytes, int root);
+/* Scatter from `root`: every rank's out (bytes) = the root's in[rank*bytes
+ * ..]; in holds size*bytes at the root and may be NULL elsewhere. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_scatter(ds4tp_group *g, const void *in, void *out,
+                                               uint64_t bytes, int root);
+/* All-gather of uneven parts: rank r gives bytes[r] (the same array on
+ * every rank; 0 allowed), and every rank's out holds the parts packed in
+ * rank order (the sum of bytes[]). */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_all_gather_v(ds4tp_group *g, const void *in, void *out,
+                                                    const uint64_t *bytes);
+/* All-gather of rows: `in` holds `rows` rows of row_bytes (this rank's
+ * slice of each row, back to back); `out` holds `rows` rows of
+ * size*row_bytes, rank r's slice of row i at out[i*size*row_bytes +
+ * r*row_bytes] (a batch of prompt rows in one call). */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_all_gather_rows(ds4tp_group *g, const void *in,
+                                                       void *out, uint64_t rows,
+                                                       uint64_t row_bytes);
+/* All-to-all with per-peer counts (MoE dispatch and combine): send_bytes[r]
+ * bytes at in + send_offsets[r] go to rank r, and rank r's send_bytes to
+ * this rank land at out + recv_offsets[r], recv_bytes[r] of them (which
+ * must equal what rank r sends: EDESYNC naming both otherwise). The arrays
+ * hold size entries; counts are exchanged first, so each rank gives only
+ * its own. Flat groups only (DS4TP_EUNSUPPORTED on a tiered one). */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_all_to_all_v(ds4tp_group *g, const void *in,
+                                                    const uint64_t *send_bytes,
+                                                    const uint64_t *send_offsets, void *out,
+                                                    const uint64_t *recv_bytes,
+                                                    const uint64_t *recv_offsets);
 
 /* Library-allocated buffer of chunk_bytes (64-byte aligned) the engine
  * may fill and pass to the calls above; valid until ds4tp_group_free.

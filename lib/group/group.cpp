@@ -118,10 +118,11 @@ void Group::abort_lanes(int culprit, int code) {
   if (cross_) cross_.link->abort(culprit, code);
 }
 
-int Group::begin(Error &err) const {
+int Group::begin(Error &err, uint32_t call) {
   if (int f = failed(); f != 0)
     return err.set(DS4TP_EFAILED, "group failed earlier: {}", message());
   if (!connected()) return err.set(DS4TP_ESTATE, "group not connected (call ds4tp_group_connect)");
+  local_.call = cross_.call = call;
   return DS4TP_OK;
 }
 
@@ -232,7 +233,7 @@ Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns) {
 // values, so the bits equal the one-shot result on every member. Steps
 // hold at most chunk_bytes; a count that does not split into n equal
 // segments is padded in scratch_.
-int Group::two_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
+int Group::two_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err) {
   const size_t esz = dtype_bytes(t);
   const uint64_t n = uint64_t(l.n), me = uint64_t(l.me);
   const uint64_t per = opt_.chunk_bytes / esz / n * n;
@@ -250,7 +251,7 @@ int Group::two_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
     uint64_t step = ++l.step;
     int rc = l.exchange_segments(step, src, segb, views, err);
     if (rc != DS4TP_OK) return finish(l, rc, err);
-    reduce_sum(t, views, l.n, src + me * segb, size_t(seg));  // may alias views[me]
+    group::reduce(t, op, views, l.n, src + me * segb, size_t(seg));  // may alias views[me]
     l.done(step);
     step = ++l.step;
     rc = l.exchange(step, src + me * segb, segb, -1, views, err);
@@ -267,7 +268,7 @@ int Group::two_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
 
 // One-shot: every member publishes its vector (in chunk_bytes steps) and
 // sums every member's, in member order.
-int Group::one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
+int Group::one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err) {
   const size_t esz = dtype_bytes(t);
   const uint64_t per = opt_.chunk_bytes / esz;
   const void *views[kMaxRanks];
@@ -277,7 +278,7 @@ int Group::one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
     uint64_t step = ++l.step;
     int rc = l.exchange(step, p + off * esz, m * esz, -1, views, err);
     if (rc != DS4TP_OK) return finish(l, rc, err);
-    reduce_sum(t, views, l.n, p + off * esz, m);
+    group::reduce(t, op, views, l.n, p + off * esz, m);
     l.done(step);
     off += m;
   } while (off < count);
@@ -287,26 +288,26 @@ int Group::one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
 // The all-reduce of lane `l`'s members, by the algorithm its medium's
 // thresholds pick for the size (group/plan.hpp): the call's (`call_bytes`,
 // where `count` is one chunk of it), so a call's chunks share one.
-int Group::reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err, uint64_t call_bytes) {
+int Group::reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err, uint64_t call_bytes) {
   const uint64_t bytes = call_bytes != 0 ? call_bytes : count * dtype_bytes(t);
   const Algorithm a = all_reduce_algorithm(bytes, l.x.home_bytes, l.x.two_shot_bytes,
                                            opt_.chunk_bytes, l.x.ring_bytes);
   link::Homes *homes = l.link->homes();
   if (a == Algorithm::Home && homes != nullptr) {
     l.step += 2;
-    const int rc = homes->reduce_home(l.step - 1, p, size_t(count), sum_of(t), err);
+    const int rc = homes->reduce_home(l.step - 1, p, size_t(count), sum_of(t, op), l.like(), err);
     return rc != DS4TP_OK ? finish(l, rc, err) : DS4TP_OK;
   }
-  if (count < uint64_t(l.n)) return one_shot(l, p, count, t, err);
-  if (a == Algorithm::Ring) return ring(l, p, count, t, err);
-  return a == Algorithm::TwoShot ? two_shot(l, p, count, t, err) : one_shot(l, p, count, t, err);
+  if (count < uint64_t(l.n)) return one_shot(l, p, count, t, op, err);
+  if (a == Algorithm::Ring) return ring(l, p, count, t, op, err);
+  return a == Algorithm::TwoShot ? two_shot(l, p, count, t, op, err) : one_shot(l, p, count, t, op, err);
 }
 
-int Group::all_reduce(void *buf, uint64_t count, Dtype t, Error &err) {
-  if (int rc = begin(err)) return rc;
+int Group::all_reduce(void *buf, uint64_t count, Dtype t, Op op, Error &err) {
+  if (int rc = begin(err, call_word(Kind::AllReduce, int(t), op))) return rc;
   const uint64_t t0 = stats_.timed() ? now_ns() : 0;
   auto *p = static_cast<uint8_t *>(buf);
-  const int rc = tiered_ ? tiered_all_reduce(p, count, t, err) : reduce(local_, p, count, t, err);
+  const int rc = tiered_ ? tiered_all_reduce(p, count, t, op, err) : reduce(local_, p, count, t, op, err);
   if (rc != DS4TP_OK) return rc;
   // Bytes: this rank's contribution out, every other rank's in.
   const uint64_t b = count * dtype_bytes(t);
@@ -334,7 +335,7 @@ int Group::flat_steps(uint64_t bytes, int root, Mine mine, Take take, Error &err
 }
 
 int Group::all_gather(const void *in, void *out, uint64_t bytes, Error &err) {
-  if (int rc = begin(err)) return rc;
+  if (int rc = begin(err, call_word(Kind::AllGather))) return rc;
   const auto *src = static_cast<const uint8_t *>(in);
   auto *dst = static_cast<uint8_t *>(out);
   const int rc = tiered_ ? tiered_all_gather(src, dst, bytes, err)
@@ -351,7 +352,7 @@ int Group::all_gather(const void *in, void *out, uint64_t bytes, Error &err) {
 }
 
 int Group::broadcast(void *buf, uint64_t bytes, int root, Error &err) {
-  if (int rc = begin(err)) return rc;
+  if (int rc = begin(err, call_word(Kind::Broadcast, -1, Op::Sum, root))) return rc;
   auto *p = static_cast<uint8_t *>(buf);
   const bool me = root == opt_.rank;
   const int rc = tiered_ ? tiered_broadcast(p, bytes, root, err)
@@ -367,7 +368,7 @@ int Group::broadcast(void *buf, uint64_t bytes, int root, Error &err) {
 }
 
 int Group::barrier(Error &err) {
-  if (int rc = begin(err)) return rc;
+  if (int rc = begin(err, call_word(Kind::Barrier))) return rc;
   if (tiered_) {
     if (int rc = tiered_barrier(err)) return rc;
   } else {

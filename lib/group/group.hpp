@@ -80,10 +80,23 @@ class Group {
   static int make_local(int n, const Options &o, std::vector<std::unique_ptr<Group>> &out,
                         Error &err);
 
-  int all_reduce(void *buf, uint64_t count, Dtype t, Error &err);
+  int all_reduce(void *buf, uint64_t count, Dtype t, Op op, Error &err);
   int all_gather(const void *in, void *out, uint64_t bytes, Error &err);
   int broadcast(void *buf, uint64_t bytes, int root, Error &err);
   int barrier(Error &err);
+  // The collectives of collectives.cpp (docs/GROUPS.md has each one's
+  // algorithm, order and in-place rules).
+  int reduce_scatter(const void *in, void *out, uint64_t count, Dtype t, Op op, Error &err);
+  int reduce(void *buf, uint64_t count, Dtype t, Op op, int root, Error &err);
+  int gather(const void *in, void *out, uint64_t bytes, int root, Error &err);
+  int scatter(const void *in, void *out, uint64_t bytes, int root, Error &err);
+  int all_gather_v(const void *in, void *out, const uint64_t *bytes, Error &err);
+  int all_gather_rows(const void *in, void *out, uint64_t rows, uint64_t row_bytes, Error &err);
+  // Per-peer byte counts and offsets into `in` and `out` (MoE dispatch).
+  struct Plan {
+    const uint64_t *send_bytes, *send_offsets, *recv_bytes, *recv_offsets;
+  };
+  int all_to_all_v(const void *in, void *out, const Plan &plan, Error &err);
 
   int rank() const { return opt_.rank; }
   int size() const { return opt_.size; }
@@ -133,15 +146,17 @@ class Group {
   struct Links;  // bring-up's links before they become lanes (bringup.cpp)
 
   bool connected() const { return local_ || cross_; }
-  int begin(Error &err) const;
-  int reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err, uint64_t call_bytes = 0);
-  int one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);
-  int two_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);
-  int ring(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err);  // ring.cpp
+  // Refuses a call on a failed or unconnected group; else the lanes' steps
+  // carry `call` (call.hpp) from now on.
+  int begin(Error &err, uint32_t call);
+  int reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err, uint64_t call_bytes = 0);
+  int one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err);
+  int two_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err);
+  int ring(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err);  // ring.cpp
   // The three-step forms of a tiered group (tiered.cpp).
-  int tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err);
-  int pipelined_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err);
-  int host_sum(uint8_t *q, uint64_t m, Dtype t, Error &err);
+  int tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Op op, Error &err);
+  int pipelined_all_reduce(uint8_t *p, uint64_t count, Dtype t, Op op, Error &err);
+  int host_sum(uint8_t *q, uint64_t m, Dtype t, Op op, Error &err);
   static int cross_chunk(void *self, uint8_t *q, uint64_t m, Error &err);  // on worker_
   int tiered_all_gather(const uint8_t *src, uint8_t *dst, uint64_t bytes, Error &err);
   int tiered_broadcast(uint8_t *p, uint64_t bytes, int root, Error &err);
@@ -178,6 +193,7 @@ class Group {
   // call it serves (set before each post).
   std::unique_ptr<CrossWorker> worker_;
   Dtype worker_dtype_ = Dtype::F32;
+  Op worker_op_ = Op::Sum;
   uint64_t worker_call_bytes_ = 0;
   int cross_transport_ = DS4TP_TRANSPORT_TCP;  // tiered: between the leaders
   MeshCrossovers crossovers_;  // from the roster
@@ -187,6 +203,14 @@ class Group {
   static constexpr size_t kBufferRoom = 64;
   uint8_t *buffer_ = nullptr;
   uint8_t *scratch_ = nullptr;  // two-shot staging: chunk_bytes, never the user's buffer_
+  // A tiered group's staging for the collectives it composes of its
+  // all-reduce, all-gather and broadcast (collectives.cpp); grows once.
+  std::vector<uint8_t> spare_;
+  // The largest piece a member may send each other member in one step
+  // (pieces of every member fit a step's chunk and its tables).
+  uint64_t piece_cap() const;
+  template <typename Give, typename Take>
+  int piece_steps(uint64_t steps, Give give, Take take, Error &err);
   net::Fd listen_fd_;
   // Rendezvous sockets, kept for the group's life: their hang-up tells a
   // peer's death where nothing else does (an shm group, a zombie rank),

@@ -3,17 +3,42 @@
 // through memory (shm) check the members' byte counts instead.
 #include "group/lane.hpp"
 
+#include <algorithm>
+
 #include "group/group.hpp"
 #include "group/wire.hpp"
 
 namespace ds4tp::group {
 
-link::Sum sum_of(Dtype t) {
+link::Sum sum_of(Dtype t, Op op) {
   constexpr auto fn = [](const void *ctx, const void *const *views, int n, void *out,
                          size_t count) {
-    reduce_sum(Dtype(reinterpret_cast<intptr_t>(ctx)), views, n, out, count);
+    const auto packed = reinterpret_cast<intptr_t>(ctx);
+    reduce(Dtype(packed & 0xff), Op(packed >> 8), views, n, out, count);
   };
-  return {fn, reinterpret_cast<const void *>(intptr_t(t)), dtype_bytes(t)};
+  return {fn, reinterpret_cast<const void *>(intptr_t(t) | intptr_t(op) << 8), dtype_bytes(t)};
+}
+
+namespace {
+
+// The step header of the group's wire (wire.hpp), as a link encodes and
+// checks it.
+void encode(const link::Step &s, uint64_t body, uint8_t *out) {
+  encode_step_header(s.number, body, s.call, out);
+}
+int check(const uint8_t *got, const link::Step &s, uint64_t body, int member, Error &err) {
+  return check_step_header(got, s.number, body, s.call, member, err);
+}
+
+}  // namespace
+
+link::Step Lane::like() const {
+  link::Step st;
+  st.size = kStepHeaderBytes;
+  st.call = call;
+  st.check = check;
+  st.encode = encode;
+  return st;
 }
 
 static_assert(link::kMaxMembers >= kMaxRanks && link::kRoom >= kStepHeaderBytes);
@@ -39,8 +64,22 @@ int Lane::shift(uint64_t s, const void *mine, size_t bytes, int to, int from, co
   const uint8_t *src[kMaxRanks] = {};
   src[to] = static_cast<const uint8_t *>(mine);
   uint8_t alone[kStepHeaderBytes];
-  encode_step_header(s, 0, alone);
+  encode_step_header(s, 0, call, alone);
   return run(s, bytes, from, src, views, err, alone);
+}
+
+int Lane::pieces(uint64_t s, const uint8_t *const *src, const uint64_t *out, const uint64_t *in,
+                 const void **views, Error &err) {
+  link::Step st = like();
+  st.number = s;
+  for (int m = 0; m < n; m++) st.body = std::max({st.body, out[m], in[m]});
+  st.src = src;
+  st.sizes_out = out;
+  st.sizes_in = in;
+  st.views = views;
+  const int rc = link->step(st, err);
+  views[me] = src[me];
+  return rc;
 }
 
 int Lane::run(uint64_t s, size_t bytes, int root, const uint8_t *const *src, const void **views,
@@ -50,13 +89,11 @@ int Lane::run(uint64_t s, size_t bytes, int root, const uint8_t *const *src, con
   uint8_t *hdr = src != nullptr && roomy != nullptr && src[0] == roomy && src[n - 1] == roomy
                      ? const_cast<uint8_t *>(roomy) - kStepHeaderBytes
                      : own;
-  encode_step_header(s, src != nullptr ? bytes : 0, hdr);
-  link::Step st;
+  encode_step_header(s, src != nullptr ? bytes : 0, call, hdr);
+  link::Step st = like();
   st.hdr = hdr;
-  st.size = kStepHeaderBytes;
   st.number = s;
   st.body = bytes;
-  st.check = check_step_header;
   st.alone = alone;
   st.src = src;
   st.root = root;

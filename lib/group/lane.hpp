@@ -25,8 +25,8 @@ struct Crossovers {
   uint64_t home_bytes = UINT64_MAX;  // links with homes (shm) only
 };
 
-// reduce_sum of `t` as a link::Sum (the homes' all-reduce sums with it).
-link::Sum sum_of(Dtype t);
+// reduce of `t` by `op` as a link::Sum (the homes' all-reduce runs it).
+link::Sum sum_of(Dtype t, Op op);
 
 struct Lane {
   std::unique_ptr<link::Link> link;
@@ -36,6 +36,9 @@ struct Lane {
   // The group buffer: a step sent from its start puts its header in the
   // room before it (one plain send per peer over tcp).
   const uint8_t *roomy = nullptr;
+  // The call in progress (call.hpp), which its every step carries: the
+  // group sets it as a collective begins.
+  uint32_t call = 0;
 
   explicit operator bool() const { return link != nullptr; }
   // Step `step`: publishes `mine` (bytes; null when this member does not
@@ -52,6 +55,15 @@ struct Lane {
   // views[from]; every other member is still heard (its header alone).
   int shift(uint64_t step, const void *mine, size_t bytes, int to, int from, const void **views,
             Error &err);
+  // A piece per member: out[m] bytes of src[m] to member m, in[m] bytes
+  // from member m into views[m] (null where 0); this member's own piece
+  // is its src (views[me] = src[me]). Their sum fits a step (the caller
+  // chunks).
+  int pieces(uint64_t step, const uint8_t *const *src, const uint64_t *out, const uint64_t *in,
+             const void **views, Error &err);
+  // A step of this lane's call with its header, sizes and regions unset
+  // (Homes::reduce_home names another call by it).
+  link::Step like() const;
   // This member has finished reading step `step`'s views.
   void done(uint64_t s) { link->release(s); }
 

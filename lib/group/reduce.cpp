@@ -27,15 +27,6 @@ inline float from_bits(uint32_t u) {
 
 }  // namespace
 
-size_t dtype_bytes(Dtype t) { return t == Dtype::F32 ? 4 : 2; }
-const char *dtype_name(Dtype t) {
-  switch (t) {
-    case Dtype::F32: return "f32";
-    case Dtype::F16: return "f16";
-    case Dtype::BF16: return "bf16";
-  }
-  return "?";
-}
 
 // half -> float is exact: rebuild the fields (a subnormal half is
 // normalised by counting its leading zeros).

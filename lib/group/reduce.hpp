@@ -12,12 +12,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "group/call.hpp"
+
 namespace ds4tp::group {
-
-enum class Dtype : int { F32 = 0, F16 = 1, BF16 = 2 };
-
-size_t dtype_bytes(Dtype t);
-const char *dtype_name(Dtype t);
 
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);  // round to nearest even; NaN stays NaN
@@ -25,9 +22,19 @@ float bf16_to_float(uint16_t h);
 uint16_t float_to_bf16(float f);  // round to nearest even; NaN stays NaN
 
 // out[i] = round(src[0][i] + src[1][i] + ... + src[n-1][i]) in f32, left to
-// right, for n = 1..16 ranks. `out` may alias any src at the same offset
-// (each element is read from every src before it is written).
+// right, for n = 1..16 ranks, f32, f16 and bf16. `out` may alias any src at
+// the same offset (each element is read from every src before it is
+// written).
 void reduce_sum(Dtype t, const void *const *src, int n, void *out, size_t count);
+
+// out[i] = src[0][i] op src[1][i] op ... op src[n-1][i], left to right, for
+// every dtype and op (reduce_ops.cpp; sums of f32, f16 and bf16 are
+// reduce_sum's). f16 and bf16 sums and products accumulate in f32 and
+// round once; f64 in f64; integers wrap as unsigned arithmetic does (two's
+// complement). max and min keep the first NaN in rank order where a float
+// operand is one; otherwise they return one of the operands, so their bits
+// never depend on rounding. `out` may alias a src as above.
+void reduce(Dtype t, Op op, const void *const *src, int n, void *out, size_t count);
 
 // float_to_half over an array, in vector lanes as reduce_sum's f16
 // path does it (the tests hold it to the scalar bit for bit).

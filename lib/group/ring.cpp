@@ -22,7 +22,7 @@
 
 namespace ds4tp::group {
 
-int Group::ring(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
+int Group::ring(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err) {
   const size_t esz = dtype_bytes(t);
   const uint64_t n = uint64_t(l.n), me = uint64_t(l.me);
   const int to = int((me + 1) % n), from = int((me + n - 1) % n);
@@ -51,7 +51,7 @@ int Group::ring(Lane &l, uint8_t *p, uint64_t count, Dtype t, Error &err) {
       if (int rc = l.shift(s, out(give), segb, to, from, views, err)) return finish(l, rc, err);
       uint8_t *mine = q + lo(take) * esz;
       const void *two[2] = {views[from], mine};
-      if (len(take)) reduce_sum(t, two, 2, mine, size_t(len(take)));
+      if (len(take)) group::reduce(t, op, two, 2, mine, size_t(len(take)));
       l.done(s);
     }
     // All-gather: at step k this member passes segment me + 1 - k on and

@@ -76,7 +76,7 @@ void GroupStream::run() {
     if (!wait_ready(slot, seq, idle_since, failed, err)) break;
     words_->take(slot, seq);
     uint8_t *vec = words_->data() + uint64_t(slot) * words_->slot_bytes();
-    if (g_.all_reduce(vec, spec_.count, spec_.dtype, err) != DS4TP_OK) {
+    if (g_.all_reduce(vec, spec_.count, spec_.dtype, Op::Sum, err) != DS4TP_OK) {
       failed = true;  // all_reduce latched the group failed with its message
       err.clear();
       break;

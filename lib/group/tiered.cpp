@@ -42,10 +42,10 @@ class LaneClock {
 // leaders all-reduce those sums in host order (one-shot or two-shot by
 // the tcp thresholds), and each leader hands the result back, so every
 // rank has the leaders' bits.
-int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
+int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Op op, Error &err) {
   const size_t esz = dtype_bytes(t);
   const uint64_t per = opt_.chunk_bytes / esz;
-  if (local_ && count > per) return pipelined_all_reduce(p, count, t, err);
+  if (local_ && count > per) return pipelined_all_reduce(p, count, t, op, err);
   const bool leader = layout_.leader();
   LaneClock clock(stats_.timed());
   uint64_t off = 0;
@@ -54,12 +54,12 @@ int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
     uint8_t *q = p + off * esz;
     uint64_t t0 = clock.start();
     if (local_) {
-      if (int rc = host_sum(q, m, t, err)) return rc;
+      if (int rc = host_sum(q, m, t, op, err)) return rc;
       clock.host(t0);
       t0 = clock.start();
     }
     if (cross_) {
-      if (int rc = reduce(cross_, q, m, t, err, count * esz)) return rc;
+      if (int rc = reduce(cross_, q, m, t, op, err, count * esz)) return rc;
       clock.across(t0);
       t0 = clock.start();
     }
@@ -74,19 +74,19 @@ int Group::tiered_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
 }
 
 // The host's vectors of chunk q at the leader, summed in local order.
-int Group::host_sum(uint8_t *q, uint64_t m, Dtype t, Error &err) {
+int Group::host_sum(uint8_t *q, uint64_t m, Dtype t, Op op, Error &err) {
   const void *views[kMaxRanks];
   const uint64_t s = ++local_.step;
   if (int rc = local_.exchange(s, q, m * dtype_bytes(t), -1, views, err))
     return finish(local_, rc, err);
-  if (layout_.leader()) reduce_sum(t, views, local_.n, q, size_t(m));
+  if (layout_.leader()) group::reduce(t, op, views, local_.n, q, size_t(m));
   local_.done(s);
   return DS4TP_OK;
 }
 
 int Group::cross_chunk(void *self, uint8_t *q, uint64_t m, Error &err) {
   auto *g = static_cast<Group *>(self);
-  return g->reduce(g->cross_, q, m, g->worker_dtype_, err, g->worker_call_bytes_);
+  return g->reduce(g->cross_, q, m, g->worker_dtype_, g->worker_op_, err, g->worker_call_bytes_);
 }
 
 // A call of several chunks on a host of several ranks: the leader's
@@ -97,7 +97,7 @@ int Group::cross_chunk(void *self, uint8_t *q, uint64_t m, Error &err) {
 // tiered_all_reduce's. A failure on either thread aborts both lanes, and
 // the call returns only once the chunk across hosts has stopped (it is
 // in the caller's buffer).
-int Group::pipelined_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err) {
+int Group::pipelined_all_reduce(uint8_t *p, uint64_t count, Dtype t, Op op, Error &err) {
   const size_t esz = dtype_bytes(t);
   const uint64_t per = opt_.chunk_bytes / esz;
   const bool leader = layout_.leader() && cross_.link != nullptr;
@@ -110,6 +110,7 @@ int Group::pipelined_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err)
     }
   }
   worker_dtype_ = t;
+  worker_op_ = op;
   worker_call_bytes_ = count * esz;
   LaneClock clock(stats_.timed());
   uint64_t across_ns = 0, prev = 0, prev_m = 0;
@@ -119,7 +120,7 @@ int Group::pipelined_all_reduce(uint8_t *p, uint64_t count, Dtype t, Error &err)
     const bool more = off < count;
     const uint64_t m = more ? std::min(count - off, per) : 0;
     uint64_t t0 = clock.start();
-    if (more && (rc = host_sum(p + off * esz, m, t, err)) != DS4TP_OK) break;
+    if (more && (rc = host_sum(p + off * esz, m, t, op, err)) != DS4TP_OK) break;
     clock.host(t0);
     if (pending) {
       if (leader && (rc = worker_->wait(err, across_ns)) != DS4TP_OK) break;

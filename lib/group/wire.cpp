@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "group/call.hpp"
+
 namespace ds4tp::group {
 namespace {
 
@@ -10,7 +12,7 @@ constexpr uint32_t kNonceMagic = 0x4e473444u;  // "D4GN"
 constexpr uint32_t kJoinMagic = 0x4a473444u;   // "D4GJ"
 constexpr uint32_t kRosterMagic = 0x52473444u; // "D4GR"
 constexpr uint32_t kLinkMagic = 0x4c473444u;   // "D4GL"
-constexpr uint32_t kStepMagic = 0x53473444u;   // "D4GS"
+constexpr uint32_t kStepMagic = 0x43473444u;   // "D4GC" (16-byte "D4GS" before the call word)
 
 void put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = uint8_t(v >> (8 * i));
@@ -194,17 +196,26 @@ int decode_link(const uint8_t *buf, size_t len, uint32_t n, uint32_t &rank, Link
   return DS4TP_OK;
 }
 
-void encode_step_header(uint64_t step, uint64_t bytes, uint8_t out[kStepHeaderBytes]) {
+void encode_step_header(uint64_t step, uint64_t bytes, uint32_t call,
+                        uint8_t out[kStepHeaderBytes]) {
   put32(out, kStepMagic);
   put32(out + 4, uint32_t(step));
   put64(out + 8, bytes);
+  put32(out + 16, call);
+  put32(out + 20, 0);
 }
 
-int check_step_header(const uint8_t *buf, uint64_t step, uint64_t bytes, int peer, Error &err) {
+int check_step_header(const uint8_t *buf, uint64_t step, uint64_t bytes, uint32_t call, int peer,
+                      Error &err) {
   if (get32(buf) != kStepMagic)
     return err.set(DS4TP_EPROTO, "rank {}: bad step magic {:#010x}", peer, get32(buf));
-  uint32_t s = get32(buf + 4);
-  uint64_t b = get64(buf + 8);
+  const uint32_t s = get32(buf + 4), c = get32(buf + 16);
+  const uint64_t b = get64(buf + 8);
+  if (s == uint32_t(step) && c != call)
+    return err.set(DS4TP_EDESYNC,
+                   "rank {} is in {} at step {}, this rank in {} (collectives, dtypes, reduce "
+                   "ops or roots differ)",
+                   peer, call_name(c), s, call_name(call));
   if (s != uint32_t(step) || b != bytes)
     return err.set(DS4TP_EDESYNC,
                    "rank {} is on step {} with {} bytes, this rank on step {} with {} bytes "

@@ -28,7 +28,7 @@
 
 namespace ds4tp::group {
 
-constexpr uint16_t kGroupVersion = 6;
+constexpr uint16_t kGroupVersion = 7;  // 7: the step header carries the call
 constexpr size_t kNonceMsgBytes = 40;
 constexpr size_t kJoinFixedBytes = 96;
 constexpr size_t kRosterPeers = 16;
@@ -36,7 +36,7 @@ constexpr size_t kLinkTokenBytes = 16;
 constexpr size_t kRosterPeerBytes = 56;
 constexpr size_t kRosterBytes = 64 + kRosterPeers * kRosterPeerBytes + 256 + kLinkTokenBytes + 16;
 constexpr size_t kLinkBytes = 8 + kLinkTokenBytes;
-constexpr size_t kStepHeaderBytes = 16;
+constexpr size_t kStepHeaderBytes = 24;
 constexpr uint8_t kReady = 1, kReadyWithoutRdma = 2;
 constexpr uint8_t kGo = 1, kGoOverTcp = 2;
 constexpr size_t kMaxJoinHello = wire::kHelloMaxBytes + wire::kPreambleBytes;
@@ -110,8 +110,12 @@ void encode_link(uint32_t rank, const LinkToken &token, uint8_t out[kLinkBytes])
 // Checks the magic and the rank's range; the caller compares the token.
 int decode_link(const uint8_t *buf, size_t len, uint32_t n, uint32_t &rank, LinkToken &token,
                 Error &err);
-void encode_step_header(uint64_t step, uint64_t bytes, uint8_t out[kStepHeaderBytes]);
-// EDESYNC naming both steps/sizes when the peer is on another step.
-int check_step_header(const uint8_t *buf, uint64_t step, uint64_t bytes, int peer, Error &err);
+// "D4GC", u32 step (low 32 bits), u64 body bytes, u32 call (call.hpp), u32 0.
+void encode_step_header(uint64_t step, uint64_t bytes, uint32_t call,
+                        uint8_t out[kStepHeaderBytes]);
+// EDESYNC naming both steps and sizes when the peer is on another step,
+// and both calls when it is in another call.
+int check_step_header(const uint8_t *buf, uint64_t step, uint64_t bytes, uint32_t call, int peer,
+                      Error &err);
 
 }  // namespace ds4tp::group

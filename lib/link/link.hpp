@@ -62,15 +62,19 @@ struct Step {
   // ---- the header every message starts with -----------------------------
   // A group's step: `size` encoded bytes (the step header), judged by
   // `check` once a peer's is whole (EDESYNC naming both when the peer is on
-  // another step). A pair's gate: `gate` is this rank's gate, and the
-  // peer's must match it (wire::check_peer_gate_header); the encoded bytes
-  // go on the wire where the backend sends headers (tcp).
+  // another step or call). A pair's gate: `gate` is this rank's gate, and
+  // the peer's must match it (wire::check_peer_gate_header); the encoded
+  // bytes go on the wire where the backend sends headers (tcp).
   const uint8_t *hdr = nullptr;
   size_t size = 0;
   uint64_t number = 0;  // the step's number (a gate's seq), for messages and tags
   uint64_t body = 0;    // body bytes of every message of the step
-  int (*check)(const uint8_t *got, uint64_t number, uint64_t body, int member,
+  uint32_t call = 0;    // what the protocol calls (a group's collective, dtype, op, root)
+  int (*check)(const uint8_t *got, const Step &mine, uint64_t body, int member,
                Error &err) = nullptr;
+  // The header of a message with `body` bytes (per-member sizes: each
+  // member's header differs); null where `hdr` and `alone` serve.
+  void (*encode)(const Step &mine, uint64_t body, uint8_t *out) = nullptr;
   // The header of a message without a body (a peer src[] leaves null), or null.
   const uint8_t *alone = nullptr;
   const wire::GateHeader *gate = nullptr;
@@ -85,6 +89,12 @@ struct Step {
   // (the others send their header alone, so every member hears every
   // member at every step).
   int root = -1;
+  // Per-member sizes (a group's uneven and personal forms): sizes_out[m]
+  // bytes of src[m] go to member m, sizes_in[m] come from it (0: its
+  // header alone); `body` is then the largest. Null: `body` and the root
+  // rule for every member. Needs `encode`.
+  const uint64_t *sizes_out = nullptr;
+  const uint64_t *sizes_in = nullptr;
   // dst[m]: where member m's body lands; null: the link's own landing.
   // `room`: the header's bytes before each dst[m] may be written.
   uint8_t *const *dst = nullptr;
@@ -112,9 +122,17 @@ struct Step {
   uint64_t seen_ns = 0;  // when the peer's data first showed (a clock read the wait made)
   End end;               // a pair's gate, on failure
 
-  // The header for a member that gets `body_out` bytes of body.
+  // The header for a member that gets `body_out` bytes of body (with
+  // per-member sizes the caller encodes each one itself).
   const uint8_t *header_for(uint64_t body_out) const {
     return body_out == 0 && alone != nullptr ? alone : hdr;
+  }
+  // What member m sends this member, and this member member m.
+  uint64_t in_from(int m) const {
+    return sizes_in != nullptr ? sizes_in[m] : root < 0 || m == root ? body : 0;
+  }
+  uint64_t out_to(int m) const {
+    return sizes_out != nullptr ? sizes_out[m] : src != nullptr && src[m] != nullptr ? body : 0;
   }
 };
 
@@ -141,9 +159,10 @@ class Homes {
   // in steps `step` and `step` + 1: without a copy in when `buf` is this
   // member's home, else `buf` is copied in and the result out. Each
   // member sums its segment of every home with `sum`, so every member has
-  // the same bits.
+  // the same bits. `like`: the call (Step::call, encode, check) a member in
+  // another call is named by.
   virtual int reduce_home(uint64_t step, uint8_t *buf, size_t count, const Sum &sum,
-                          Error &err) = 0;
+                          const Step &like, Error &err) = 0;
 };
 
 // One data link, as ds4tp_links reports it.

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "talk/group_beat.hpp"
+#include "group/call.hpp"
 #include "group/layout.hpp"
 #include "group/wire.hpp"
 
@@ -93,7 +94,7 @@ int group_frames(const uint8_t *d, size_t n) {
     }
     case 4: {
       if (n < kStepHeaderBytes) return 0;
-      int rc = check_step_header(d, 7, 4096, 1, err);
+      int rc = check_step_header(d, 7, 4096, call_word(Kind::AllReduce, 0), 1, err);
       FUZZ_CHECK(rc == DS4TP_OK || rc == DS4TP_EPROTO || rc == DS4TP_EDESYNC);
       break;
     }
@@ -167,7 +168,7 @@ std::vector<Bytes> group_seeds() {
   encode_link(3, token, lb);
   add(3, lb, sizeof lb);
   uint8_t sb[kStepHeaderBytes];
-  encode_step_header(7, 4096, sb);
+  encode_step_header(7, 4096, call_word(Kind::AllReduce, 0), sb);
   add(4, sb, sizeof sb);
   const uint8_t beats[] = {kBeat, kBeat, kNotice, 3, uint8_t(-DS4TP_ETIMEDOUT), kBeat,
                            kVerdict, 2, uint8_t(-DS4TP_EPEERCLOSED), 1, kBeat};

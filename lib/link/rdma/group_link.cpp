@@ -215,7 +215,7 @@ int Mesh::step(Step &h, Error &err) {
   const int root = h.root;
   const void **views = h.views;
   const uint64_t timeout = h.progress_ns != 0 ? h.progress_ns : cfg_.timeout_ns;
-  bool shared = true;
+  bool shared = h.sizes_out == nullptr;
   for (int r = 0; src != nullptr && r < n_; r++) shared = shared && src[r] == src[0];
   // Each peer's message goes from the registered staging: once for all
   // when they get the same bytes, else one after another.
@@ -226,12 +226,15 @@ int Mesh::step(Step &h, Error &err) {
     views[r] = nullptr;
     if (r == rank_) continue;
     Link &l = links_[size_t(r)];
-    const uint64_t body_out = src != nullptr && src[r] != nullptr ? h.body : 0;
+    const uint64_t body_out = h.out_to(r);
     if (placed == nullptr || !shared) {
       if (off + h.size + body_out > staging_bytes_)
         return err.set(DS4TP_EINVAL, "step {}: {} bytes for {} ranks exceed the staging", h.number,
                        body_out, n_);
-      std::memcpy(stage + off, h.header_for(body_out), h.size);
+      if (h.sizes_out != nullptr)
+        h.encode(h, body_out, stage + off);
+      else
+        std::memcpy(stage + off, h.header_for(body_out), h.size);
       if (body_out > 0) std::memcpy(stage + off + h.size, src[r], body_out);
       placed = stage + off;
       off += round_up(h.size + body_out, 64);
@@ -240,7 +243,7 @@ int Mesh::step(Step &h, Error &err) {
     l.out_len = h.size + body_out;
     l.out_msgs = l.q.messages(l.out_len);
     l.out_posted = 0;
-    l.in_len = h.size + (root < 0 || r == root ? h.body : 0);
+    l.in_len = h.size + h.in_from(r);
     l.got = 0;
     l.got_msgs = 0;
     l.recv = true;
@@ -262,7 +265,8 @@ int Mesh::step(Step &h, Error &err) {
       if (int rc = pump(h, r, moved, err)) return fail(rc, r);
       if (!l.busy()) {
         pending--;
-        if (root < 0 || r == root) views[r] = landing_.data() + size_t(r) * (kRoom + cfg_.chunk) + kRoom;
+        if (h.sizes_in != nullptr ? h.sizes_in[r] > 0 : root < 0 || r == root)
+          views[r] = landing_.data() + size_t(r) * (kRoom + cfg_.chunk) + kRoom;
       }
     }
     if (moved) count_moved();
@@ -348,7 +352,7 @@ int Mesh::take(const Step &h, int r, const Completion &c, Error &err) {
   if (int rc = post_ring(l, 1, err))
     return err.set(rc, "rdma: posting a receive for rank {} failed: {}", name(r), err.message);
   if (header_done)
-    if (int rc = h.check(landing - h.size, h.number, l.in_len - h.size, name(r), err)) return rc;
+    if (int rc = h.check(landing - h.size, h, l.in_len - h.size, name(r), err)) return rc;
   if (c.bytes != std::min<uint64_t>(l.q.msg, left))
     return err.set(DS4TP_EDESYNC, "rank {} sent {} bytes as message {} of step {}, {} expected",
                    name(r), c.bytes, l.got_msgs - 1, h.number, std::min<uint64_t>(l.q.msg, left));

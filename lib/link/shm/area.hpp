@@ -19,9 +19,10 @@
 
 namespace ds4tp::shm {
 
-// "DT4J": slots, then homes, each step's byte count and a bell in the rank
-// lines (a rank of an older layout, "DT4G" to "DT4I", is refused at open).
-constexpr uint32_t kAreaMagic = 0x4a345444u;
+// "DT4K": slots, then homes, each step's byte count, its call and a bell in
+// the rank lines (a rank of an older layout, "DT4G" to "DT4J", is refused
+// at open).
+constexpr uint32_t kAreaMagic = 0x4b345444u;
 
 struct alignas(64) Header {
   uint32_t magic;
@@ -39,7 +40,11 @@ struct alignas(64) Header {
 struct alignas(64) RankLine {
   std::atomic<uint64_t> stamp[2];
   std::atomic<uint64_t> done;
-  std::atomic<uint64_t> pid;
+  std::atomic<uint32_t> pid;
+  // The call of the step stamped in stamp[b] (a group's collective, dtype,
+  // op and root, link::Step::call's low 16 bits): ranks in different calls
+  // with the same byte count are told, not summed.
+  std::atomic<uint16_t> call[2];
   std::atomic<uint64_t> start_time;
   // The Bell (bell.hpp) this rank rings after it
   // stores into this line; ranks waiting on the line sleep on it.

@@ -67,29 +67,50 @@ class Slots final : public link::Link, public link::Homes {
   const char *name() const override { return "shm"; }
   int kind() const override { return DS4TP_TRANSPORT_SHM; }
 
-  // One copy in: src[0] for all (src[r] equal), or the n consecutive
-  // segments of one buffer (then each member reads its segment of each
-  // slot); src null publishes nothing but the stamp and the count.
+  // What a member publishes in its slot: one body for every member
+  // (src[m] equal: one copy in), a body per member at a stride of `body`
+  // (src[m] differ; consecutive segments of one buffer: one copy in), or
+  // pieces of their own sizes behind a table of them (sizes_out). src
+  // null publishes nothing but the stamp, the count and the call.
   int step(link::Step &s, Error &err) override {
-    if (s.gate != nullptr)  // a pair over shm pushes into the peer's mapping (push.cpp)
+    if (s.gate != nullptr)  // a pair over shm pushes into the peer's mapping (pair_link.cpp)
       return err.set(DS4TP_EINVAL, "a pair's gate is not a step of a group's shm slots");
-    const int n = a_->n;
-    const uint8_t *mine = s.src != nullptr ? s.src[rank_] : nullptr;
-    size_t bytes = size_t(s.body);
-    bool segments = false;
-    if (s.src != nullptr && n > 1 && s.src[1] != s.src[0]) {
-      for (int r = 1; r < n; r++)
-        if (s.src[r] != s.src[0] + size_t(r) * bytes)
-          return err.set(DS4TP_EINVAL, "shm slots: a step's bodies must be one buffer or its "
-                         "consecutive segments");
-      mine = s.src[0];
-      bytes *= size_t(n);
-      segments = true;
+    const int n = a_->n, b = int(s.number & 1);
+    bool pieces = s.sizes_out != nullptr;
+    for (int r = 1; s.src != nullptr && !pieces && r < n; r++) pieces = s.src[r] != s.src[0];
+    uint32_t count = uint32_t(s.body);
+    if (s.src != nullptr) {
+      if (int rc = wait_done(s.number - 2, err)) return rc;
+      uint8_t *slot = a_->slot(rank_, b);
+      if (s.sizes_out != nullptr) {
+        if (int rc = put_table(s, slot, err)) return rc;
+        count = kPerMember;
+      } else if (pieces) {
+        if (int rc = put_stride(s, slot, err)) return rc;
+        count = uint32_t(s.body * uint64_t(n));
+      } else if (s.body) {
+        copy(slot, s.src[rank_], s.body);
+      }
+    } else if (s.sizes_in != nullptr) {
+      count = kPerMember;
     }
-    if (int rc = exchange(s.number, mine, bytes, s.root, s.views, err)) return rc;
-    if (segments)
-      for (int r = 0; r < n; r++)
-        s.views[r] = static_cast<const uint8_t *>(s.views[r]) + size_t(rank_) * s.body;
+    // Every rank stamps every step, even one it sends nothing in, and
+    // waits for every stamp: no step completes on a rank while another
+    // has given up on the group.
+    publish_step(s.number, count, s.call);
+    for (int r = 0; r < n; r++) {
+      s.views[r] = nullptr;
+      if (r != rank_)
+        if (int rc = wait_stamp(r, s, count, err)) return rc;
+      uint8_t *slot = a_->slot(r, b);
+      if (s.sizes_in != nullptr) {
+        if (int rc = take_table(s, r, slot, err)) return rc;
+      } else if (pieces && (r != rank_ || s.src != nullptr)) {
+        s.views[r] = slot + size_t(rank_) * s.body;
+      } else if (s.root < 0 || r == s.root) {
+        s.views[r] = slot;
+      }
+    }
     return DS4TP_OK;
   }
 
@@ -99,23 +120,75 @@ class Slots final : public link::Link, public link::Homes {
   uint8_t *home() override { return a_->home(rank_); }
 
  private:
-  int exchange(uint64_t step, const void *mine, size_t bytes, int root, const void **views,
-               Error &err) {
-    const int b = int(step & 1);
+  // A step's count word where members get pieces of their own sizes.
+  static constexpr uint32_t kPerMember = UINT32_MAX;
+  // The table before the pieces (an offset and a size per member, u64
+  // each), and a piece's room after it.
+  static size_t table_bytes(int n) { return (size_t(n) * 16 + 63) & ~size_t(63); }
+  static size_t room(uint64_t len) { return size_t((len + 63) & ~uint64_t(63)); }
+
+  int put_stride(const link::Step &s, uint8_t *slot, Error &err) {
     const int n = a_->n;
-    if (mine != nullptr) {
-      if (int rc = wait_done(step - 2, err)) return rc;
-      if (bytes) copy(a_->slot(rank_, b), static_cast<const uint8_t *>(mine), bytes);
+    if (s.body * uint64_t(n) > a_->chunk)
+      return err.set(DS4TP_EINVAL, "shm slots: step {} puts {} bytes for each of {} members in "
+                     "a slot of {}", s.number, s.body, n, a_->chunk);
+    bool consecutive = true;
+    for (int r = 1; r < n; r++) consecutive = consecutive && s.src[r] == s.src[0] + size_t(r) * s.body;
+    if (consecutive) {
+      copy(slot, s.src[0], size_t(s.body) * size_t(n));
+      return DS4TP_OK;
     }
-    // Every rank stamps every step, even one it sends nothing in, and
-    // waits for every stamp: no step completes on a rank while another
-    // has given up on the group.
-    publish_step(step, bytes);
+    for (int r = 0; r < n; r++)
+      if (s.src[r] != nullptr && s.body) std::memcpy(slot + size_t(r) * s.body, s.src[r], s.body);
+    fence_copied(size_t(s.body) * size_t(n));
+    return DS4TP_OK;
+  }
+
+  // The table (member m's piece: its offset in the slot and its size),
+  // then the pieces at 64-byte boundaries; members given the same bytes
+  // (src[m] and sizes equal) share one copy.
+  int put_table(const link::Step &s, uint8_t *slot, Error &err) {
+    const int n = a_->n;
+    size_t at = table_bytes(n);
+    uint64_t off[link::kMaxMembers];
+    bool copy_in[link::kMaxMembers];  // the first member given these bytes
     for (int r = 0; r < n; r++) {
-      if (r != rank_)
-        if (int rc = wait_stamp(r, step, bytes, err)) return rc;
-      views[r] = root < 0 || r == root ? a_->slot(r, b) : nullptr;
+      int same = 0;
+      while (same < r && (s.src[same] != s.src[r] || s.sizes_out[same] != s.sizes_out[r])) same++;
+      copy_in[r] = same == r;
+      off[r] = copy_in[r] ? at : off[same];
+      if (copy_in[r]) at += room(s.sizes_out[r]);
     }
+    if (at > a_->chunk)
+      return err.set(DS4TP_EINVAL, "shm slots: step {}'s pieces take {} bytes of a slot of {}",
+                     s.number, at, a_->chunk);
+    for (int r = 0; r < n; r++) {
+      const uint64_t len = s.sizes_out[r];
+      std::memcpy(slot + size_t(r) * 16, &off[r], 8);
+      std::memcpy(slot + size_t(r) * 16 + 8, &len, 8);
+      if (copy_in[r] && len) std::memcpy(slot + off[r], s.src[r], size_t(len));
+    }
+    fence_copied(at);
+    return DS4TP_OK;
+  }
+
+  // This member's piece of member r's table: the size it expected
+  // (EDESYNC naming both otherwise) and where it lies.
+  int take_table(link::Step &s, int r, const uint8_t *slot, Error &err) {
+    if (r == rank_ && s.src == nullptr) return DS4TP_OK;  // published nothing
+    const uint64_t want = s.in_from(r);
+    uint64_t off = 0, len = 0;
+    std::memcpy(&off, slot + size_t(rank_) * 16, 8);
+    std::memcpy(&len, slot + size_t(rank_) * 16 + 8, 8);
+    if (len != want) {
+      culprit_ = name(r);
+      return err.set(DS4TP_EDESYNC, "rank {} sends rank {} {} bytes at step {}, which expects {} "
+                     "(counts differ)", name(r), name(rank_), len, s.number, want);
+    }
+    if (len != 0 && (off < table_bytes(a_->n) || off + len > a_->chunk))
+      return err.set(DS4TP_EPROTO, "rank {}'s piece for rank {} at {} + {} lies outside its slot "
+                     "of {}", name(r), name(rank_), off, len, a_->chunk);
+    if (len) s.views[r] = slot + off;
     return DS4TP_OK;
   }
 
@@ -131,7 +204,8 @@ class Slots final : public link::Link, public link::Homes {
   // home again. Segments are 64-byte multiples; the owner sums each
   // element once, so every rank has its bits.
   int reduce_home(uint64_t step, uint8_t *buf, size_t count, const link::Sum &sum,
-                  Error &err) override {
+                  const link::Step &like, Error &err) override {
+    link::Step at = like;  // this call's steps: its call, named as its check names it
     uint8_t *home = a_->home(rank_);
     const int n = a_->n;
     const size_t esz = sum.elem_bytes, bytes = count * esz, line = 64 / esz;
@@ -147,19 +221,22 @@ class Slots final : public link::Link, public link::Homes {
       std::memmove(home, buf, bytes);  // no peer reads it now (see the end)
       fence_copied(bytes);
     }
-    publish_step(step, bytes);
+    at.number = step;
+    at.body = bytes;
+    publish_step(step, bytes, at.call);
     const void *views[link::kMaxMembers];
     for (int r = 0; r < n; r++) {
       if (r != rank_)
-        if (int rc = wait_stamp(r, step, bytes, err)) return rc;
+        if (int rc = wait_stamp(r, at, uint32_t(bytes), err)) return rc;
       views[r] = a_->home(r) + lo(rank_);
     }
     const size_t mine = (lo(rank_ + 1) - lo(rank_)) / esz;
     if (mine) sum.fn(sum.ctx, views, n, home + lo(rank_), mine);
-    publish_step(step + 1, bytes);
+    at.number = step + 1;
+    publish_step(step + 1, bytes, at.call);
     for (int r = 0; r < n; r++) {  // each segment as soon as its owner is done
       if (r == rank_) continue;
-      if (int rc = wait_stamp(r, step + 1, bytes, err)) return rc;
+      if (int rc = wait_stamp(r, at, uint32_t(bytes), err)) return rc;
       if (lo(r + 1) > lo(r)) std::memcpy(out + lo(r), a_->home(r) + lo(r), lo(r + 1) - lo(r));
     }
     if (out != home && mine) std::memcpy(out + lo(rank_), home + lo(rank_), mine * esz);
@@ -193,26 +270,41 @@ class Slots final : public link::Link, public link::Homes {
     }
     return DS4TP_OK;
   }
-  // Rank r stamped `step`, for `bytes` as this rank called it. Its count
-  // is read before this rank stamps the next step, so before rank r can
-  // write the next one into the same line (a rank is never two steps
-  // ahead of another).
-  int wait_stamp(int r, uint64_t step, size_t bytes, Error &err) {
+  // Rank r stamped step s.number, for `count` and the call as this rank
+  // called it. Both are read before this rank stamps the next step, so
+  // before rank r can write the next one into the same line (a rank is
+  // never two steps ahead of another). Another call of the same count is
+  // EDESYNC as the step's check words it (both calls named).
+  int wait_stamp(int r, const link::Step &s, uint32_t count, Error &err) {
     RankLine *l = a_->line(r);
-    std::atomic<uint64_t> &w = l->stamp[step & 1];
-    if (int rc = wait_for(r, [&] { return w.load(std::memory_order_acquire) == step; }, step,
-                          "publish step", err))
+    const int b = int(s.number & 1);
+    std::atomic<uint64_t> &w = l->stamp[b];
+    if (int rc = wait_for(r, [&] { return w.load(std::memory_order_acquire) == s.number; },
+                          s.number, "publish step", err))
       return rc;
-    const uint32_t theirs = l->bytes[step & 1].load(std::memory_order_relaxed);
-    if (theirs == uint32_t(bytes)) return DS4TP_OK;
+    const uint32_t theirs = l->bytes[b].load(std::memory_order_relaxed);
+    const uint16_t call = l->call[b].load(std::memory_order_relaxed);
+    if (theirs == count && call == uint16_t(s.call)) return DS4TP_OK;
     culprit_ = name(r);
-    return err.set(DS4TP_EDESYNC, "rank {} is on step {} with {} bytes, this rank (rank {}) with "
-                   "{} bytes (collectives or counts differ)",
-                   name(r), step, theirs, name(rank_), bytes);
+    if (theirs == count && s.encode != nullptr && s.check != nullptr) {
+      link::Step peer = s;
+      peer.call = call;
+      uint8_t hdr[link::kRoom];
+      s.encode(peer, s.body, hdr);
+      return s.check(hdr, s, s.body, name(r), err);
+    }
+    auto words = [](uint32_t c) {
+      return c == kPerMember ? std::string("bytes of their own per rank") : fmt::format("{} bytes", c);
+    };
+    return err.set(DS4TP_EDESYNC, "rank {} is on step {} with {}, this rank (rank {}) with {} "
+                   "(collectives or counts differ)",
+                   name(r), s.number, words(theirs), name(rank_), words(count));
   }
-  void publish_step(uint64_t step, size_t bytes) {
-    a_->line(rank_)->bytes[step & 1].store(uint32_t(bytes), std::memory_order_relaxed);
-    publish(a_->line(rank_)->stamp[step & 1], step);  // releases the count with the stamp
+  void publish_step(uint64_t step, size_t bytes, uint32_t call = 0) {
+    RankLine *l = a_->line(rank_);
+    l->bytes[step & 1].store(uint32_t(bytes), std::memory_order_relaxed);
+    l->call[step & 1].store(uint16_t(call), std::memory_order_relaxed);
+    publish(l->stamp[step & 1], step);  // releases the count and call with the stamp
   }
 
   // Store into this rank's line, then ring its bell for the ranks asleep on it.

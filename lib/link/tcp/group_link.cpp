@@ -49,8 +49,9 @@ int Mesh::run(Step &s, Error &err) {
     s.views[r] = nullptr;
     if (r == rank_) continue;
     peers[r].send = peers[r].recv = true;
-    peers[r].body_out = s.src != nullptr && s.src[r] != nullptr ? s.body : 0;
-    peers[r].body_in = s.root < 0 || r == s.root ? s.body : 0;
+    peers[r].body_out = s.out_to(r);
+    peers[r].body_in = s.in_from(r);
+    if (s.sizes_out != nullptr) s.encode(s, peers[r].body_out, peers[r].hdr);
     pending += 2;
   }
   if (s.src != nullptr) s.views[rank_] = s.src[rank_];
@@ -82,7 +83,8 @@ int Mesh::run(Step &s, Error &err) {
         heard = heard || p.got > 0;
         if (!p.recv) {
           pending--;
-          if (s.root < 0 || r == s.root) s.views[r] = s.dst != nullptr ? s.dst[r] : landing(r);
+          if (s.sizes_in != nullptr ? p.body_in > 0 : s.root < 0 || r == s.root)
+            s.views[r] = s.dst != nullptr ? s.dst[r] : landing(r);
         }
       }
     }
@@ -174,7 +176,7 @@ int Mesh::pump_recv(Step &s, int r, Peer &p, bool &moved, Error &err) {
     moved = true;
     if (hdr_done)
       if (int rc = s.gate != nullptr ? wire::check_peer_gate_header(*s.gate, hdr, err)
-                                     : s.check(hdr, s.number, p.body_in, name(r), err))
+                                     : s.check(hdr, s, p.body_in, name(r), err))
         return rc;
     if (p.got == total) p.recv = false;
   }
@@ -185,8 +187,8 @@ int Mesh::pump_send(Step &s, const uint8_t *src, int r, Peer &p, bool &moved,
                     Error &err) {
   const size_t total = s.size + p.body_out;
   while (p.send) {
-    const ssize_t k =
-        net::send_stream(fds_[r].get(), s.header_for(p.body_out), s.size, src, p.sent, total);
+    const uint8_t *hdr = s.sizes_out != nullptr ? p.hdr : s.header_for(p.body_out);
+    const ssize_t k = net::send_stream(fds_[r].get(), hdr, s.size, src, p.sent, total);
     if (k < 0) {
       if (retry_later(errno)) return DS4TP_OK;
       return lost(s, r, p, errno, err);

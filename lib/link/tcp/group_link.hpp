@@ -81,6 +81,7 @@ class Mesh final : public link::Link {
     size_t sent = 0, got = 0;
     size_t body_out = 0, body_in = 0;
     bool send = false, recv = false;
+    uint8_t hdr[kRoom];  // its header, where members get different sizes
   };
   int name(int r) const { return names_.empty() ? r : names_[size_t(r)]; }
   uint8_t *landing(int r) { return staging_.data() + size_t(r) * (kRoom + chunk_) + kRoom; }

@@ -48,6 +48,9 @@ LINK_RAIL = 1             # a rail (ds4tp_options.rails)
 LINK_STANDBY = 2          # the standby link (ds4tp_options.failover)
 ARRIVAL_UNLIMITED = -1    # peer_arrival_timeout_ms: wait while the peer is alive
 OP_SUM = 0                # ds4tp_reduce_op
+OP_MAX = 1
+OP_MIN = 2
+OP_PROD = 3
 
 
 class Role(enum.IntEnum):

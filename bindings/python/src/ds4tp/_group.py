@@ -50,13 +50,17 @@ from ._structs import GroupOptions, Identity, Stats
 
 
 class Dtype(enum.IntEnum):
-    """ds4tp_dtype: element types of all_reduce."""
+    """ds4tp_dtype: element types of the reductions."""
     F32 = 0
     F16 = 1
     BF16 = 2
+    F64 = 3
+    I32 = 4
+    I64 = 5
+    U8 = 6
 
 
-_ITEM = {Dtype.F32: 4, Dtype.F16: 2, Dtype.BF16: 2}
+_ITEM = {Dtype.F32: 4, Dtype.F16: 2, Dtype.BF16: 2, Dtype.F64: 8, Dtype.I32: 4, Dtype.I64: 8, Dtype.U8: 1}
 # Buffer formats whose element type is known without asking.
 _BY_FORMAT = {"f": Dtype.F32, "e": Dtype.F16}
 # uint16 elements: the raw bits of a 16-bit float, which one only dtype= says.

@@ -18,8 +18,22 @@ pub const DS4TP_DTYPE_F32: c_int = 0;
 pub const DS4TP_DTYPE_F16: c_int = 1;
 /// `DS4TP_DTYPE_BF16` (ds4tp_dtype).
 pub const DS4TP_DTYPE_BF16: c_int = 2;
+/// `DS4TP_DTYPE_F64` (ds4tp_dtype).
+pub const DS4TP_DTYPE_F64: c_int = 3;
+/// `DS4TP_DTYPE_I32` (ds4tp_dtype).
+pub const DS4TP_DTYPE_I32: c_int = 4;
+/// `DS4TP_DTYPE_I64` (ds4tp_dtype).
+pub const DS4TP_DTYPE_I64: c_int = 5;
+/// `DS4TP_DTYPE_U8` (ds4tp_dtype).
+pub const DS4TP_DTYPE_U8: c_int = 6;
 /// `DS4TP_OP_SUM` (ds4tp_reduce_op).
 pub const DS4TP_OP_SUM: c_int = 0;
+/// `DS4TP_OP_MAX` (ds4tp_reduce_op).
+pub const DS4TP_OP_MAX: c_int = 1;
+/// `DS4TP_OP_MIN` (ds4tp_reduce_op).
+pub const DS4TP_OP_MIN: c_int = 2;
+/// `DS4TP_OP_PROD` (ds4tp_reduce_op).
+pub const DS4TP_OP_PROD: c_int = 3;
 
 /// `ds4tp_group_options` (include/ds4tp/ds4tp.h).
 #[repr(C)]
@@ -87,6 +101,35 @@ extern "C" {
     pub fn ds4tp_group_broadcast(g: *mut ds4tp_group, buf: *mut c_void, bytes: u64, root: c_int) -> c_int;
     /// Waits until every rank arrived.
     pub fn ds4tp_group_barrier(g: *mut ds4tp_group) -> c_int;
+    /// out (count elements) = this rank's segment of the op over every rank's in (size x count).
+    pub fn ds4tp_group_reduce_scatter(
+        g: *mut ds4tp_group, input: *const c_void, out: *mut c_void, count: u64, dtype: c_int, op: c_int,
+    ) -> c_int;
+    /// The root's buf becomes the op over every rank's buf.
+    pub fn ds4tp_group_reduce(g: *mut ds4tp_group, buf: *mut c_void, count: u64, dtype: c_int, op: c_int,
+        root: c_int) -> c_int;
+    /// The root's out (size * bytes) gets every rank's in.
+    pub fn ds4tp_group_gather(g: *mut ds4tp_group, input: *const c_void, out: *mut c_void, bytes: u64,
+        root: c_int) -> c_int;
+    /// Every rank's out (bytes) gets its piece of the root's in (size * bytes).
+    pub fn ds4tp_group_scatter(g: *mut ds4tp_group, input: *const c_void, out: *mut c_void, bytes: u64,
+        root: c_int) -> c_int;
+    /// Rank r gives `bytes[r]`; out holds the parts packed in rank order.
+    pub fn ds4tp_group_all_gather_v(g: *mut ds4tp_group, input: *const c_void, out: *mut c_void,
+        bytes: *const u64) -> c_int;
+    /// Rank r's slice of each of `rows` rows at r * row_bytes in out's rows.
+    pub fn ds4tp_group_all_gather_rows(g: *mut ds4tp_group, input: *const c_void, out: *mut c_void,
+        rows: u64, row_bytes: u64) -> c_int;
+    /// Per-peer counts and offsets (size entries each).
+    pub fn ds4tp_group_all_to_all_v(
+        g: *mut ds4tp_group,
+        input: *const c_void,
+        send_bytes: *const u64,
+        send_offsets: *const u64,
+        out: *mut c_void,
+        recv_bytes: *const u64,
+        recv_offsets: *const u64,
+    ) -> c_int;
     /// Library-allocated buffer of chunk_bytes.
     pub fn ds4tp_group_buffer(g: *mut ds4tp_group, ptr: *mut *mut c_void, bytes: *mut u64) -> c_int;
     /// This rank.
