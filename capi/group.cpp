@@ -39,6 +39,7 @@ void ds4tp_group_options_init(ds4tp_group_options *opt) {
   opt->peer_silence_ms = 1000;
   opt->spin_us = DS4TP_SPIN_ADAPTIVE;
   opt->yield_us = -1;
+  opt->peer_arrival_timeout_ms = 300000;
 }
 
 int ds4tp_group_new(ds4tp_group **out, const ds4tp_group_options *opt,

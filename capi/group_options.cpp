@@ -3,6 +3,7 @@
 // spin_us mapped for callers built before yield_us.
 #include "group_options.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "auth/key.hpp"
 #include "convert.hpp"
 #include "handle.hpp"
+#include "os/wait.hpp"
 
 namespace ds4tp::capi {
 namespace {
@@ -87,6 +89,13 @@ int group_options_from_c(const ds4tp_group_options *copt, const ds4tp_identity *
   if (c.peer_silence_ms < 200 || c.peer_silence_ms > 600000)
     return err.set(DS4TP_EINVAL, "peer_silence_ms {}: 200..600000", c.peer_silence_ms);
   o.peer_silence_ns = uint64_t(c.peer_silence_ms) * 1'000'000;
+  if (c.peer_arrival_timeout_ms != DS4TP_ARRIVAL_UNLIMITED &&
+      (c.peer_arrival_timeout_ms <= 0 || c.peer_arrival_timeout_ms > 24 * 3600 * 1000))
+    return err.set(DS4TP_EINVAL, "group peer_arrival_timeout_ms {} must be 1..86400000 ms or "
+                   "DS4TP_ARRIVAL_UNLIMITED (-1)", c.peer_arrival_timeout_ms);
+  o.arrival_ns = c.peer_arrival_timeout_ms == DS4TP_ARRIVAL_UNLIMITED
+                     ? os::kNoDeadline
+                     : std::max(o.op_timeout_ns, uint64_t(c.peer_arrival_timeout_ms) * 1'000'000);
   std::string source;
   if (int rc = ds4tp::auth::load_key(c.psk, c.psk_bytes, nullptr, o.key, source, err)) return rc;
   if (cid != nullptr)

@@ -153,37 +153,54 @@ TEST_CASE("heartbeats: one silence rule for the pair's one peer and a group's ra
   CHECK(late.beat(2700 * ms) == 0);  // on time since: silent for the limit
 }
 
-TEST_CASE("group: the heartbeat stream reads beats, a notice split across reads, and refuses other bytes", "[group]") {
+TEST_CASE("group: the heartbeat stream reads beats with their counts, a notice split across reads, and refuses other bytes", "[group]") {
   using talk::BeatReader;
-  const uint8_t stream[] = {talk::kBeat, talk::kNotice, 2, uint8_t(-DS4TP_ETIMEDOUT), talk::kBeat};
+  // Rank 0's beat carries every rank's count of calls entered (3 ranks).
+  const uint8_t stream[] = {talk::kBeats, 3, 5, 0, 0, 0, 4, 0, 0, 0, 0x10, 0x27, 0, 0,
+                            talk::kNotice, 2, uint8_t(-DS4TP_ETIMEDOUT), talk::kBeats, 1, 6, 0, 0, 0};
   BeatReader r(true);
   size_t used = 0;
-  CHECK(r.feed(stream, 3, used) == BeatReader::kNone);  // the notice's last byte is still to come
-  CHECK(used == 3);
-  CHECK(r.feed(stream + 3, 2, used) == BeatReader::kNoticed);
+  CHECK(r.feed(stream, 9, used) == BeatReader::kNone);  // the beat is not whole yet
+  CHECK(r.count_n() == 0);
+  CHECK(r.feed(stream + 9, 7, used) == BeatReader::kNone);  // the notice's last byte is still to come
+  CHECK(used == 7);
+  REQUIRE(r.count_n() == 3);
+  CHECK(r.counts()[0] == 5);
+  CHECK(r.counts()[1] == 4);
+  CHECK(r.counts()[2] == 10000);
+  CHECK(r.feed(stream + 16, 7, used) == BeatReader::kNoticed);
   CHECK(used == 1);
   CHECK(r.notice_rank() == 2);
   CHECK(r.notice_code() == DS4TP_ETIMEDOUT);
-  CHECK(r.feed(stream + 4, 1, used) == BeatReader::kNone);
-  // Only rank 0 sends notices; anything else is a protocol error.
+  CHECK(r.feed(stream + 17, 6, used) == BeatReader::kNone);
+  CHECK(r.count_n() == 1);
+  CHECK(r.counts()[0] == 6);
+  // Another rank's beat carries its own count; it sends no notices.
+  const uint8_t rank_beat[] = {talk::kBeat, 7, 0, 0, 0, talk::kNotice};
   BeatReader from_peer(false);
-  CHECK(from_peer.feed(stream, sizeof stream, used) == BeatReader::kBadByte);
-  CHECK(used == 2);
+  CHECK(from_peer.feed(rank_beat, sizeof rank_beat, used) == BeatReader::kBadByte);
+  CHECK(used == 6);
   CHECK(from_peer.bad_byte() == talk::kNotice);
+  CHECK(from_peer.count_n() == 1);
+  CHECK(from_peer.counts()[0] == 7);
   // A verdict (4 bytes) comes either way: rank 0 passes a rank's on.
-  const uint8_t verdict[] = {talk::kVerdict, 3, uint8_t(-DS4TP_EPEERCLOSED), 1, talk::kBeat};
+  const uint8_t verdict[] = {talk::kVerdict, 3, uint8_t(-DS4TP_EPEERCLOSED), 1, talk::kBeat, 1,
+                             0, 0, 0};
   BeatReader v(false);
   CHECK(v.feed(verdict, 2, used) == BeatReader::kNone);
-  CHECK(v.feed(verdict + 2, 3, used) == BeatReader::kNoticed);
+  CHECK(v.feed(verdict + 2, 7, used) == BeatReader::kNoticed);
   CHECK(used == 2);
   CHECK(v.notice_rank() == 3);
   CHECK(v.notice_code() == DS4TP_EPEERCLOSED);
   CHECK(v.notice_finder() == 1);
   CHECK(r.notice_finder() == -1);  // rank 0's silence notice names no finder
-  const uint8_t junk[] = {talk::kBeat, 0x00};
+  // A beat from rank 0 naming no ranks, or more than a group has: refused.
+  const uint8_t junk[] = {talk::kBeats, 0};
   BeatReader r2(true);
   CHECK(r2.feed(junk, sizeof junk, used) == BeatReader::kBadByte);
-  CHECK(r2.bad_byte() == 0x00);
+  const uint8_t wrong_side[] = {talk::kBeat};  // a rank's beat does not come from rank 0
+  BeatReader r3(true);
+  CHECK(r3.feed(wrong_side, 1, used) == BeatReader::kBadByte);
 }
 
 TEST_CASE("group: threads N=2,3,4,8 get identical bits", "[group]") {
@@ -201,6 +218,8 @@ TEST_CASE("group: option values out of range are refused, naming the option", "[
   const Bad bad[] = {
       {"peer_silence_ms", [](ds4tp_group_options &o) { o.peer_silence_ms = 100; }},
       {"peer_silence_ms", [](ds4tp_group_options &o) { o.peer_silence_ms = 600001; }},
+      {"peer_arrival_timeout_ms", [](ds4tp_group_options &o) { o.peer_arrival_timeout_ms = 0; }},
+      {"peer_arrival_timeout_ms", [](ds4tp_group_options &o) { o.peer_arrival_timeout_ms = -2; }},
       {"spin_us", [](ds4tp_group_options &o) { o.spin_us = -2; }},
       {"chunk_bytes", [](ds4tp_group_options &o) { o.chunk_bytes = 1000; }},
   };
@@ -423,12 +442,15 @@ TEST_CASE("group: two-shot sizes around each threshold, processes N=2,3,4", "[gr
     }
 }
 
-// Busy is not silent: a tcp rank that computes for 2.5 s between calls
-// (past the 1 s peer_silence_ms) still beats from its heartbeat thread,
-// so the others wait for it inside op_timeout_ms and nobody fails.
-TEST_CASE("group: a tcp rank late by more than peer_silence_ms is waited for", "[group][fault]") {
+// Busy is not silent: a rank that computes for 2.5 s between calls (past
+// the 1 s peer_silence_ms and the 1 s op_timeout_ms) is alive (tcp: it
+// beats from its heartbeat thread; shm: its process runs), so the others
+// wait for it up to peer_arrival_timeout_ms and nobody fails.
+TEST_CASE("group: a live rank late by more than op_timeout_ms is waited for", "[group][fault]") {
+  for (int transport : {DS4TP_TRANSPORT_TCP, DS4TP_TRANSPORT_SHM}) {
+  INFO("transport " << ds4tp_transport_name(transport));
   GroupRun run = run_group_procs(
-      3, DS4TP_TRANSPORT_TCP,
+      3, transport,
       [](ds4tp_group *g, int rank, uint64_t &d, std::string &why) {
         std::vector<float> v(1024, float(rank + 1));
         for (int i = 0; i < 3; i++) {
@@ -445,18 +467,20 @@ TEST_CASE("group: a tcp rank late by more than peer_silence_ms is waited for", "
         }
         return 0;
       },
-      {}, 20000);
+      [](int, ds4tp_group_options &o, ds4tp_identity &) { o.op_timeout_ms = 1000; }, 20000);
   INFO(run.why);
   REQUIRE(run.rc == 0);
   for (int r = 0; r < 3; r++) CHECK(run.digests[size_t(r)] == 54);
+  }
 }
 
 // ... but not for ever: a tcp rank that beats yet does not enter the call
-// within op_timeout_ms (1 s here) fails the others' step with ETIMEDOUT
-// naming it, after about that long (the step's clock starts when it first
-// waits). The late rank finds rank 0's vector already sent: its call may
-// still complete, and then with the right sum, or fail; it must not hang.
-TEST_CASE("group: a tcp step waits op_timeout_ms for a live rank, then names it",
+// within peer_arrival_timeout_ms (1 s here) fails the others' step with
+// ETIMEDOUT naming it, after about that long (the step's clock starts
+// when it first waits). The late rank finds rank 0's vector already sent:
+// its call may still complete, and then with the right sum, or fail; it
+// must not hang.
+TEST_CASE("group: a tcp step waits peer_arrival_timeout_ms for a live rank, then names it",
           "[group][fault]") {
   GroupRun run = run_group_procs(
       2, DS4TP_TRANSPORT_TCP,
@@ -469,10 +493,14 @@ TEST_CASE("group: a tcp step waits op_timeout_ms for a live rank, then names it"
         why = rc ? ds4tp_group_errmsg(g) : "";
         return rc;
       },
-      [](int, ds4tp_group_options &o, ds4tp_identity &) { o.op_timeout_ms = 1000; }, 20000);
+      [](int, ds4tp_group_options &o, ds4tp_identity &) {
+        o.op_timeout_ms = 500;
+        o.peer_arrival_timeout_ms = 1000;
+      },
+      20000);
   INFO("rank 0: " << run.msgs[0] << " after " << run.digests[0] << " ms");
   CHECK(run.rcs[0] == DS4TP_ETIMEDOUT);
-  CHECK(run.msgs[0].find("rank 1 made no progress within 1000 ms") != std::string::npos);
+  CHECK(run.msgs[0].find("rank 1 did not reach it within 1000 ms") != std::string::npos);
   CHECK(run.digests[0] >= 900);
   CHECK(run.digests[0] < 2500);
   INFO("rank 1: status " << run.rcs[1] << " " << run.msgs[1]);

@@ -67,9 +67,11 @@ typedef struct ds4tp_group_options {
    * same links and logs why (docs/GROUPS.md, "Over rdma"). */
   int32_t transport;
   int32_t connect_timeout_ms; /* whole bring-up (default 60000) */
-  int32_t op_timeout_ms;      /* one collective waiting on a peer that makes no
-                               * progress (tcp: bytes still moving on a slow
-                               * link restart it; default 10000) */
+  int32_t op_timeout_ms;      /* once every rank is in a collective, a wait on a
+                               * peer that makes no progress (tcp: bytes still
+                               * moving on a slow link restart it; default
+                               * 10000). A rank not yet in it is waited for
+                               * up to peer_arrival_timeout_ms. */
   /* Largest bytes a rank contributes per step; bigger calls run in
    * chunks. Also the size of ds4tp_group_buffer. Default 1 MiB. */
   uint32_t chunk_bytes;
@@ -98,6 +100,13 @@ typedef struct ds4tp_group_options {
   /* The yield phase after the spin: -1 (default) = DS4TP_GROUP_YIELD_US,
    * else 200 us; 0 = sleep right after the spin; else 1..10000000 us. */
   int32_t yield_us;
+  /* A rank not yet in a collective (computing, or a server waiting for
+   * its next request) is waited for while it is alive, up to this long
+   * (default 300000, as a pair's; DS4TP_ARRIVAL_UNLIMITED: while alive);
+   * never less than op_timeout_ms. A dead rank ends the wait at once, a
+   * stopped or silent one within peer_silence_ms (tcp: its heartbeats;
+   * shm: its process state). */
+  int32_t peer_arrival_timeout_ms;
 } ds4tp_group_options;
 
 /* Fills `opt` with defaults (rank and size from the environment). */

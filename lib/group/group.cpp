@@ -123,6 +123,9 @@ int Group::begin(Error &err, uint32_t call) {
     return err.set(DS4TP_EFAILED, "group failed earlier: {}", message());
   if (!connected()) return err.set(DS4TP_ESTATE, "group not connected (call ds4tp_group_connect)");
   local_.call = cross_.call = call;
+  local_.first = cross_.first = true;
+  local_.call_index = cross_.call_index =
+      calls_entered_.fetch_add(1, std::memory_order_relaxed) + 1;
   return DS4TP_OK;
 }
 
@@ -169,6 +172,8 @@ int Group::start_heartbeat(Error &err) {
   if (transport() == DS4TP_TRANSPORT_SHM) return DS4TP_OK;  // tcp and rdma beat
   talk::HeartbeatConfig hc;
   hc.rank = opt_.rank;
+  hc.size = opt_.size;
+  hc.entered = &calls_entered_;
   hc.silence_ns = opt_.peer_silence_ns;
   for (int r = 0; r < int(ctl_.size()); r++)
     if (ctl_[size_t(r)].valid()) hc.links.push_back({ctl_[size_t(r)].get(), opt_.rank == 0 ? r : 0});
@@ -176,6 +181,7 @@ int Group::start_heartbeat(Error &err) {
     abort_with(code, why, culprit);
   };
   const int rc = talk::Heartbeat::start(hc, verdict, heartbeat_, err);
+  local_.beat = cross_.beat = heartbeat_.get();
   // The lanes are up and the peers were told to go: they see this rank
   // leave at once rather than at their deadline.
   if (rc != DS4TP_OK) abort_lanes(opt_.rank, rc);

@@ -47,7 +47,8 @@ struct Options {
   int port = 29600;
   int transport = DS4TP_TRANSPORT_AUTO;
   uint64_t connect_timeout_ns = 60'000'000'000ull;
-  uint64_t op_timeout_ns = 10'000'000'000ull;
+  uint64_t op_timeout_ns = 10'000'000'000ull;  // once every rank is in a call
+  uint64_t arrival_ns = 300'000'000'000ull;  // a rank not yet in it, while alive
   size_t chunk_bytes = 1u << 20;
   int64_t spin_ns = kSpinAdaptive;  // busy-poll before blocking (see waiting())
   int64_t yield_ns = -1;            // then yield; -1: DS4TP_GROUP_YIELD_US or 200 us
@@ -221,6 +222,8 @@ class Group {
   // the host's shm waits watch (bringup.cpp, open_links).
   std::vector<net::Fd> host_links_;
   std::unique_ptr<talk::Heartbeat> heartbeat_;  // tcp only; joined before ctl_ closes
+  // The collectives this rank has entered; its heartbeats carry it.
+  std::atomic<uint32_t> calls_entered_{0};
   std::atomic<int> failed_{0};
   mutable std::mutex mu_;
   std::string msg_;

@@ -7,6 +7,7 @@
 
 #include "group/group.hpp"
 #include "group/wire.hpp"
+#include "talk/group_beat.hpp"
 
 namespace ds4tp::group {
 
@@ -32,13 +33,25 @@ int check(const uint8_t *got, const link::Step &s, uint64_t body, int member, Er
 
 }  // namespace
 
-link::Step Lane::like() const {
+link::Step Lane::like() {
   link::Step st;
   st.size = kStepHeaderBytes;
   st.call = call;
   st.check = check;
   st.encode = encode;
+  if (first || every) st.arrival_ns = arrival_ns;
+  first = false;
+  if (beat != nullptr) {
+    st.in_call = in_call;
+    st.in_call_ctx = this;
+  }
   return st;
+}
+
+bool Lane::in_call(const void *lane, int member) {
+  const auto *l = static_cast<const Lane *>(lane);
+  const int rank = l->ranks.empty() ? member : l->ranks[size_t(member)];
+  return int32_t(l->beat->entered(rank) - l->call_index) >= 0;  // counts wrap
 }
 
 static_assert(link::kMaxMembers >= kMaxRanks && link::kRoom >= kStepHeaderBytes);

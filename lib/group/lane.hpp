@@ -9,10 +9,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/error.hpp"
 #include "group/reduce.hpp"
 #include "link/link.hpp"
+
+namespace ds4tp::talk { class Heartbeat; }
 
 namespace ds4tp::group {
 
@@ -39,6 +42,19 @@ struct Lane {
   // The call in progress (call.hpp), which its every step carries: the
   // group sets it as a collective begins.
   uint32_t call = 0;
+  // A member not yet in the call is waited for this long while alive
+  // (peer_arrival_timeout_ms): at the call's first step (`first`, which
+  // the group sets as the call begins), or at every step (`every`: a
+  // tiered group's, whose leader may wait on a late rank elsewhere at any
+  // step). Other steps wait the link's step deadline.
+  uint64_t arrival_ns = 0;
+  bool first = false, every = false;
+  // Where a member's progress through the calls shows (tcp and tiered
+  // groups: the heartbeats), and the call in progress's number among the
+  // calls (1, 2, ...): a member whose beats say it entered it is in.
+  const talk::Heartbeat *beat = nullptr;
+  std::vector<int> ranks;  // member m's rank; empty: m
+  uint32_t call_index = 0;
 
   explicit operator bool() const { return link != nullptr; }
   // Step `step`: publishes `mine` (bytes; null when this member does not
@@ -62,14 +78,15 @@ struct Lane {
   int pieces(uint64_t step, const uint8_t *const *src, const uint64_t *out, const uint64_t *in,
              const void **views, Error &err);
   // A step of this lane's call with its header, sizes and regions unset
-  // (Homes::reduce_home names another call by it).
-  link::Step like() const;
+  // (Homes::reduce_home names another call by it), and its arrival wait.
+  link::Step like();
   // This member has finished reading step `step`'s views.
   void done(uint64_t s) { link->release(s); }
 
  private:
   int run(uint64_t step, size_t bytes, int root, const uint8_t *const *src, const void **views,
           Error &err, const uint8_t *alone = nullptr);
+  static bool in_call(const void *lane, int member);
 };
 
 }  // namespace ds4tp::group

@@ -169,6 +169,8 @@ void Group::make_lane(Lane &l, std::unique_ptr<link::Link> lk, int n, int me, co
   l.step = 0;
   l.x = x;
   l.roomy = buffer_;
+  l.arrival_ns = opt_.arrival_ns;
+  l.every = tiered_;
 }
 
 std::unique_ptr<link::Link> Group::shm_link(std::shared_ptr<shm::Area> area, int me, bool watch,
@@ -235,6 +237,7 @@ void Group::take_links(const Roster &ro, Links &links, bool rdma, std::vector<in
   if (layout_.leader()) {
     make_lane(cross_, make_mesh(links, mesh), layout_.hosts(), layout_.host,
               mesh_x(layout_.hosts()));
+    cross_.ranks = layout_.leaders();
     // A call across hosts may outlast the host ranks' deadline while it
     // keeps moving: every move restarts their waits on this leader.
     if (local_) cross_.link->count_progress_in(local_.link->progress_word());

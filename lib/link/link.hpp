@@ -117,6 +117,11 @@ struct Step {
   uint64_t progress_ns = 0;
   os::PeerWatch *watch = nullptr;          // the caller's (a pair's: its sockets, liveness)
   const talk::PeerState *peer = nullptr;   // a pair's peer: its heartbeats say where it is
+  // A group's members: true when member m's heartbeats say it is in this
+  // step's call (its bytes are late, not it: the progress deadline
+  // applies); null where nothing tells.
+  bool (*in_call)(const void *ctx, int member) = nullptr;
+  const void *in_call_ctx = nullptr;
 
   // ---- results ---------------------------------------------------------------
   uint64_t seen_ns = 0;  // when the peer's data first showed (a clock read the wait made)

@@ -165,6 +165,8 @@ bool process_alive(pid_t pid, uint64_t start_time) {
   return start_of(kp) == start_time;
 }
 
+bool sees_stopped_processes() { return true; }
+
 bool process_stopped(pid_t pid) {
   kinfo_proc kp;
   bool gone;

@@ -134,6 +134,8 @@ bool process_alive(pid_t pid, uint64_t start_time) {
   return start == start_time;
 }
 
+bool sees_stopped_processes() { return true; }
+
 bool process_stopped(pid_t pid) {
   char state = 0;
   uint64_t start = 0;

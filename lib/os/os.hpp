@@ -95,6 +95,9 @@ bool process_alive(pid_t pid, uint64_t start_time);
 // True while process `pid` is stopped (SIGSTOP, a debugger's stop). False
 // when it runs, is gone, or the platform cannot tell (portable POSIX).
 bool process_stopped(pid_t pid);
+// Whether process_stopped can tell at all: a wait that lets a live rank be
+// late needs to tell a stopped one from a busy one.
+bool sees_stopped_processes();
 
 // ---- shared memory --------------------------------------------------------
 

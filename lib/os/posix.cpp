@@ -42,6 +42,7 @@ bool process_alive(pid_t pid, uint64_t start_time) {
 // No portable way to see another process's run state: a stopped rank is
 // left to the caller's deadline.
 bool process_stopped(pid_t) { return false; }
+bool sees_stopped_processes() { return false; }
 
 // Darwin's limits, whatever this host allows.
 const char *shm_dir() { return nullptr; }

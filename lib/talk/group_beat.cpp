@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "common/status.hpp"
@@ -15,40 +17,124 @@
 
 namespace ds4tp::talk {
 
+namespace {
+
+uint32_t get32(const uint8_t *p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+void put32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = uint8_t(v >> (8 * i));
+}
+
+}  // namespace
+
 BeatReader::Event BeatReader::feed(const uint8_t *p, size_t n, size_t &used) {
   for (used = 0; used < n;) {
     const uint8_t b = p[used++];
-    if (n_ > 0) {
-      got_[n_++] = b;
-      if (n_ == want_) {
-        n_ = 0;
-        return kNoticed;
+    if (n_ == 0) {
+      const bool beat = b == (hub_ ? kBeats : kBeat);
+      if (!beat && !(b == kNotice && hub_) && b != kVerdict) {
+        bad_ = b;
+        return kBadByte;
       }
-    } else if ((b == kNotice && notices_) || b == kVerdict) {
-      got_[0] = b;
-      want_ = b == kVerdict ? 4 : 3;
-      n_ = 1;
-    } else if (b != kBeat) {
-      bad_ = b;
-      return kBadByte;
+      want_ = b == kVerdict ? 4 : b == kNotice ? 3 : b == kBeat ? 5 : 2;
+      got_[n_++] = b;
+      continue;
     }
+    got_[n_++] = b;
+    if (got_[0] == kBeats && n_ == 2) {  // the rank count: the beat's length
+      if (b == 0 || b > kMaxBeatLinks) {
+        bad_ = b;
+        n_ = 0;
+        return kBadByte;
+      }
+      want_ = 2 + 4 * b;
+    }
+    if (n_ < want_) continue;
+    n_ = 0;
+    if (complete()) return kNoticed;
   }
   return kNone;
 }
 
+bool BeatReader::complete() {
+  if (got_[0] == kBeat) {
+    counts_[0] = get32(got_ + 1);
+    count_n_ = 1;
+    return false;
+  }
+  if (got_[0] == kBeats) {
+    count_n_ = got_[1];
+    for (int r = 0; r < count_n_; r++) counts_[r] = get32(got_ + 2 + 4 * r);
+    return false;
+  }
+  return true;  // a notice or a verdict
+}
+
 struct Heartbeat::Impl {
   struct Link {
-    explicit Link(const HeartbeatLink &l) : at(l), reader(l.rank == 0) {}  // rank 0 sends notices
+    explicit Link(const HeartbeatLink &l) : at(l), reader(l.rank == 0) {}  // rank 0's beats and notices
     HeartbeatLink at;
     BeatReader reader;
     bool open = true;
+    // The tail of a message the socket took only part of (it was nearly
+    // full): sent before anything else, so messages never interleave.
+    uint8_t rest[2 + 4 * kMaxBeatLinks] = {};
+    size_t rest_n = 0;
   };
   HeartbeatConfig cfg;
   Verdict verdict;
   std::vector<Link> links;
   int wake[2] = {-1, -1};
   std::atomic<bool> hub_gone{false};  // rank 0's connection closed (hub_gone())
+  // Each rank's collectives entered, as the beats last said (entered()).
+  std::atomic<uint32_t> entered[kMaxBeatLinks] = {};
+  // Sends come from the beat thread and from tell() on the caller's.
+  mutable std::mutex send_mu;
   std::thread thread;
+
+  // Sends `msg` whole on l, or its tail later (its rest), or nothing when
+  // an earlier tail is still waiting: a socket that full has a peer not
+  // reading, whose silence the judges see. Under send_mu.
+  void send_whole(Link &l, const uint8_t *msg, size_t len) const {
+    if (l.rest_n > 0) {
+      const ssize_t k = os::send_nosignal(l.at.fd, l.rest, l.rest_n);
+      if (k > 0) {
+        std::memmove(l.rest, l.rest + k, l.rest_n - size_t(k));
+        l.rest_n -= size_t(k);
+      }
+      if (l.rest_n > 0) return;
+    }
+    const ssize_t k = os::send_nosignal(l.at.fd, msg, len);
+    if (k > 0 && size_t(k) < len) {
+      std::memcpy(l.rest, msg + k, len - size_t(k));
+      l.rest_n = len - size_t(k);
+    }
+  }
+
+  uint32_t own() const {
+    return cfg.entered != nullptr ? cfg.entered->load(std::memory_order_relaxed) : 0;
+  }
+  // This rank's beat: its count to rank 0; rank 0's, every rank's.
+  void beat_all() {
+    uint8_t msg[2 + 4 * kMaxBeatLinks];
+    size_t len;
+    if (cfg.rank == 0) {
+      entered[0].store(own(), std::memory_order_relaxed);
+      msg[0] = kBeats;
+      msg[1] = uint8_t(cfg.size);
+      for (int r = 0; r < cfg.size; r++)
+        put32(msg + 2 + 4 * r, entered[r].load(std::memory_order_relaxed));
+      len = 2 + 4 * size_t(cfg.size);
+    } else {
+      msg[0] = kBeat;
+      put32(msg + 1, own());
+      len = 5;
+    }
+    std::lock_guard<std::mutex> g(send_mu);
+    for (auto &l : links)
+      if (l.open) send_whole(l, msg, len);
+  }
 
   void run() {
     os::name_this_thread("ds4tp-gbeat");
@@ -73,8 +159,7 @@ struct Heartbeat::Impl {
         if (pf[k].revents != 0 && read_link(links[size_t(idx[k])], idx[k], judge, now)) return;
       if (now < next_beat) continue;
       next_beat = now + beat;
-      for (auto &l : links)
-        if (l.open) (void)os::send_nosignal(l.at.fd, &kBeat, 1);  // a full socket: it is not reading
+      beat_all();
       const int q = judge.beat(now, [&](int i) { return links[size_t(i)].open; });
       if (q >= 0) {
         decide(DS4TP_ETIMEDOUT,
@@ -100,7 +185,9 @@ struct Heartbeat::Impl {
       if (n < 0) return false;
       judge.heard(index, now);
       size_t used = 0;
-      switch (l.reader.feed(buf, size_t(n), used)) {
+      const BeatReader::Event e = l.reader.feed(buf, size_t(n), used);
+      take_counts(l);
+      switch (e) {
         case BeatReader::kNone: break;
         case BeatReader::kNoticed: return notice(l.reader, l);
         case BeatReader::kBadByte:
@@ -112,6 +199,17 @@ struct Heartbeat::Impl {
           return true;
       }
     }
+  }
+
+  // A beat's counts: a rank's own (rank 0 keeps it), or every rank's
+  // from rank 0 (this rank's own is its own to tell).
+  void take_counts(const Link &l) {
+    const BeatReader &r = l.reader;
+    if (r.count_n() == 1 && cfg.rank == 0 && l.at.rank > 0 && l.at.rank < kMaxBeatLinks)
+      entered[l.at.rank].store(r.counts()[0], std::memory_order_relaxed);
+    if (l.at.rank == 0)
+      for (int q = 0; q < r.count_n() && q < kMaxBeatLinks; q++)
+        if (q != cfg.rank) entered[q].store(r.counts()[q], std::memory_order_relaxed);
   }
 
   bool notice(const BeatReader &r, const Link &from) {
@@ -134,22 +232,25 @@ struct Heartbeat::Impl {
     return true;
   }
 
-  // A verdict on every link but to `skip` and the culprit (rank 0's
-  // links), or to rank 0. Reads no state the beat thread writes, so any
-  // thread may call it; a closed link just refuses the bytes.
-  void send_verdict(int culprit, int code, int finder, int skip) const {
+  // A verdict on every link but to `skip` (rank 0's links), or to rank 0.
+  // The culprit is told too: a rank that is alive but late (its data stuck
+  // on the way, or not yet in the call) learns the cause, not a deadline.
+  // Reads no state the beat thread writes, so any thread may call it; a
+  // closed link just refuses the bytes.
+  void send_verdict(int culprit, int code, int finder, int skip) {
     const uint8_t msg[4] = {kVerdict, uint8_t(culprit), uint8_t(-code), uint8_t(finder)};
-    for (const auto &l : links)
-      if (l.at.rank != skip && l.at.rank != culprit)
-        (void)os::send_nosignal(l.at.fd, msg, sizeof msg);
+    std::lock_guard<std::mutex> g(send_mu);
+    for (auto &l : links)
+      if (l.at.rank != skip) send_whole(l, msg, sizeof msg);
   }
 
   // Rank 0 first tells every other rank who failed, so all name it.
   void decide(int code, const std::string &why, int culprit) {
     if (cfg.rank == 0) {
       const uint8_t msg[3] = {kNotice, uint8_t(culprit), uint8_t(-code)};
+      std::lock_guard<std::mutex> g(send_mu);
       for (auto &l : links)
-        if (l.open && l.at.rank != culprit) (void)os::send_nosignal(l.at.fd, msg, sizeof msg);
+        if (l.open && l.at.rank != culprit) send_whole(l, msg, sizeof msg);
     }
     verdict(code, culprit, why);
   }
@@ -176,6 +277,12 @@ void Heartbeat::tell(int culprit, int code) {
 
 bool Heartbeat::hub_gone() const {
   return impl_ && impl_->hub_gone.load(std::memory_order_acquire);
+}
+
+uint32_t Heartbeat::entered(int rank) const {
+  if (!impl_ || rank < 0 || rank >= kMaxBeatLinks) return 0;
+  if (rank == impl_->cfg.rank) return impl_->own();
+  return impl_->entered[rank].load(std::memory_order_relaxed);
 }
 
 Heartbeat::~Heartbeat() {

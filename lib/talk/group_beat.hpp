@@ -5,20 +5,29 @@
 // its link cut: nothing closes the socket) fails the group here; rank 0
 // then tells every other rank which rank it was, so all of them name it.
 //
-// Wire (after the rendezvous "go" byte, both directions): kBeat bytes;
-// from rank 0 a 3-byte notice: kNotice, the silent rank, and the error
-// code negated; and, either way, a 4-byte verdict: kVerdict, the rank a
-// failed call names, the code negated, the rank that found it. A rank
-// that fails a call tells rank 0 (tell()), which passes it on, so every
-// rank names the same cause. A connection that closes is left to the data
-// links: a rank that exits after its last collective is not a failure,
-// and one that dies mid-collective already fails its peers' steps.
+// Beats also carry how many collectives each rank has entered, so a rank
+// waiting in a step knows whether an awaited rank is in the call (its
+// bytes are late: the progress deadline) or not yet (it computes: the
+// arrival deadline): each rank's beat to rank 0 carries its own count,
+// rank 0's beat to each rank every rank's.
+//
+// Wire (after the rendezvous "go" byte): a beat, kBeat and the sender's
+// count (u32) to rank 0, or from rank 0 kBeats, the rank count (u8) and
+// every rank's count (u32 each, in rank order); from rank 0 a 3-byte
+// notice: kNotice, the silent rank, and the error code negated; and,
+// either way, a 4-byte verdict: kVerdict, the rank a failed call names,
+// the code negated, the rank that found it. A rank that fails a call
+// tells rank 0 (tell()), which passes it on, so every rank names the
+// same cause. A connection that closes is left to the data links: a rank
+// that exits after its last collective is not a failure, and one that
+// dies mid-collective already fails its peers' steps.
 //
 // Threading: start() spawns the thread ("ds4tp-gbeat"); the destructor
 // stops and joins it, so no verdict runs after it returns. The verdict
 // runs on the thread, at most once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,30 +39,41 @@
 namespace ds4tp::talk {
 
 constexpr int kMaxBeatLinks = 16;  // a group's ranks at most
-constexpr uint8_t kBeat = 0x48;    // 'H'
+constexpr uint8_t kBeat = 0x48;    // 'H': a rank's beat to rank 0
+constexpr uint8_t kBeats = 0x41;   // 'A': rank 0's beat, every rank's count
 constexpr uint8_t kNotice = 0x46;  // 'F'
 constexpr uint8_t kVerdict = 0x56;  // 'V'
 
-// Reads one link's byte stream as it arrives (a notice or verdict may be
-// split across reads). feed() stops at the first notice, verdict or bad
-// byte: `used` says how many bytes it took.
+// Reads one link's byte stream as it arrives (any message may be split
+// across reads). feed() stops at the first notice, verdict or bad byte:
+// `used` says how many bytes it took. Beats are taken on the way; their
+// counts wait in counts() until the next beat.
 class BeatReader {
  public:
   enum Event { kNone, kNoticed, kBadByte };
-  explicit BeatReader(bool notices_allowed) : notices_(notices_allowed) {}
+  // `from_hub`: the stream comes from rank 0 (its beats carry every
+  // rank's count, and it sends notices); else from another rank.
+  explicit BeatReader(bool from_hub) : hub_(from_hub) {}
   Event feed(const uint8_t *p, size_t n, size_t &used);
   int notice_rank() const { return got_[1]; }
   int notice_code() const { return -int(got_[2]); }  // a ds4tp_status
   // A verdict's finder; -1 for rank 0's silence notice.
   int notice_finder() const { return got_[0] == kVerdict ? got_[3] : -1; }
   uint8_t bad_byte() const { return bad_; }
+  // The last beat's counts (one from a rank; every rank's from rank 0),
+  // and how many there are: 0 before the first beat.
+  const uint32_t *counts() const { return counts_; }
+  int count_n() const { return count_n_; }
 
  private:
-  bool notices_;  // silence notices: only rank 0 sends them
-  uint8_t got_[4] = {};
+  bool complete();  // the message in got_ is whole: takes a beat's counts
+  bool hub_;
+  uint8_t got_[2 + 4 * kMaxBeatLinks] = {};
   int n_ = 0;     // bytes of a message read so far (0: none under way)
-  int want_ = 0;  // its length
+  int want_ = 0;  // its length (a beat from rank 0: known after its second byte)
   uint8_t bad_ = 0;
+  uint32_t counts_[kMaxBeatLinks] = {};
+  int count_n_ = 0;
 };
 
 struct HeartbeatLink {
@@ -63,9 +83,13 @@ struct HeartbeatLink {
 
 struct HeartbeatConfig {
   int rank = 0;  // this rank; rank 0 relays its verdicts
+  int size = 2;  // the group's ranks
   std::vector<HeartbeatLink> links;
   uint64_t silence_ns = 1'000'000'000;
   uint64_t beat_ns = 100'000'000;  // at most silence_ns / 4 is used
+  // The collectives this rank has entered (the group counts them); its
+  // beats carry it. Null: 0.
+  const std::atomic<uint32_t> *entered = nullptr;
 };
 
 // `culprit`: the rank the verdict is about.
@@ -83,6 +107,9 @@ class Heartbeat {
   // True once rank 0's rendezvous connection closed under this rank (any
   // rank but 0): rank 0 is gone, so no verdict can be relayed any more.
   bool hub_gone() const;
+  // The collectives `rank` had entered when its last beat (or rank 0's
+  // relay of it) left; at most two beat periods old. Any thread.
+  uint32_t entered(int rank) const;
   ~Heartbeat();
   Heartbeat(const Heartbeat &) = delete;
   Heartbeat &operator=(const Heartbeat &) = delete;

@@ -154,6 +154,7 @@ static void print_layout(void) {
   FIELD(ds4tp_group_options, spin_us);
   FIELD(ds4tp_group_options, peer_silence_ms);
   FIELD(ds4tp_group_options, yield_us);
+  FIELD(ds4tp_group_options, peer_arrival_timeout_ms);
 
   SIZE(ds4tp_batch_item);
   FIELD(ds4tp_batch_item, session_id);

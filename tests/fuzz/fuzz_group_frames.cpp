@@ -98,19 +98,16 @@ int group_frames(const uint8_t *d, size_t n) {
       FUZZ_CHECK(rc == DS4TP_OK || rc == DS4TP_EPROTO || rc == DS4TP_EDESYNC);
       break;
     }
-    case 5: {  // fed in pieces whose sizes the input's bytes pick
-      BeatReader r(true);
+    case 5: {  // fed in pieces whose sizes the input's bytes pick, from rank 0 or not
+      BeatReader r(n > 0 && (d[0] & 1) != 0);
       size_t off = 0;
       while (off < n) {
         const size_t piece = std::min<size_t>(n - off, 1 + d[off] % 7);
         size_t took = 0;
         const BeatReader::Event e = r.feed(d + off, piece, took);
         FUZZ_CHECK(took >= 1 && took <= piece);
-        if (e == BeatReader::kBadByte) {
-          FUZZ_CHECK(r.bad_byte() != kBeat && r.bad_byte() != kNotice &&
-                     r.bad_byte() != kVerdict);
-          break;
-        }
+        FUZZ_CHECK(r.count_n() >= 0 && r.count_n() <= kMaxBeatLinks);
+        if (e == BeatReader::kBadByte) break;
         if (e == BeatReader::kNoticed) FUZZ_CHECK(r.notice_rank() >= 0 && r.notice_code() <= 0);
         if (e == BeatReader::kNone) FUZZ_CHECK(took == piece);
         off += took;
@@ -170,8 +167,10 @@ std::vector<Bytes> group_seeds() {
   uint8_t sb[kStepHeaderBytes];
   encode_step_header(7, 4096, call_word(Kind::AllReduce, 0), sb);
   add(4, sb, sizeof sb);
-  const uint8_t beats[] = {kBeat, kBeat, kNotice, 3, uint8_t(-DS4TP_ETIMEDOUT), kBeat,
-                           kVerdict, 2, uint8_t(-DS4TP_EPEERCLOSED), 1, kBeat};
+  // From rank 0 (the first byte odd: the reader's side): two ranks' counts,
+  // a notice, a verdict.
+  const uint8_t beats[] = {1,  kBeats,   2, 7, 0, 0, 0, 9, 0, 0, 0, kNotice, 3,
+                           uint8_t(-DS4TP_ETIMEDOUT), kVerdict, 2, uint8_t(-DS4TP_EPEERCLOSED), 1};
   add(5, beats, sizeof beats);
   return out;
 }

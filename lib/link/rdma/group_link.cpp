@@ -255,7 +255,8 @@ int Mesh::step(Step &h, Error &err) {
     if (r != rank_ && size_t(r) < fds_.size() && fds_[size_t(r)].valid())
       watch.watch_socket(fds_[size_t(r)].get(), "tcp link", r);
   std::optional<os::Waiter> w;
-  uint64_t deadline = 0;
+  uint64_t deadline = 0, began = 0;
+  bool met = h.arrival_ns == 0;  // every member sent some of the step (arrival over)
   int pending = n_ - 1;
   while (pending > 0) {
     bool moved = false;
@@ -271,15 +272,36 @@ int Mesh::step(Step &h, Error &err) {
     }
     if (moved) count_moved();
     if (pending == 0) break;
+    const bool met_before = met;
+    if (!met) {
+      met = true;
+      for (int r = 0; r < n_ && met; r++)
+        met = r == rank_ || links_[size_t(r)].got > 0 ||
+              (h.in_call != nullptr && h.in_call(h.in_call_ctx, r));
+    }
     if (!w) {
       w.emplace(policy_, &watch);
-      deadline = os::deadline_after(w->now(), timeout);
+      began = w->now();
+      deadline = met ? os::deadline_after(began, timeout) : os::deadline_after(began, h.arrival_ns);
     } else if (moved) {
       w->progress();
-      deadline = os::deadline_after(w->last_progress(), timeout);
+      deadline = met ? os::deadline_after(w->last_progress(), timeout)
+                     : os::deadline_after(began, h.arrival_ns);
+    } else if (met != met_before) {  // every member in: the progress deadline from now
+      deadline = os::deadline_after(w->now(), timeout);
     }
     if (moved) continue;
     const int rc = w->idle(deadline, [&](uint64_t left) { watch.nap(std::min(left, kNapNs)); });
+    if (rc == DS4TP_ETIMEDOUT && !met) {
+      int late = 0;
+      while (late < n_ && (late == rank_ || links_[size_t(late)].got > 0 ||
+                           (h.in_call != nullptr && h.in_call(h.in_call_ctx, late))))
+        late++;
+      culprit_ = late;
+      return err.set(DS4TP_ETIMEDOUT, "step {}: rank {} did not reach it within {} ms "
+                     "(peer_arrival_timeout_ms; it was alive all along)",
+                     h.number, name(late), h.arrival_ns / 1'000'000);
+    }
     if (rc == DS4TP_ETIMEDOUT) {
       int late = 0;
       while (late < n_ && (late == rank_ || !links_[size_t(late)].busy())) late++;

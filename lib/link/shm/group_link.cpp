@@ -279,8 +279,10 @@ class Slots final : public link::Link, public link::Homes {
     RankLine *l = a_->line(r);
     const int b = int(s.number & 1);
     std::atomic<uint64_t> &w = l->stamp[b];
+    // A live rank may be late only where a stopped one shows as stopped.
+    const uint64_t arrival = !watch_ || os::sees_stopped_processes() ? s.arrival_ns : 0;
     if (int rc = wait_for(r, [&] { return w.load(std::memory_order_acquire) == s.number; },
-                          s.number, "publish step", err))
+                          s.number, "publish step", err, arrival))
       return rc;
     const uint32_t theirs = l->bytes[b].load(std::memory_order_relaxed);
     const uint16_t call = l->call[b].load(std::memory_order_relaxed);
@@ -315,9 +317,12 @@ class Slots final : public link::Link, public link::Homes {
 
   // Waits through os::Waiter (spin, yield, then asleep on rank r's bell,
   // rung by its publish, at most 1 ms at a time) while a PeerWatch looks
-  // at the abort word, the watched sockets and rank r's process.
+  // at the abort word, the watched sockets and rank r's process. `arrival`
+  // (0: none): rank r is not yet in the call and is waited for that long
+  // while its process runs, instead of the step deadline.
   template <typename Cond>
-  int wait_for(int r, Cond cond, uint64_t step, const char *what, Error &err) {
+  int wait_for(int r, Cond cond, uint64_t step, const char *what, Error &err,
+               uint64_t arrival = 0) {
     if (cond()) return DS4TP_OK;  // the usual case at a step's end: no clock read
     RankLine *l = a_->line(r);
     os::PeerWatch watch;
@@ -336,7 +341,8 @@ class Slots final : public link::Link, public link::Homes {
         watch.watch_socket(ctl_fd_[i], "group connection", ctl_rank_[i]);
     watch_pid();
     os::Waiter w(policy_, &watch);
-    uint64_t deadline = os::deadline_after(w.now(), timeout_);
+    const uint64_t limit = std::max(arrival, timeout_);
+    uint64_t deadline = os::deadline_after(w.now(), limit);
     uint64_t progress = l->progress.load(std::memory_order_relaxed);
     const Bell bell(l->bell);
     auto ready = [&]() -> int { return cond() ? 1 : 0; };
@@ -356,6 +362,10 @@ class Slots final : public link::Link, public link::Homes {
           continue;
         }
         culprit_ = name(r);
+        if (arrival > timeout_)
+          return err.set(DS4TP_ETIMEDOUT, "rank {} did not reach step {} within {} ms "
+                         "(peer_arrival_timeout_ms; its process ran all along)",
+                         name(r), step, arrival / 1'000'000);
         return err.set(DS4TP_ETIMEDOUT, "rank {} did not {} {} within {} ms", name(r), what, step,
                        timeout_ / 1'000'000);
       }

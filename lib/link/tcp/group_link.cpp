@@ -64,9 +64,11 @@ int Mesh::run(Step &s, Error &err) {
   os::PeerWatch *watch = s.watch != nullptr ? s.watch : &own;
   if (s.watch == nullptr) own.watch_flag(raised, &aborted_);
   std::optional<os::Waiter> w;
-  uint64_t deadline = 0;
-  bool heard = false;  // some bytes came from a peer (a gate's arrival wait ends)
-  bool met = false;    // heard, or a gate's peer is known to be in it
+  uint64_t deadline = 0, began = 0;
+  bool heard = false;  // some bytes came from a peer
+  // Every member is in the step (each sent some of it), or a gate's peer
+  // is known to be in it: the arrival wait gives way to the progress one.
+  bool met = false;
   s.seen_ns = 0;
   while (pending > 0) {
     bool moved = false;
@@ -89,7 +91,13 @@ int Mesh::run(Step &s, Error &err) {
       }
     }
     const bool first_heard = heard && !heard_before;
-    met = met || heard;
+    const bool met_before = met;
+    if (!met) {
+      met = true;
+      for (int r = 0; r < n_ && met; r++)
+        met = r == rank_ || peers[r].got > 0 ||
+              (s.in_call != nullptr && s.in_call(s.in_call_ctx, r));
+    }
     if (moved) count_moved();
     if (pending == 0) {
       if (gate && first_heard) s.seen_ns = link::kSeenAtEnd;
@@ -99,13 +107,16 @@ int Mesh::run(Step &s, Error &err) {
     if (!w) {
       w.emplace(policy_, watch, 0, s.start_ns);
       if (gate && moved) w->progress_at_last_read();
+      began = s.start_ns != 0 ? s.start_ns : w->now();
     } else if (moved) {
       w->progress();
     }
     if (gate && first_heard) s.seen_ns = w->last_progress();
-    if (moved || deadline == 0)
-      deadline = !gate || met ? os::deadline_after(w->last_progress(), progress_ns)
-                              : os::deadline_after(s.start_ns, s.arrival_ns);
+    if (moved || deadline == 0 || met != met_before)  // every member in: progress from now
+      deadline = s.arrival_ns == 0 || met
+                     ? os::deadline_after(met != met_before && !moved ? w->now() : w->last_progress(),
+                                          progress_ns)
+                     : os::deadline_after(began, s.arrival_ns);
     if (moved) continue;
     // A gate's peer whose heartbeats say it entered this gate (or passed
     // it) has sent its bytes: their loss is told by the progress deadline.
@@ -126,6 +137,15 @@ int Mesh::run(Step &s, Error &err) {
       return fail(perr != 0 ? DS4TP_EIO : rc == DS4TP_ETIMEDOUT ? rc : watch->code(), late);
     }
     if (perr != 0) return fail(err.set(DS4TP_EIO, "poll: {}", std::strerror(perr)));
+    if (rc == DS4TP_ETIMEDOUT && s.arrival_ns != 0 && !met) {
+      while (late < n_ && (late == rank_ || peers[late].got > 0 ||
+                           (s.in_call != nullptr && s.in_call(s.in_call_ctx, late))))
+        late++;
+      return fail(err.set(DS4TP_ETIMEDOUT, "step {}: rank {} did not reach it within {} ms "
+                          "(peer_arrival_timeout_ms; it was alive all along)",
+                          s.number, name(late), s.arrival_ns / 1'000'000),
+                  late);
+    }
     if (rc == DS4TP_ETIMEDOUT) {
       return fail(err.set(DS4TP_ETIMEDOUT, "step {}: rank {} made no progress within {} ms",
                           s.number, name(late), progress_ns / 1'000'000),

@@ -172,6 +172,7 @@ class GroupOptions(_Struct):
         ("spin_us", c_int32),
         ("peer_silence_ms", c_int32),
         ("yield_us", c_int32),
+        ("peer_arrival_timeout_ms", c_int32),
     ]
 
     def __setattr__(self, name, value):

@@ -69,6 +69,9 @@ pub struct ds4tp_group_options {
     pub peer_silence_ms: i32,
     /// Yield phase after the spin (us): -1 default (DS4TP_GROUP_YIELD_US, else 200), 0 none.
     pub yield_us: i32,
+    /// A rank not yet in a collective is waited for this long (ms) while alive (default 300000;
+    /// DS4TP_ARRIVAL_UNLIMITED: while alive).
+    pub peer_arrival_timeout_ms: i32,
 }
 
 extern "C" {
