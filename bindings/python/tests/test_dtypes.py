@@ -1,6 +1,7 @@
 """Element types of the vector APIs: a typed buffer is taken as what its
 format says and never reinterpreted (a float64 array with dtype=F16 is
-refused, naming both), raw bytes and uint16 bits take an explicit dtype,
+refused, naming both), raw bytes and uint16 bits take an explicit dtype
+(the group collectives' new types: test_group_args.py),
 read-only and strided arrays are refused with the fix spelled out for a
 numpy user; enum-valued properties return the enums; the docstrings'
 examples run as written (three processes with the launcher variables)."""
@@ -73,7 +74,7 @@ def test_stdlib_typed_buffer_with_a_disagreeing_dtype_is_refused(pair_of_groups)
     with pytest.raises(TypeError, match=r"dtype=Dtype.BF16 or dtype=Dtype.F16"):
         g.all_reduce(array.array("H", [1, 2]))
     with pytest.raises(TypeError, match=r"raw bytes .*pass dtype="):
-        g.all_reduce(bytearray(8))
+        g.all_reduce(array.array("b", [1, 2]))  # int8: raw bytes (uint8 alone is U8)
     with pytest.raises(ValueError, match="not a ds4tp.Dtype"):
         g.all_reduce(bytearray(8), dtype=9)
 
@@ -95,8 +96,8 @@ def test_numpy_typed_arrays_with_a_disagreeing_dtype_are_refused(pair_of_groups)
         want = f"buffer holds {held} but dtype={dtype.name} was given"
         assert want in str(e.value), f"{np_type.__name__} + {dtype.name}: {e.value}"
         assert (a == before).all(), f"{np_type.__name__} + {dtype.name}: the array was changed"
-    with pytest.raises(TypeError, match=r"float64 \('d'\).*astype"):
-        g.all_reduce(np.zeros(4))  # no dtype: still not taken as f32 bits
+    with pytest.raises(TypeError, match=r"uint32 \('I'\).*astype"):
+        g.all_reduce(np.zeros(4, dtype=np.uint32))  # no library dtype: not taken as i32 bits
 
 
 @needs_numpy

@@ -176,7 +176,7 @@ def test_refusals_name_the_problem():
     with pytest.raises(TypeError, match="writable"):
         g.all_reduce(bytes(16), dtype=ds4tp.Dtype.F32)
     with pytest.raises(TypeError, match="element type"):
-        g.all_reduce(array.array("i", [1, 2]))
+        g.all_reduce(array.array("h", [1, 2]))  # int16: no library dtype
     with pytest.raises(ValueError):
         g.all_reduce(array.array("f", [1.0]), dtype=7)  # not a Dtype
     for h in groups:

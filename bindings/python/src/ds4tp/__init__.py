@@ -42,14 +42,14 @@ from ._structs import (BatchItem, Command, GateServiceOptions, GroupOptions, Ide
                        Image, ImageSpan, Options, Reply, SlabLayout, StagingHooks, WorkerOps,
                        schedule_slot, slab_layout)
 from ._pair import Pair  # noqa: F401
-from ._group import Dtype, Group  # noqa: F401
+from ._group import Dtype, Group, ReduceOp  # noqa: F401
 
 __version__ = f"{VERSION_MAJOR}.{VERSION_MINOR}.{VERSION_PATCH}"
 
 __all__ = [
     "Error", "Status", "Role", "Transport", "LogLevel", "ServiceState",
     "Options", "Identity", "SlabLayout", "StagingHooks", "GateServiceOptions",
-    "Pair", "Group", "GroupOptions", "Dtype",
+    "Pair", "Group", "GroupOptions", "Dtype", "ReduceOp",
     "version", "version_string", "protocol_version", "strerror",
     "err_name", "last_error", "transport_name", "transport_available", "transport_auto",
     "schedule_slot", "slab_layout", "library_path", "library_candidates",

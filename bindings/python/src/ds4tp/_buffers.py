@@ -3,6 +3,7 @@ numpy arrays, mmap: anything with the buffer protocol) as C pointers."""
 
 import array
 import ctypes
+import struct
 import sys
 import weakref
 from ctypes import c_char_p, c_int, c_int32, c_void_p
@@ -53,14 +54,17 @@ UNTYPED_FORMATS = "Bbc"
 _FORMAT_NAMES = {
     "f": "float32", "e": "float16", "d": "float64", "b": "int8", "B": "uint8",
     "c": "char", "h": "int16", "H": "uint16", "i": "int32", "I": "uint32",
-    "l": "long", "L": "unsigned long", "q": "int64", "Q": "uint64", "n": "ssize_t",
-    "N": "size_t", "?": "bool",
+    "q": "int64", "Q": "uint64", "?": "bool",
 }
 
 
 def describe_format(fmt: str) -> str:
-    """'float64 ('d')' for a buffer format, the raw format when unknown."""
-    name = _FORMAT_NAMES.get(_native(fmt) or "")
+    """'float64 ('d')' for a buffer format, the raw format when unknown.
+    C long and size_t are named by their width here (numpy's int64 is 'l')."""
+    native = _native(fmt) or ""
+    name = _FORMAT_NAMES.get(native)
+    if native in ("l", "L", "n", "N"):
+        name = f"{'u' if native.isupper() else ''}int{struct.calcsize(native) * 8}"
     return f"{name} ({fmt!r})" if name else f"elements of format {fmt!r}"
 
 

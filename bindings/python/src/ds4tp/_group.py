@@ -3,15 +3,19 @@ parallelism. Buffers are anything with the buffer protocol (numpy arrays,
 array('f'), memoryview, bytearray); all_reduce works in place, so its
 buffer must be writable and C-contiguous.
 
-Element types come from the buffer: float32 ('f') is F32, float16 ('e')
-is F16. A typed buffer is never reinterpreted: float64, int32 and other
-formats are refused (convert the values first, e.g. ``a.astype(np.float32)``),
+Element types of the reductions come from the buffer: float32 ('f') is
+F32, float16 ('e') F16, float64 ('d') F64, int32 I32, int64 I64, uint8
+U8. A typed buffer is never reinterpreted: other formats (int16, uint32,
+...) are refused (convert the values first, e.g. ``a.astype(np.float32)``),
 and so is a ``dtype=`` that disagrees with the buffer's format. Two kinds
 of buffer take an explicit ``dtype``: raw bytes (format 'B', 'b' or 'c':
 bytearray, a uint8 array, ``a.view(np.uint8)``), read as that dtype's
 elements, and uint16 ('H') arrays, the usual carrier of bfloat16, whose
 elements are taken as the raw bits of ``dtype=Dtype.BF16`` or
-``Dtype.F16``.
+``Dtype.F16``. Reductions take ``op=`` (:class:`ReduceOp`: SUM, the
+default, MAX, MIN, PROD). The calls that move data (gather, scatter,
+all_gather_v, all_gather_rows, all_to_all_v) count in elements of their
+buffers, which must hold the same type; raw bytes count bytes.
 
 One process per rank, started by a launcher (torchrun, ``mpirun``,
 ``srun``, or by hand: ``RANK=r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1
@@ -38,76 +42,18 @@ sit in a collective of their own handle.
 """
 
 import ctypes
-import enum
 from ctypes import byref, c_int, c_void_p
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ._buffers import (UNTYPED_FORMATS, _buffer_address, _native, _release_views, _tracked_view,
-                       _view, describe_format)
+from ._buffers import _release_views, _tracked_view
+from ._collectives import Collectives
 from ._constants import Status, Transport
+from ._dtypes import Dtype, ReduceOp  # noqa: F401 (re-exported by the package)
 from ._loader import _Handle, Error, _lib, _text, last_error
 from ._structs import GroupOptions, Identity, Stats
 
 
-class Dtype(enum.IntEnum):
-    """ds4tp_dtype: element types of the reductions."""
-    F32 = 0
-    F16 = 1
-    BF16 = 2
-    F64 = 3
-    I32 = 4
-    I64 = 5
-    U8 = 6
-
-
-_ITEM = {Dtype.F32: 4, Dtype.F16: 2, Dtype.BF16: 2, Dtype.F64: 8, Dtype.I32: 4, Dtype.I64: 8, Dtype.U8: 1}
-# Buffer formats whose element type is known without asking.
-_BY_FORMAT = {"f": Dtype.F32, "e": Dtype.F16}
-# uint16 elements: the raw bits of a 16-bit float, which one only dtype= says.
-_RAW16 = "H"
-
-
-def _as_dtype(dtype: Any) -> Dtype:
-    try:
-        return Dtype(dtype)
-    except ValueError:
-        raise ValueError(f"dtype={dtype!r} is not a ds4tp.Dtype (F32, F16 or BF16)") from None
-
-
-def _infer_dtype(buf: Any, dtype: Optional[Union[Dtype, int]]) -> Dtype:
-    """The element type of ``buf`` given ``dtype``, or TypeError naming the
-    buffer's format and the dtype when they disagree (never a reinterpretation
-    of a typed buffer's bytes)."""
-    raw_fmt = _view(buf).format
-    fmt = _native(raw_fmt)
-    held = describe_format(raw_fmt)
-    if dtype is not None:
-        t = _as_dtype(dtype)
-        if fmt is not None and fmt in UNTYPED_FORMATS:
-            return t
-        if _BY_FORMAT.get(fmt or "") == t or (fmt == _RAW16 and t != Dtype.F32):
-            return t
-        hint = "convert the values (e.g. a.astype(np.float32)), or drop dtype= and let the " \
-               "buffer's format decide"
-        if fmt == _RAW16:
-            hint = "uint16 elements are the raw bits of F16 or BF16 only"
-        raise TypeError(f"buffer holds {held} but dtype={t.name} was given: a typed buffer is "
-                        f"not reinterpreted; {hint}. Only raw bytes ('B', 'b', 'c', e.g. "
-                        f"a.view(np.uint8)) take any dtype")
-    if fmt in _BY_FORMAT:
-        return _BY_FORMAT[fmt]
-    if fmt == _RAW16:
-        raise TypeError(f"cannot tell the element type of a buffer of {held}: its elements "
-                        f"are 16-bit float bits; pass dtype=Dtype.BF16 or dtype=Dtype.F16")
-    if fmt is not None and fmt in UNTYPED_FORMATS:
-        raise TypeError(f"cannot tell the element type of a buffer of raw bytes ({held}): "
-                        f"pass dtype=Dtype.F32, F16 or BF16")
-    raise TypeError(f"cannot tell the element type of a buffer of {held}: all_reduce takes "
-                    f"float32, float16, or uint16 bits with dtype=Dtype.BF16; convert the "
-                    f"values first (e.g. a.astype(np.float32))")
-
-
-class Group(_Handle):
+class Group(_Handle, Collectives):
     """One rank's ds4tp_group handle. A context manager; :meth:`close`
     frees it (peers still in a call see this rank leave).
 
@@ -260,7 +206,7 @@ class Group(_Handle):
         """Fails the group on every rank; from any thread."""
         _lib().ds4tp_group_mark_failed(self._live())
 
-    # -- collectives ----------------------------------------------------------
+    # -- the group buffer (the collectives: _collectives.py) -------------------
 
     def buffer(self, fmt: str = "B") -> memoryview:
         """The group buffer (``chunk_bytes``) as a writable memoryview cast
@@ -273,41 +219,3 @@ class Group(_Handle):
         self._check(_lib().ds4tp_group_buffer(self._live(), ctypes.byref(addr),
                                               ctypes.byref(nbytes)))
         return _tracked_view(self._views, addr.value, nbytes.value, fmt)
-
-    def all_reduce(self, buf: Any, dtype: Optional[Union[Dtype, int]] = None) -> Any:
-        """Sums ``buf`` over the ranks, in place (identical bits on every
-        rank). The element type comes from the buffer's format: float32 ->
-        F32, float16 -> F16. ``dtype`` is for buffers without one: raw
-        bytes (bytearray, uint8, format 'B'/'b'/'c') take any dtype, and
-        uint16 ('H') arrays hold the raw bits of ``Dtype.BF16`` or
-        ``Dtype.F16``. A typed buffer whose format disagrees with ``dtype``
-        (float64 with F16, int32 with F32, ...) raises TypeError naming
-        both; a read-only one TypeError, a non-contiguous one ValueError,
-        each saying what to pass instead. Returns ``buf``."""
-        t = _infer_dtype(buf, dtype)
-        addr, nbytes, _keep = _buffer_address(buf, writable=True, what="all_reduce buffer")
-        if nbytes % _ITEM[t]:
-            raise ValueError(f"buffer of {nbytes} bytes is not whole {t.name} elements")
-        self._check(_lib().ds4tp_group_all_reduce(self._live(), addr, nbytes // _ITEM[t],
-                                                  int(t), 0))
-        return buf
-
-    def all_gather(self, src: Any, out: Any) -> Any:
-        """out (size * len(src) bytes, writable) gets every rank's src in
-        rank order."""
-        a, n, _k1 = _buffer_address(src, writable=False)
-        b, m, _k2 = _buffer_address(out, writable=True, what="all_gather out")
-        if m != n * self.size:
-            raise ValueError(f"out has {m} bytes; {self.size} ranks x {n} bytes needed")
-        self._check(_lib().ds4tp_group_all_gather(self._live(), a, b, n))
-        return out
-
-    def broadcast(self, buf: Any, root: int = 0) -> Any:
-        """Every rank's ``buf`` (writable) gets root's bytes, in place."""
-        addr, nbytes, _keep = _buffer_address(buf, writable=True, what="broadcast buffer")
-        self._check(_lib().ds4tp_group_broadcast(self._live(), addr, nbytes, root))
-        return buf
-
-    def barrier(self) -> None:
-        """Returns once every rank arrived."""
-        self._check(_lib().ds4tp_group_barrier(self._live()))

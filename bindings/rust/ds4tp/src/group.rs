@@ -1,35 +1,35 @@
 //! Groups of N ranks: [`Group`] owns a `ds4tp_group` and frees it on drop;
 //! [`Group::local`] gives one handle per thread of this process (shared
 //! memory, no sockets), [`Group::new`] + [`Group::connect`] one rank per
-//! process. all-reduce sums in rank order in f32 on every rank, so every
-//! rank gets identical bits; f16 and bf16 data travel as their `u16` bits
-//! ([`F16`], [`BF16`]).
+//! process. Reductions combine in rank order on every rank, so every rank
+//! gets identical bits; f16 and bf16 data travel as their `u16` bits
+//! ([`F16`], [`BF16`]). The collectives beside all-reduce, all-gather,
+//! broadcast and barrier are in collectives.rs.
 
-use crate::{owned_str, sys, Error, Identity, Result, Stats, Status, Transport, BF16, F16};
+use crate::{owned_str, sys, Error, Identity, Plain, Result, Stats, Status, Transport, BF16, F16};
 use std::ffi::CString;
 use std::os::raw::{c_char, c_int, c_void};
 use std::ptr;
 
-/// Element types all-reduce takes: `f32`, [`F16`], [`BF16`].
-pub trait Element: Copy + sealed::Sealed {
+/// Element types the reductions take (`ds4tp_dtype`): `f32`, `f64`, `i32`,
+/// `i64`, `u8`, [`F16`], [`BF16`]. The calls that only move data
+/// ([`Group::gather`] and the like) take any [`Plain`] type. Sealed (through
+/// [`Plain`]): the library has no others.
+pub trait Element: Plain {
     /// The DS4TP_DTYPE_* code.
     const DTYPE: c_int;
 }
-impl Element for f32 {
-    const DTYPE: c_int = sys::DS4TP_DTYPE_F32;
+
+macro_rules! elements {
+    ($($t:ty => $dtype:ident),*) => {$(
+        impl Element for $t {
+            const DTYPE: c_int = sys::$dtype;
+        }
+    )*};
 }
-impl Element for F16 {
-    const DTYPE: c_int = sys::DS4TP_DTYPE_F16;
-}
-impl Element for BF16 {
-    const DTYPE: c_int = sys::DS4TP_DTYPE_BF16;
-}
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for f32 {}
-    impl Sealed for super::F16 {}
-    impl Sealed for super::BF16 {}
-}
+elements!(f32 => DS4TP_DTYPE_F32, F16 => DS4TP_DTYPE_F16, BF16 => DS4TP_DTYPE_BF16,
+          f64 => DS4TP_DTYPE_F64, i32 => DS4TP_DTYPE_I32, i64 => DS4TP_DTYPE_I64,
+          u8 => DS4TP_DTYPE_U8);
 
 /// ds4tp_group_options as Rust values; `None` = the C default (the
 /// launcher's environment for rank, size and rendezvous).
@@ -123,7 +123,7 @@ impl GroupOptions {
 /// One rank's ds4tp_group, freed on drop (peers still in a call see this
 /// rank leave). `Send`, not `Sync`: one thread uses a handle at a time.
 pub struct Group {
-    g: *mut sys::ds4tp_group,
+    pub(crate) g: *mut sys::ds4tp_group,
 }
 
 unsafe impl Send for Group {}
@@ -210,7 +210,7 @@ impl Group {
         Ok(hs.into_iter().map(|g| Group { g }).collect())
     }
 
-    fn check(&self, rc: c_int) -> Result<()> {
+    pub(crate) fn check(&self, rc: c_int) -> Result<()> {
         if rc == 0 {
             Ok(())
         } else {
@@ -224,7 +224,8 @@ impl Group {
         self.check(unsafe { sys::ds4tp_group_connect(self.g) })
     }
 
-    /// Sums `v` over the ranks, in place.
+    /// Sums `v` over the ranks, in place ([`Group::all_reduce_op`] for max,
+    /// min and product).
     pub fn all_reduce<T: Element>(&mut self, v: &mut [T]) -> Result<()> {
         let rc = unsafe {
             sys::ds4tp_group_all_reduce(self.g, v.as_mut_ptr() as *mut c_void, v.len() as u64, T::DTYPE, sys::DS4TP_OP_SUM)
@@ -240,7 +241,7 @@ impl Group {
         let (p, bytes) = self.raw_buffer()?;
         // SAFETY: the library's buffer of `bytes`, 64-byte aligned, lives
         // until ds4tp_group_free (drop), and the borrow of self keeps the
-        // handle from every other call meanwhile. T is f32 or a u16 newtype.
+        // handle from every other call meanwhile. T is plain data (Plain).
         Ok(unsafe { std::slice::from_raw_parts_mut(p as *mut T, bytes / std::mem::size_of::<T>()) })
     }
 

@@ -129,7 +129,7 @@ pub(crate) fn raw_service_options() -> sys::ds4tp_gate_service_options {
 }
 
 /// Element types that any bit pattern makes valid, so slab and big-gate
-/// bytes can be viewed as them.
+/// bytes, and what another rank sends, can be viewed as them.
 pub trait Plain: Copy + sealed::Sealed {}
 mod sealed {
     pub trait Sealed {}
@@ -137,4 +137,4 @@ mod sealed {
 macro_rules! plain {
     ($($t:ty),*) => { $(impl sealed::Sealed for $t {} impl Plain for $t {})* };
 }
-plain!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
+plain!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64, crate::F16, crate::BF16);

@@ -29,6 +29,7 @@
 
 pub use ds4tp_sys as sys;
 
+mod collectives;
 mod control;
 mod group;
 mod half;
@@ -37,6 +38,7 @@ mod options;
 mod pair;
 mod worker;
 
+pub use collectives::*;
 pub use control::*;
 pub use group::*;
 pub use half::*;
