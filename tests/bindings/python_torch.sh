@@ -1,7 +1,8 @@
 #!/bin/sh
 # ctest driver for the torch.distributed backend (bindings/python/csrc/torch,
 # the ds4tp.torch package). Exits 77 (ctest: skipped), saying why, where
-# the interpreter has no PyTorch, so a build without it still passes.
+# the interpreter has no PyTorch or its headers (torch_ready.py), so a
+# build without them still passes.
 #   python_torch.sh install PYTHON SRC TARGET INCLUDE_DIR LIB_DIR
 #       pip-installs SRC with DS4TP_TORCH=1 (the C++ extension, built
 #       against INCLUDE_DIR and LIB_DIR's libds4tp) into TARGET, from a copy
@@ -10,11 +11,7 @@
 #       runs PYTHON ARGS... (a pytest suite, the bench) once PyTorch is there
 set -eu
 mode=$1; py=$2; shift 2
-if ! "$py" -c "import torch.distributed" 2>/dev/null; then
-  echo "SKIP: $py has no PyTorch (Debian: apt-get install python3-torch libtorch-dev pybind11-dev);" \
-       "the torch backend is optional"
-  exit 77
-fi
+"$py" "$(dirname "$0")/torch_ready.py" || exit $?
 case "$mode" in
   install)
     src=$1; target=$2; inc=$3; lib=$4

@@ -63,6 +63,27 @@ _BY_FORMAT = {"f": Dtype.F32, "e": Dtype.F16}
 _RAW16 = "H"
 
 
+def f32_to_f16(value: float) -> int:
+    """The F16 bits of ``value`` by the library's own rounding (nearest,
+    ties to even; what an F16 all_reduce rounds with): ds4tp_f32_to_f16."""
+    return _lib().ds4tp_f32_to_f16(value)
+
+
+def f16_to_f32(bits: int) -> float:
+    """The float an F16 bit pattern holds (exact): ds4tp_f16_to_f32."""
+    return _lib().ds4tp_f16_to_f32(bits)
+
+
+def f32_to_bf16(value: float) -> int:
+    """The BF16 bits of ``value`` (nearest, ties to even): ds4tp_f32_to_bf16."""
+    return _lib().ds4tp_f32_to_bf16(value)
+
+
+def bf16_to_f32(bits: int) -> float:
+    """The float a BF16 bit pattern holds (exact): ds4tp_bf16_to_f32."""
+    return _lib().ds4tp_bf16_to_f32(bits)
+
+
 def _as_dtype(dtype: Any) -> Dtype:
     try:
         return Dtype(dtype)

@@ -39,7 +39,7 @@ except ImportError as e:
     raise ImportError(
         f"ds4tp.torch: the torch.distributed backend was not built with this package ({e}); "
         "install it with DS4TP_TORCH=1 python3 -m pip install --no-build-isolation "
-        "bindings/python (needs python3-torch and libtorch-dev)") from None
+        "bindings/python (needs python3-torch, libtorch-dev and pybind11-dev)") from None
 
 
 def _create(backend_opts, pg_options):
