@@ -52,6 +52,7 @@ ProcessGroupDs4tp::ProcessGroupDs4tp(int rank, int size, const Config &cfg)
     : c10d::ProcessGroup(rank, size) {
   TORCH_CHECK(size >= 1 && size <= 16, "ds4tp backend: a ds4tp group has 2..16 ranks (or 1, run ",
               "locally); this one has ", size, ": use Gloo for larger groups");
+  init();  // torch's usage logging for the backend
   if (size == 1) return;
   ds4tp_group_options o;
   ds4tp_group_options_init(&o);
@@ -86,8 +87,9 @@ int ProcessGroupDs4tp::rendezvous_port() const { return g_ ? ds4tp_group_rendezv
 int ProcessGroupDs4tp::transport() const { return g_ ? ds4tp_group_transport(g_) : 0; }
 void ProcessGroupDs4tp::mark_failed() { ds4tp_group_mark_failed(g_); }
 
-std::string ProcessGroupDs4tp::plan() const {
+std::string ProcessGroupDs4tp::plan() {
   if (!g_) return "plan: one rank; collectives are local copies";
+  std::lock_guard<std::mutex> lock(mu_);
   size_t need = 0;
   ds4tp_group_plan(g_, nullptr, 0, &need);
   std::string text(need + 1, '\0');

@@ -46,7 +46,7 @@ class ProcessGroupDs4tp final : public c10d::ProcessGroup {
   void connect();
   int rendezvous_port() const;  // the bound port on rank 0
   int transport() const;        // DS4TP_TRANSPORT_* after connect
-  std::string plan() const;     // ds4tp_group_plan after connect
+  std::string plan();           // ds4tp_group_plan after connect
   void mark_failed();           // fails the group here and on every rank
 
   const std::string getBackendName() const override { return "ds4tp"; }

@@ -120,6 +120,27 @@ def case_kill(transport, victim):
     raise AssertionError(f"rank {r}: 30 s of all_reduce and no error though rank {victim} died")
 
 
+def case_rank0_fails():
+    """Rank 0 cannot bind the address it was given (TEST-NET-1, on no
+    host): it raises the library's reason, and the others, waiting in the
+    store for its port, raise at once naming it instead of waiting out the
+    timeout."""
+    r = int(os.environ["RANK"])
+    t0 = time.monotonic()
+    try:
+        dist.init_process_group("ds4tp", timeout=TIMEOUT,
+                                pg_options=ds4tp.torch.Options(host="192.0.2.1"))
+    except RuntimeError as e:
+        took, msg = time.monotonic() - t0, str(e)
+        print(f"rank {r}: raised after {took:.2f} s: {msg}", flush=True)
+        assert "192.0.2.1" in msg and "could not create its ds4tp group" in msg, msg
+        if r != 0:
+            assert "the group's rank 0 could not start it" in msg, msg
+        assert took < 20, f"rank {r} took {took:.1f} s to hear of rank 0's failure"
+        return
+    raise AssertionError(f"rank {r}: init_process_group succeeded on an address of no host")
+
+
 def case_init_methods():
     """init_method tcp:// and file://, one after the other, in one process."""
     r, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])

@@ -20,6 +20,10 @@ def test_subgroups():
     run_case(4, "subgroups").check()
 
 
+def test_rank0_failing_fails_every_rank_at_once():
+    run_case(3, "rank0_fails", timeout=90).check()
+
+
 def test_init_methods(tmp_path):
     run_case(2, "init_methods", env={"DS4TP_TEST_TMP": str(tmp_path)}).check()
 

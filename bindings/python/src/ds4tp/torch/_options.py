@@ -64,8 +64,8 @@ class Options:
         for name in ("op_timeout_ms", "peer_silence_ms", "chunk_bytes", "yield_us"):
             v = getattr(self, name)
             if v is not None:
-                if v < 0:
-                    raise ValueError(f"ds4tp backend: {name}={v} must be >= 0")
+                if v < 0 or v > 2**31 - 1 or (name == "chunk_bytes" and v > 2**32 - 1):
+                    raise ValueError(f"ds4tp backend: {name}={v} is outside 0..{2**31 - 1}")
                 setattr(c, name, int(v))
         if self.spin_us is not None:
             c.spin_us = int(self.spin_us)

@@ -9,7 +9,9 @@ generation, counted per bring-up, so a store reused for a group of the
 same name never serves an older port."""
 
 import ipaddress
+import os
 import socket
+import time
 from datetime import timedelta
 from typing import Any, Optional
 
@@ -42,7 +44,6 @@ def _address_towards(host: str) -> str:
 
 def rank0_host(opts: Options, store: Any) -> str:
     """The address rank 0 binds and publishes (see Options.host)."""
-    import os
     if opts.host:
         return opts.host
     if os.environ.get("DS4TP_TORCH_HOST"):
@@ -69,11 +70,26 @@ def create(store: Any, rank: int, size: int, opts: Options, timeout: timedelta):
     generation = (store.add("ds4tp/joined", 1) - 1) // size
     key = f"ds4tp/rendezvous/{generation}"
     if rank == 0:
-        host = rank0_host(opts, store)
-        pg = _c10d.ProcessGroupDs4tp(0, size, opts.config(host, 0, timeout))
-        store.set(key, f"{host} {pg.rendezvous_port}")
+        try:
+            host = rank0_host(opts, store)
+            pg = _c10d.ProcessGroupDs4tp(0, size, opts.config(host, 0, timeout))
+        except Exception as e:
+            # The others fail at once, naming it. The store may live in this
+            # process (env:// puts it on rank 0), so wait, a few seconds at
+            # most, until they have read it.
+            store.set(key, f"error {e}")
+            deadline = time.monotonic() + 10
+            while store.add(key + "/read", 0) < size - 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            raise
+        store.set(key, f"ok {host} {pg.rendezvous_port}")
     else:
-        host, port = store.get(key).decode().split(" ")  # waits for rank 0
+        word, rest = store.get(key).decode().split(" ", 1)  # waits for rank 0
+        if word == "error":
+            store.add(key + "/read", 1)
+            raise RuntimeError(f"ds4tp backend: rank {rank} of {size}: the group's rank 0 could "
+                               f"not start it: {rest}")
+        host, port = rest.split(" ")
         pg = _c10d.ProcessGroupDs4tp(rank, size, opts.config(host, int(port), timeout))
     pg._connect()
     return pg
