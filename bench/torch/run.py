@@ -96,20 +96,36 @@ def table(runs):
     return "\n".join(lines), targets
 
 
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host_name():
+    return os.environ.get("DS4TP_BENCH_HOST") or socket.gethostname()
+
+
 def report(runs, cmd):
     body, targets = table(runs)
     load = ", ".join(f"N={r['ranks']}: {r['load'][0]:.2f}" for r in runs)
     plans = "\n".join(f"* N={r['ranks']}: {p}" for r in runs for k, p in r["plans"].items()
                       if k == "ds4tp default")
     samples = ", ".join(f"N={r['ranks']}: {len(r['samples'][f'all_reduce|16 KiB|gloo'])}" for r in runs)
-    return (f"`{cmd}` on {socket.gethostname()} ({platform.machine()}, {os.cpu_count()} CPUs, "
-            f"torch {runs[0]['torch']}); load average at the end: {load}; samples per 16 KiB "
+    return (f"`{cmd}` on {host_name()} ({cpu_model()}, {os.cpu_count()} CPUs, Linux "
+            f"{platform.release()}, torch {runs[0]['torch']}, nice {os.nice(0)}); load average "
+            f"(other work on the host included) at the end: {load}; samples per 16 KiB "
             f"cell: {samples}. Per call on rank 0, float32; all_gather's size is each rank's "
             f"part.\n\n{body}\n\n" + "\n".join(targets) + f"\n\nThe default plan:\n{plans}\n")
 
 
 def write_results(text, results_dir):
-    host = os.environ.get("DS4TP_BENCH_HOST") or socket.gethostname()
+    host = host_name()
     day = time.strftime("%Y-%m-%d")
     path = Path(results_dir) / f"torch-{day}-{host}.md"
     head = "" if path.exists() else f"# bench/torch/run.py: {day} on {host}\n"

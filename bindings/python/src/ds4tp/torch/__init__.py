@@ -22,7 +22,11 @@ The extension is built with the package: ``DS4TP_TORCH=1 python3 -m pip
 install --no-build-isolation bindings/python`` (bindings/python/README.md).
 """
 
-import torch.distributed as dist
+try:
+    import torch.distributed as dist
+except ImportError as e:
+    raise ImportError(f"ds4tp.torch is a backend for PyTorch, which this Python lacks ({e}); on "
+                      "Debian: apt-get install python3-torch") from None
 
 from .. import _loader
 from ._options import Options
