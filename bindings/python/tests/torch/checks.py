@@ -184,6 +184,18 @@ def check_async(group, gloo, transport):
     dist.barrier(group=group, async_op=True).wait()
 
 
+def check_objects(group, transport):
+    """torch's object collectives ride on all_gather and broadcast of
+    int64 and uint8 tensors: they work over ds4tp unchanged."""
+    n, r = group.size(), group.rank()
+    objs = [None] * n
+    dist.all_gather_object(objs, {"rank": r, "pad": "x" * (r * 1000)}, group=group)
+    assert [o["rank"] for o in objs] == list(range(n)), f"all_gather_object over {transport}: {objs}"
+    box = [("from rank 0", list(range(100)))] if r == 0 else [None]
+    dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0), group=group)
+    assert box[0] == ("from rank 0", list(range(100))), f"broadcast_object_list over {transport}"
+
+
 def check_refusals(group):
     """Each op libds4tp lacks raises at once, naming itself and Gloo; the
     group works afterwards."""

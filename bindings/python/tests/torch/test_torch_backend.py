@@ -1,6 +1,7 @@
 """torch.distributed with backend "ds4tp" in spawned processes: every op
 and dtype against Gloo on 2, 3 and 4 ranks (over the default plan and
-over tcp), sub-groups, init methods, torchrun, and a rank killed mid-call."""
+over tcp), sub-groups, DDP, init methods, torchrun, a failing rank 0, and
+a rank killed mid-call."""
 
 import sys
 
@@ -18,6 +19,10 @@ def test_ops_against_gloo(n):
 
 def test_subgroups():
     run_case(4, "subgroups").check()
+
+
+def test_ddp_trains_as_over_gloo():
+    run_case(2, "ddp").check()
 
 
 def test_rank0_failing_fails_every_rank_at_once():
