@@ -71,6 +71,10 @@ for b in "$T"/block*.sh; do
   if grep -q 'cargo ' "$b" && ! have cargo; then
     echo "SKIP $name (cargo not found; Debian: apt-get install cargo):"; sed 's/^/    /' "$b"; continue
   fi
+  if grep -q 'DS4TP_TORCH=1' "$b" && [ "${DS4TP_NEWCOMER_TORCH:-1}" = 0 ]; then
+    echo "SKIP $name (DS4TP_NEWCOMER_TORCH=0: the plain build's install_newcomer runs it):"
+    sed 's/^/    /' "$b"; continue
+  fi
   if grep -q 'DS4TP_TORCH=1' "$b" && ! torch_why=$("$py" "$src/tests/bindings/torch_ready.py" 2>/dev/null); then
     echo "SKIP $name (${torch_why#SKIP: }):"; sed 's/^/    /' "$b"; continue
   fi
@@ -117,7 +121,7 @@ fi
 if "$py" -c "import setuptools, pip" 2>/dev/null; then
   [ "$python" -ge 2 ] || fail "the Python program printed a correct result $python times (want 2: pip --prefix, venv)"
 fi
-if "$py" "$src/tests/bindings/torch_ready.py" >/dev/null 2>&1; then
+if [ "${DS4TP_NEWCOMER_TORCH:-1}" != 0 ] && "$py" "$src/tests/bindings/torch_ready.py" >/dev/null 2>&1; then
   [ "${lines[torch]:-0}" -eq 3 ] || fail "no README block ran the torch backend's example"
 fi
 echo "newcomer OK: $ran README blocks ran; correct three-rank all-reduces: C $c, Rust $rust, Python $python, torch ranks ${lines[torch]:-0}"
