@@ -66,11 +66,14 @@ else()
   set(DS4TP_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
   set(DS4TP_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
-# The crypto backend decides whether the static library needs libcrypto.
-set(DS4TP_PC_REQUIRES_PRIVATE "libuv fmt")
+# What the static library links after itself (ds4tp.pc.in says why these
+# are libraries, not required modules); the crypto backend decides whether
+# libcrypto is among them.
+set(DS4TP_PC_LIBS_PRIVATE "-luv -lfmt")
 if(DS4TP_CRYPTO_BACKEND STREQUAL "libcrypto")
-  string(APPEND DS4TP_PC_REQUIRES_PRIVATE " libcrypto")
+  string(APPEND DS4TP_PC_LIBS_PRIVATE " -lcrypto")
 endif()
+string(APPEND DS4TP_PC_LIBS_PRIVATE " -lstdc++ -lm -ldl -pthread")
 configure_file(${PROJECT_SOURCE_DIR}/pkgconfig/ds4tp.pc.in ${PROJECT_BINARY_DIR}/ds4tp.pc.template @ONLY)
 install(CODE "
   set(up \"${ds4tp_pc_up}\")

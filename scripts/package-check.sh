@@ -71,6 +71,14 @@ grep -qx 'prefix=/usr' "$root/usr/lib/pkgconfig/ds4tp.pc" ||
   fail "the .deb's ds4tp.pc does not name prefix=/usr: $(head -1 "$root/usr/lib/pkgconfig/ds4tp.pc")"
 as_installed=$(pkg-config --cflags --libs ds4tp | xargs)
 [ "$as_installed" = "-lds4tp" ] || fail "the .deb's pkg-config flags are not clean: '$as_installed' (want -lds4tp)"
+# Alone on pkg-config's path (no libuv, fmt or libcrypto .pc, as on a host
+# without their -dev packages) ds4tp.pc still gives its flags, static ones too.
+for how in "--cflags --libs" "--static --libs"; do
+  # shellcheck disable=SC2086
+  alone=$(PKG_CONFIG_LIBDIR="$root/usr/lib/pkgconfig" PKG_CONFIG_PATH="" command pkg-config $how ds4tp 2>&1) ||
+    fail "pkg-config $how ds4tp fails without other packages' .pc files: $alone"
+done
+[[ "$alone" == *"-luv"*"-lfmt"* ]] || fail "pkg-config --static --libs ds4tp lacks -luv or -lfmt: $alone"
 # Here it lies unpacked under $root: pkg-config is told so.
 pkg-config() { command pkg-config --define-variable=prefix="$root/usr" "$@"; }
 libdir=$(pkg-config --variable=libdir ds4tp)

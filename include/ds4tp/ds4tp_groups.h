@@ -44,6 +44,26 @@ typedef enum ds4tp_reduce_op {
   DS4TP_OP_PROD = 3
 } ds4tp_reduce_op;
 
+/* Conversions between float and the 16-bit element types, the library's own
+ * (the ones all_reduce widens and rounds with), so an engine filling an F16
+ * or BF16 vector gets the bits the group's sums use. float to F16 or BF16
+ * rounds to nearest, ties to even; a value past F16's range becomes an
+ * infinity; a NaN stays a NaN (quiet; its payload may not survive). F16
+ * and BF16 to float are exact. Exported functions, not static inline, so
+ * FFI bindings can call them. */
+DS4TP_EXPERIMENTAL_API uint16_t ds4tp_f32_to_f16(float value);
+DS4TP_EXPERIMENTAL_API float ds4tp_f16_to_f32(uint16_t bits);
+DS4TP_EXPERIMENTAL_API uint16_t ds4tp_f32_to_bf16(float value);
+DS4TP_EXPERIMENTAL_API float ds4tp_bf16_to_f32(uint16_t bits);
+/* Converts `count` elements of `src` (src_dtype) into `dst` (dst_dtype),
+ * each DS4TP_DTYPE_F32, F16 or BF16, element by element as the functions
+ * above (equal types: a copy). dst and src may be the same buffer when the
+ * types have the same size; other overlaps are undefined. Returns 0, or
+ * DS4TP_EINVAL (ds4tp_last_error names it) for an unknown dtype or a NULL
+ * buffer with count > 0. */
+DS4TP_EXPERIMENTAL_API int ds4tp_dtype_convert(void *dst, int dst_dtype, const void *src,
+                                               int src_dtype, uint64_t count);
+
 typedef struct ds4tp_group_options {
   uint32_t size; /* sizeof(ds4tp_group_options) as compiled by the caller */
   /* Rank and group size; -1 = from the launcher's environment:

@@ -8,7 +8,11 @@ include(GNUInstallDirs)
 file(REMOVE_RECURSE "${BIN}")
 file(MAKE_DIRECTORY "${BIN}")
 find_program(PKG_CONFIG pkg-config REQUIRED)
-set(ENV{PKG_CONFIG_PATH} "${PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+# pkg-config sees the prefix's ds4tp.pc and nothing else, as on a host
+# without libuv, fmt or libcrypto development packages: the flags must
+# still come (ds4tp.pc names them as libraries, not as modules).
+set(ENV{PKG_CONFIG_LIBDIR} "${PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+unset(ENV{PKG_CONFIG_PATH})
 
 function(pc out)
   execute_process(COMMAND "${PKG_CONFIG}" ${ARGN} ds4tp
@@ -23,7 +27,7 @@ endfunction()
 pc(cflags --cflags)
 pc(libdir --variable=libdir)
 if(STATIC)
-  # The archive itself, then everything it needs (Libs.private, Requires.private).
+  # The archive itself, then everything it needs (Libs.private).
   pc(libs --static --libs)
   list(REMOVE_ITEM libs "-lds4tp")
   set(libs "${libdir}/libds4tp.a" ${libs})

@@ -4,8 +4,9 @@
 # runs as written (its /opt/ds4tp made a fresh scratch prefix), in order,
 # from a scratch "clone" (build/ and bindings/rust link the real ones;
 # bindings/python is copied, pip builds in it), next to this directory's
-# programs: engine.c, engine-rs/ (a crate with the README's path
-# dependency), engine.py, each a three-rank local all-reduce. Every line
+# programs: engine.c (one rank of a three-rank group, started three times
+# per way), engine-rs/ (a crate with the README's path dependency) and
+# engine.py (three ranks as threads), each a three-rank all-reduce. Every line
 # they print must carry the bits of the rank-order f32 sum, computed here;
 # pkg-config's flags must be normalised. A block needing cargo or pip is
 # skipped, saying so, when that is missing. Nothing is left behind.
@@ -22,8 +23,9 @@ prefix="$T/prefix"
 ln -s "$build" "$T/clone/build"
 ln -s "$src/bindings/rust" "$T/clone/bindings/rust"
 mkdir "$T/clone/bindings/python"
-cp -R "$src/bindings/python/pyproject.toml" "$src/bindings/python/README.md" \
-  "$src/bindings/python/src" "$T/clone/bindings/python/"
+cp -R "$src/bindings/python/pyproject.toml" "$src/bindings/python/setup.py" \
+  "$src/bindings/python/README.md" "$src/bindings/python/src" "$src/bindings/python/csrc" \
+  "$T/clone/bindings/python/"
 cp "$here/engine.c" "$here/engine.py" "$T/clone/"
 mkdir -p "$T/clone/engine-rs"
 cp -R "$here/engine-rs/Cargo.toml" "$here/engine-rs/src" "$T/clone/engine-rs/"
@@ -37,6 +39,10 @@ awk -v dir="$T" '
   on && /^```sh$/ { n++; f = sprintf("%s/block%02d.sh", dir, n); inblock = 1; next }
   inblock && /^```$/ { inblock = 0; close(f); next }
   inblock { print > f }
+  # A python block whose first line is "# NAME.py" is that file of the clone.
+  on && /^```python$/ { getline first; if (first ~ /^# [a-z_]+\.py$/) { py = dir "/clone/" substr(first, 3); pyblock = 1; print first > py }; next }
+  pyblock && /^```$/ { pyblock = 0; close(py); next }
+  pyblock { print > py }
 ' "$readme"
 blocks=$(ls "$T"/block*.sh 2>/dev/null | wc -l)
 [ "$blocks" -ge 5 ] || fail "found $blocks sh blocks between the install markers in $readme (want the install, C, Rust and Python blocks)"
@@ -65,6 +71,13 @@ for b in "$T"/block*.sh; do
   if grep -q 'cargo ' "$b" && ! have cargo; then
     echo "SKIP $name (cargo not found; Debian: apt-get install cargo):"; sed 's/^/    /' "$b"; continue
   fi
+  if grep -q 'DS4TP_TORCH=1' "$b" && [ "${DS4TP_NEWCOMER_TORCH:-1}" = 0 ]; then
+    echo "SKIP $name (DS4TP_NEWCOMER_TORCH=0: the plain build's install_newcomer runs it):"
+    sed 's/^/    /' "$b"; continue
+  fi
+  if grep -q 'DS4TP_TORCH=1' "$b" && ! torch_why=$("$py" "$src/tests/bindings/torch_ready.py" 2>/dev/null); then
+    echo "SKIP $name (${torch_why#SKIP: }):"; sed 's/^/    /' "$b"; continue
+  fi
   if grep -q 'pip install' "$b" && ! "$py" -c "import setuptools, pip" 2>/dev/null; then
     echo "SKIP $name ($py lacks pip or setuptools: python3-pip, python3-setuptools):"; sed 's/^/    /' "$b"; continue
   fi
@@ -86,6 +99,12 @@ for b in "$T"/block*.sh; do
     [ "$bits" = "$want" ] || { cat "$T/$name.log"; fail "$name: the $lang all-reduce gave bits '$bits', want '$want'"; }
     lines[$lang]=$(( ${lines[$lang]:-0} + 1 ))
   done < <(sed -n 's/^newcomer all-reduce \([a-z]*\): \([0-9a-f]\{8\}\( [0-9a-f]\{8\}\)\{7\}\).*/\1 \2/p' "$T/$name.log")
+  # The torch example: three ranks, each with the sum 1 + 2 + 3.
+  if grep -q 'DS4TP_TORCH=1' "$b"; then
+    torch_ok=$(grep -cE '^(\[default[0-2]\]:)?[0-2] 6\.0 plan: ' "$T/$name.log" || true)
+    [ "$torch_ok" -eq 3 ] || { cat "$T/$name.log"; fail "$name: $torch_ok torch ranks printed the sum 6.0 (want 3)"; }
+    lines[torch]=3
+  fi
   # The Python package loaded the prefix's library (it names the one it loaded).
   if grep '^newcomer all-reduce python:' "$T/$name.log" | grep -v " from $prefix/lib/"; then
     fail "$name: the Python package loaded a library from outside $prefix (above)"
@@ -95,11 +114,14 @@ done
 
 # Each language's program ran (once per way of finding the library).
 c=${lines[c]:-0}; rust=${lines[rust]:-0}; python=${lines[python]:-0}
-[ "$c" -ge 3 ] || fail "the C program printed a correct result $c times (want 3: rpath, LD_LIBRARY_PATH, static)"
+[ "$c" -ge 9 ] || fail "the C program printed a correct result $c times (want 9: three ranks each for rpath, LD_LIBRARY_PATH, static)"
 if have cargo; then
   [ "$rust" -ge 3 ] || fail "the Rust program printed a correct result $rust times (want 3)"
 fi
 if "$py" -c "import setuptools, pip" 2>/dev/null; then
   [ "$python" -ge 2 ] || fail "the Python program printed a correct result $python times (want 2: pip --prefix, venv)"
 fi
-echo "newcomer OK: $ran README blocks ran; correct three-rank all-reduces: C $c, Rust $rust, Python $python"
+if [ "${DS4TP_NEWCOMER_TORCH:-1}" != 0 ] && "$py" "$src/tests/bindings/torch_ready.py" >/dev/null 2>&1; then
+  [ "${lines[torch]:-0}" -eq 3 ] || fail "no README block ran the torch backend's example"
+fi
+echo "newcomer OK: $ran README blocks ran; correct three-rank all-reduces: C $c, Rust $rust, Python $python, torch ranks ${lines[torch]:-0}"

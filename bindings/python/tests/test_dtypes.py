@@ -201,3 +201,45 @@ def test_the_docstring_examples_run(tmp_path):
     for r, out in enumerate(outs):
         assert re.match(rf"{r} (SHM|TCP) \[6\. 6\. 6\. 6\.\]", out), f"rank {r} printed {out!r}"
     exec(compile(_example(ds4tp.Group.local.__doc__, "import threading"), "local", "exec"), {})
+
+
+def test_the_library_conversions_match_numpy_and_the_group_sum():
+    """ds4tp.f32_to_f16 and friends (the C exports) round as numpy's float16
+    does (nearest, ties to even) over every half and a float sweep, bf16
+    keeps the top 16 bits when exact, and a two-rank F16 all-reduce returns
+    f32_to_f16(f16_to_f32(a) + f16_to_f32(b))."""
+    import struct
+    assert ds4tp.f32_to_f16(1.0 / 3.0) == 0x3555
+    assert ds4tp.f32_to_f16(65520.0) == 0x7c00
+    assert ds4tp.f32_to_bf16(3.14159) == 0x4049
+    assert ds4tp.bf16_to_f32(0x4049) == 3.140625
+    for h in range(0, 0x10000, 7):
+        f = ds4tp.f16_to_f32(h)
+        if f == f:  # NaNs aside: round trips exactly
+            assert ds4tp.f32_to_f16(f) == h, hex(h)
+        assert ds4tp.f32_to_bf16(ds4tp.bf16_to_f32(h)) == h or (h & 0x7f80) == 0x7f80, hex(h)
+    if np is not None:
+        bits = np.arange(0, 1 << 32, 65537, dtype=np.uint64).astype(np.uint32)
+        floats = bits.view(np.float32)
+        want = floats.astype(np.float16).view(np.uint16)
+        got = np.array([ds4tp.f32_to_f16(float(f)) for f in floats], dtype=np.uint16)
+        finite = ~np.isnan(floats)
+        assert (got[finite] == want[finite]).all(), \
+            f"first difference at float bits {hex(int(bits[finite][got[finite] != want[finite]][0]))}"
+    a = array.array("H", [ds4tp.f32_to_f16(x / 7) for x in range(1, 200)])
+    b = array.array("H", [ds4tp.f32_to_f16(x / 3) for x in range(1, 200)])
+    want = [ds4tp.f32_to_f16(struct.unpack("f", struct.pack("f", ds4tp.f16_to_f32(x) +
+                                                            ds4tp.f16_to_f32(y)))[0])
+            for x, y in zip(a, b)]
+    groups = ds4tp.Group.local(2)
+    try:
+        ts = [threading.Thread(target=g.all_reduce, args=(v,), kwargs={"dtype": ds4tp.Dtype.F16})
+              for g, v in zip(groups, (a, b))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        assert list(a) == want and list(b) == want
+    finally:
+        for g in groups:
+            g.close()

@@ -2,8 +2,8 @@
 block per header section, applied by the loader."""
 
 import ctypes
-from ctypes import (POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint, c_uint32,
-                    c_uint64, c_void_p)
+from ctypes import (POINTER, c_char_p, c_float, c_int, c_int32, c_int64, c_size_t, c_uint,
+                    c_uint16, c_uint32, c_uint64, c_void_p)
 
 from ._structs import (BatchItem, GateServiceOptions, GroupOptions, Identity, ImageSpan, LinkInfo, Options,
                        SlabLayout, StagingHooks, Stats, WorkerOps, _CommandStruct)
@@ -174,5 +174,12 @@ DECLARATIONS = {
         ("ds4tp_group_plan", c_int, [c_void_p, c_void_p, c_size_t, POINTER(c_size_t)]),
         ("ds4tp_group_topology", c_int,
          [c_void_p, c_int, POINTER(c_int), POINTER(c_int), POINTER(c_int)]),
+    ],
+    "element conversions": [
+        ("ds4tp_f32_to_f16", c_uint16, [c_float]),
+        ("ds4tp_f16_to_f32", c_float, [c_uint16]),
+        ("ds4tp_f32_to_bf16", c_uint16, [c_float]),
+        ("ds4tp_bf16_to_f32", c_float, [c_uint16]),
+        ("ds4tp_dtype_convert", c_int, [c_void_p, c_int, c_void_p, c_int, c_uint64]),
     ],
 }

@@ -7,6 +7,7 @@ import struct
 from typing import Any, Optional, Union
 
 from ._buffers import UNTYPED_FORMATS, _native, _view, describe_format
+from ._loader import _lib
 
 
 class Dtype(enum.IntEnum):
@@ -35,6 +36,27 @@ ITEM = {Dtype.F32: 4, Dtype.F16: 2, Dtype.BF16: 2, Dtype.F64: 8, Dtype.I32: 4, D
 RAW16 = "H"
 _TAKEN = ("float64, float32, float16, int32, int64, uint8, or uint16 bits with "
           "dtype=Dtype.BF16 (or F16)")
+
+
+def f32_to_f16(value: float) -> int:
+    """The F16 bits of ``value`` by the library's own rounding (nearest,
+    ties to even; what an F16 all_reduce rounds with): ds4tp_f32_to_f16."""
+    return _lib().ds4tp_f32_to_f16(value)
+
+
+def f16_to_f32(bits: int) -> float:
+    """The float an F16 bit pattern holds (exact): ds4tp_f16_to_f32."""
+    return _lib().ds4tp_f16_to_f32(bits)
+
+
+def f32_to_bf16(value: float) -> int:
+    """The BF16 bits of ``value`` (nearest, ties to even): ds4tp_f32_to_bf16."""
+    return _lib().ds4tp_f32_to_bf16(value)
+
+
+def bf16_to_f32(bits: int) -> float:
+    """The float a BF16 bit pattern holds (exact): ds4tp_bf16_to_f32."""
+    return _lib().ds4tp_bf16_to_f32(bits)
 
 
 def _own_dtype(fmt: Optional[str]) -> Optional[Dtype]:

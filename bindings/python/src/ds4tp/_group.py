@@ -48,7 +48,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from ._buffers import _release_views, _tracked_view
 from ._collectives import Collectives
 from ._constants import Status, Transport
-from ._dtypes import Dtype, ReduceOp  # noqa: F401 (re-exported by the package)
+from ._dtypes import (Dtype, ReduceOp, bf16_to_f32, f16_to_f32,  # noqa: F401 (re-exported)
+                      f32_to_bf16, f32_to_f16)
 from ._loader import _Handle, Error, _lib, _text, last_error
 from ._structs import GroupOptions, Identity, Stats
 

@@ -164,4 +164,16 @@ extern "C" {
     /// cap <= *needed, DS4TP_ESTATE before connect.
     pub fn ds4tp_group_plan(g: *const ds4tp_group, buf: *mut c_char, cap: usize,
                             needed: *mut usize) -> c_int;
+    /// f32 to F16 bits: nearest, ties to even; past F16's range an infinity; NaN stays NaN.
+    pub fn ds4tp_f32_to_f16(value: f32) -> u16;
+    /// F16 bits to f32 (exact).
+    pub fn ds4tp_f16_to_f32(bits: u16) -> f32;
+    /// f32 to BF16 bits: nearest, ties to even; NaN stays NaN.
+    pub fn ds4tp_f32_to_bf16(value: f32) -> u16;
+    /// BF16 bits to f32 (exact).
+    pub fn ds4tp_bf16_to_f32(bits: u16) -> f32;
+    /// `count` elements of `src` (src_dtype) into `dst` (dst_dtype), F32, F16 or BF16 each;
+    /// DS4TP_EINVAL for an unknown dtype or a null buffer with count > 0.
+    pub fn ds4tp_dtype_convert(dst: *mut c_void, dst_dtype: c_int, src: *const c_void,
+                               src_dtype: c_int, count: u64) -> c_int;
 }

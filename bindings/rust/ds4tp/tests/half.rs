@@ -4,8 +4,10 @@
 //! * from_f32 of every f32 whose bits step by a prime through the whole
 //!   range, plus edge cases (ties, the overflow and underflow bounds,
 //!   subnormals, NaNs), against a nearest-value search over all halves;
-//! * against the C library itself, which exports no conversion: a
-//!   two-rank all-reduce (ds4tp_group_all_reduce, local group) returns
+//! * against the C library itself: its exported conversions
+//!   (ds4tp_f32_to_f16 and friends) give the Rust ones' bits over every
+//!   pattern and the same sweep; and a two-rank all-reduce
+//!   (ds4tp_group_all_reduce, local group) returns
 //!   from_f32(a.to_f32() + b.to_f32()) in the library's own code, so every
 //!   bit pattern with b = +0 and 65 536 x 4 pairs of patterns (sums that
 //!   need rounding) must match the Rust conversions.
@@ -128,6 +130,37 @@ fn from_f32_matches_the_nearest_value_ties_to_even() {
         assert_eq!(BF16::from_f32(f).to_bits(), bf16_reference(f), "BF16::from_f32({:e}) ({:#010x})", f, f.to_bits());
         assert_eq!(F16::from(f), F16::from_f32(f), "From<f32> for F16");
     }
+}
+
+#[test]
+fn conversions_match_the_library_exports() {
+    use ds4tp::sys;
+    for bits in 0..=u16::MAX {
+        let (h, b) = unsafe { (sys::ds4tp_f16_to_f32(bits), sys::ds4tp_bf16_to_f32(bits)) };
+        assert_eq!(h.to_bits(), F16(bits).to_f32().to_bits(), "ds4tp_f16_to_f32({:#06x})", bits);
+        assert_eq!(b.to_bits(), BF16(bits).to_f32().to_bits(), "ds4tp_bf16_to_f32({:#06x})", bits);
+    }
+    let mut values = edge_cases();
+    let mut bits = 0u64;
+    while bits <= u32::MAX as u64 {
+        values.push(f32::from_bits(bits as u32));
+        bits += PRIME_STEP as u64;
+    }
+    for &f in &values {
+        let (h, b) = unsafe { (sys::ds4tp_f32_to_f16(f), sys::ds4tp_f32_to_bf16(f)) };
+        assert_eq!(h, F16::from_f32(f).to_bits(), "ds4tp_f32_to_f16({:e}) ({:#010x})", f, f.to_bits());
+        assert_eq!(b, BF16::from_f32(f).to_bits(), "ds4tp_f32_to_bf16({:e}) ({:#010x})", f, f.to_bits());
+    }
+    let mut out = vec![0u16; values.len()];
+    let rc = unsafe {
+        sys::ds4tp_dtype_convert(out.as_mut_ptr().cast(), 1, values.as_ptr().cast(), 0, values.len() as u64)
+    };
+    assert_eq!(rc, 0, "ds4tp_dtype_convert F32 -> F16");
+    for (f, h) in values.iter().zip(&out) {
+        assert_eq!(*h, F16::from_f32(*f).to_bits(), "ds4tp_dtype_convert of {:#010x}", f.to_bits());
+    }
+    let rc = unsafe { sys::ds4tp_dtype_convert(out.as_mut_ptr().cast(), 7, values.as_ptr().cast(), 0, 1) };
+    assert_eq!(rc, -1, "an unknown dtype is DS4TP_EINVAL");
 }
 
 trait Half: Element + Copy + Send + 'static {

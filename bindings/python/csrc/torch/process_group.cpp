@@ -1,0 +1,267 @@
+#include "process_group.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <ds4tp/ds4tp.h>
+
+#include "ops.hpp"
+#include "work.hpp"
+
+namespace ds4tp_torch {
+namespace {
+
+void check_tensor(const at::Tensor &t, const char *op) {
+  TORCH_CHECK(t.device().is_cpu(), "ds4tp backend: ", op, " takes CPU tensors; this one is on ",
+              t.device().str(), " (move it with t.cpu(), or use the nccl backend for GPU tensors)");
+  TORCH_CHECK(t.layout() == c10::kStrided, "ds4tp backend: ", op,
+              " takes dense tensors; this one is ", t.layout(), " (t.to_dense())");
+}
+
+// torch hands one tensor per process in a list (the older one-per-GPU form).
+at::Tensor &single(std::vector<at::Tensor> &ts, const char *op) {
+  TORCH_CHECK(ts.size() == 1, "ds4tp backend: ", op, " takes one tensor per process, not ",
+              ts.size());
+  check_tensor(ts[0], op);
+  return ts[0];
+}
+
+const uint8_t *bytes_of(const at::Tensor &t) { return static_cast<const uint8_t *>(t.data_ptr()); }
+
+// Whether [p, p + n) and [q, q + m) share a byte.
+bool overlaps(const uint8_t *p, uint64_t n, const uint8_t *q, uint64_t m) {
+  return n && m && p < q + m && q < p + n;
+}
+
+// The all-gather's input as the library may take it: contiguous, and
+// either this rank's own slot of `out` (the in-place form) or apart from
+// `out` altogether.
+at::Tensor gather_source(const at::Tensor &in, const uint8_t *out, uint64_t bytes, int rank,
+                         int size) {
+  at::Tensor src = in.contiguous();
+  const uint8_t *p = bytes_of(src);
+  if (p != out + uint64_t(rank) * bytes && overlaps(p, bytes, out, bytes * uint64_t(size)))
+    src = src.clone();
+  return src;
+}
+
+}  // namespace
+
+ProcessGroupDs4tp::ProcessGroupDs4tp(int rank, int size, const Config &cfg)
+    : c10d::ProcessGroup(rank, size) {
+  TORCH_CHECK(size >= 1 && size <= 16, "ds4tp backend: a ds4tp group has 2..16 ranks (or 1, run ",
+              "locally); this one has ", size, ": use Gloo for larger groups");
+  init();  // torch's usage logging for the backend
+  if (size == 1) return;
+  ds4tp_group_options o;
+  ds4tp_group_options_init(&o);
+  o.rank = rank;
+  o.group_size = size;
+  o.rendezvous_host = cfg.host.c_str();  // copied by ds4tp_group_new
+  o.rendezvous_port = cfg.port;
+  o.transport = cfg.transport;
+  if (cfg.connect_timeout_ms >= 0) o.connect_timeout_ms = cfg.connect_timeout_ms;
+  if (cfg.op_timeout_ms >= 0) o.op_timeout_ms = cfg.op_timeout_ms;
+  if (cfg.peer_silence_ms >= 0) o.peer_silence_ms = cfg.peer_silence_ms;
+  if (cfg.chunk_bytes >= 0) o.chunk_bytes = uint32_t(cfg.chunk_bytes);
+  if (cfg.spin_us != -2) o.spin_us = cfg.spin_us;
+  if (cfg.yield_us >= 0) o.yield_us = cfg.yield_us;
+  const int rc = ds4tp_group_new(&g_, &o, nullptr);
+  if (rc != DS4TP_OK)
+    throw std::runtime_error(std::string("ds4tp backend: rank ") + std::to_string(rank) + " of " +
+                             std::to_string(size) + " could not create its ds4tp group (" +
+                             ds4tp_err_name(rc) + "): " + ds4tp_last_error());
+}
+
+ProcessGroupDs4tp::~ProcessGroupDs4tp() { ds4tp_group_free(g_); }
+
+void ProcessGroupDs4tp::connect() {
+  if (!g_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const int rc = ds4tp_group_connect(g_);
+  if (rc != DS4TP_OK) throw std::runtime_error(failure("bring-up", rc));
+}
+
+int ProcessGroupDs4tp::rendezvous_port() const { return g_ ? ds4tp_group_rendezvous_port(g_) : 0; }
+int ProcessGroupDs4tp::transport() const { return g_ ? ds4tp_group_transport(g_) : 0; }
+void ProcessGroupDs4tp::mark_failed() { ds4tp_group_mark_failed(g_); }
+
+std::string ProcessGroupDs4tp::plan() {
+  if (!g_) return "plan: one rank; collectives are local copies";
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t need = 0;
+  ds4tp_group_plan(g_, nullptr, 0, &need);
+  std::string text(need + 1, '\0');
+  const int rc = ds4tp_group_plan(g_, text.data(), text.size(), &need);
+  if (rc != DS4TP_OK) throw std::runtime_error(failure("plan", rc));
+  text.resize(need);
+  return text;
+}
+
+std::string ProcessGroupDs4tp::failure(const char *op, int status) const {
+  return std::string("ds4tp backend: ") + op + " failed on rank " + std::to_string(getRank()) +
+         " of " + std::to_string(getSize()) + " (" + ds4tp_err_name(status) +
+         "): " + ds4tp_group_errmsg(g_);
+}
+
+template <typename Call>
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::run(c10d::OpType type, const char *op,
+                                                      std::vector<at::Tensor> outputs,
+                                                      Call &&call) {
+  int rc = DS4TP_OK;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rc = call();
+  }
+  std::exception_ptr error;
+  if (rc != DS4TP_OK) error = std::make_exception_ptr(std::runtime_error(failure(op, rc)));
+  return c10::make_intrusive<DoneWork>(getRank(), type, std::move(outputs), error);
+}
+
+// ---- what libds4tp has: each op is its C call, no copy for a contiguous tensor
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::allreduce(std::vector<at::Tensor> &tensors,
+                                                            const c10d::AllreduceOptions &opts) {
+  at::Tensor &t = single(tensors, "all_reduce");
+  const int dtype = reduce_dtype(t.scalar_type(), "all_reduce");
+  const int op = reduce_op(opts.reduceOp, "all_reduce");
+  at::Tensor buf = t.contiguous();
+  return run(c10d::OpType::ALLREDUCE, "all_reduce", {t}, [&] {
+    if (!g_) return int(DS4TP_OK);  // one rank: the sum is the tensor
+    const int rc = ds4tp_group_all_reduce(g_, buf.data_ptr(), uint64_t(buf.numel()), dtype, op);
+    if (rc == DS4TP_OK && !buf.is_same(t)) t.copy_(buf);
+    return rc;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::_allgather_base(
+    at::Tensor &output, at::Tensor &input, const c10d::AllgatherOptions &) {
+  check_tensor(input, "_all_gather_base");
+  check_tensor(output, "_all_gather_base");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ds4tp backend: _all_gather_base: ",
+              "output is ", dtype_name(output.scalar_type()), " but input is ",
+              dtype_name(input.scalar_type()));
+  TORCH_CHECK(output.numel() == input.numel() * getSize(), "ds4tp backend: _all_gather_base: ",
+              "output has ", output.numel(), " elements; ", getSize(), " ranks x ", input.numel(),
+              " needed");
+  at::Tensor out = output.contiguous();
+  const uint64_t bytes = input.nbytes();
+  at::Tensor src = gather_source(input, bytes_of(out), bytes, getRank(), getSize());
+  return run(c10d::OpType::_ALLGATHER_BASE, "_all_gather_base", {output}, [&] {
+    const int rc = g_ ? ds4tp_group_all_gather(g_, src.data_ptr(), out.data_ptr(), bytes)
+                      : (std::memmove(out.data_ptr(), src.data_ptr(), bytes), int(DS4TP_OK));
+    if (rc == DS4TP_OK && !out.is_same(output)) output.copy_(out);
+    return rc;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::allgather(
+    std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
+    const c10d::AllgatherOptions &) {
+  at::Tensor &in = single(inputs, "all_gather");
+  TORCH_CHECK(outputs.size() == 1, "ds4tp backend: all_gather takes one output list per ",
+              "process, not ", outputs.size());
+  std::vector<at::Tensor> &outs = outputs[0];
+  TORCH_CHECK(outs.size() == size_t(getSize()), "ds4tp backend: all_gather: ", outs.size(),
+              " output tensors for ", getSize(), " ranks");
+  const uint64_t bytes = in.nbytes();
+  bool direct = true;  // the outputs lie end to end in one block: the library fills them
+  for (size_t r = 0; r < outs.size(); r++) {
+    check_tensor(outs[r], "all_gather");
+    TORCH_CHECK(outs[r].scalar_type() == in.scalar_type() && outs[r].numel() == in.numel(),
+                "ds4tp backend: all_gather: output ", r, " is ", dtype_name(outs[r].scalar_type()),
+                " x ", outs[r].numel(), ", the input ", dtype_name(in.scalar_type()), " x ",
+                in.numel(), " (equal parts only)");
+    direct = direct && outs[r].is_contiguous() && bytes_of(outs[r]) == bytes_of(outs[0]) + r * bytes;
+  }
+  at::Tensor flat = direct ? at::Tensor() : at::empty({in.numel() * getSize()}, in.options());
+  auto *out = static_cast<uint8_t *>(direct ? outs[0].data_ptr() : flat.data_ptr());
+  at::Tensor src = gather_source(in, out, bytes, getRank(), getSize());
+  return run(c10d::OpType::ALLGATHER, "all_gather", outs, [&] {
+    const int rc = g_ ? ds4tp_group_all_gather(g_, src.data_ptr(), out, bytes)
+                      : (std::memmove(out, src.data_ptr(), bytes), int(DS4TP_OK));
+    if (rc == DS4TP_OK && !direct)
+      for (size_t r = 0; r < outs.size(); r++)
+        outs[r].copy_(flat.narrow(0, int64_t(r) * in.numel(), in.numel()).view(outs[r].sizes()));
+    return rc;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::broadcast(std::vector<at::Tensor> &tensors,
+                                                            const c10d::BroadcastOptions &opts) {
+  at::Tensor &t = single(tensors, "broadcast");
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "ds4tp backend: broadcast: src ",
+              opts.rootRank, " is not a rank of this group of ", getSize());
+  TORCH_CHECK(opts.rootTensor == 0, "ds4tp backend: broadcast: one tensor per process");
+  at::Tensor buf = t.contiguous();
+  const int root = int(opts.rootRank);
+  return run(c10d::OpType::BROADCAST, "broadcast", {t}, [&] {
+    if (!g_) return int(DS4TP_OK);
+    const int rc = ds4tp_group_broadcast(g_, buf.data_ptr(), buf.nbytes(), root);
+    if (rc == DS4TP_OK && !buf.is_same(t)) t.copy_(buf);
+    return rc;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::barrier(const c10d::BarrierOptions &) {
+  return run(c10d::OpType::BARRIER, "barrier", {},
+             [&] { return g_ ? ds4tp_group_barrier(g_) : int(DS4TP_OK); });
+}
+
+// ---- not in libds4tp yet: when the C API gains one, its method calls it here
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::allreduce_coalesced(
+    std::vector<at::Tensor> &, const c10d::AllreduceCoalescedOptions &) {
+  refuse("all_reduce_coalesced");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::reduce(std::vector<at::Tensor> &,
+                                                         const c10d::ReduceOptions &) {
+  refuse("reduce");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>> &, std::vector<at::Tensor> &,
+    const c10d::AllgatherOptions &) {
+  refuse("all_gather_coalesced");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::gather(std::vector<std::vector<at::Tensor>> &,
+                                                         std::vector<at::Tensor> &,
+                                                         const c10d::GatherOptions &) {
+  refuse("gather");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::scatter(std::vector<at::Tensor> &,
+                                                          std::vector<std::vector<at::Tensor>> &,
+                                                          const c10d::ScatterOptions &) {
+  refuse("scatter");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::reduce_scatter(
+    std::vector<at::Tensor> &, std::vector<std::vector<at::Tensor>> &,
+    const c10d::ReduceScatterOptions &) {
+  refuse("reduce_scatter");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::_reduce_scatter_base(
+    at::Tensor &, at::Tensor &, const c10d::ReduceScatterOptions &) {
+  refuse("_reduce_scatter_base");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::alltoall_base(at::Tensor &, at::Tensor &,
+                                                                std::vector<int64_t> &,
+                                                                std::vector<int64_t> &,
+                                                                const c10d::AllToAllOptions &) {
+  refuse("all_to_all_single");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::alltoall(std::vector<at::Tensor> &,
+                                                           std::vector<at::Tensor> &,
+                                                           const c10d::AllToAllOptions &) {
+  refuse("all_to_all");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::send(std::vector<at::Tensor> &, int, int) {
+  refuse("send");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::recv(std::vector<at::Tensor> &, int, int) {
+  refuse("recv");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::recvAnysource(std::vector<at::Tensor> &, int) {
+  refuse("recv (from any source)");
+}
+
+}  // namespace ds4tp_torch
