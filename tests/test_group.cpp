@@ -195,7 +195,7 @@ TEST_CASE("group: option values out of range are refused, naming the option", "[
   const Bad bad[] = {
       {"peer_silence_ms", [](ds4tp_group_options &o) { o.peer_silence_ms = 100; }},
       {"peer_silence_ms", [](ds4tp_group_options &o) { o.peer_silence_ms = 600001; }},
-      {"spin_us", [](ds4tp_group_options &o) { o.spin_us = -2; }},
+      {"spin_us", [](ds4tp_group_options &o) { o.spin_us = -4; }},
       {"chunk_bytes", [](ds4tp_group_options &o) { o.chunk_bytes = 1000; }},
   };
   for (const Bad &b : bad) {
