@@ -125,9 +125,11 @@ int options_from_c(const ds4tp_options *copt, Options &o, Error &err) {
                    "options.peer_arrival_timeout_ms {} must be 1..86400000 ms or "
                    "DS4TP_ARRIVAL_UNLIMITED (-1)",
                    c.peer_arrival_timeout_ms);
-  if (c.spin_us != DS4TP_SPIN_ADAPTIVE && (c.spin_us < 0 || c.spin_us > 10000000))
+  if (c.spin_us != DS4TP_SPIN_ADAPTIVE && c.spin_us != DS4TP_SPIN_ALWAYS &&
+      c.spin_us != DS4TP_SPIN_NEVER && (c.spin_us < 0 || c.spin_us > 10000000))
     return err.set(DS4TP_EINVAL,
-                   "options.spin_us {} must be 0..10000000 or DS4TP_SPIN_ADAPTIVE (-1)",
+                   "options.spin_us {} must be 0..10000000, DS4TP_SPIN_ADAPTIVE (-1), "
+                   "DS4TP_SPIN_ALWAYS (-2) or DS4TP_SPIN_NEVER (-3)",
                    c.spin_us);
   if (c.rdma_port < 1 || c.rdma_port > 255)
     return err.set(DS4TP_EINVAL, "options.rdma_port {} outside 1..255", c.rdma_port);

@@ -78,12 +78,24 @@ int group_options_from_c(const ds4tp_group_options *copt, const ds4tp_identity *
   // of spin_us (0 default, -1 never): mapped to today's.
   if (copt != nullptr && copt->size < offsetof(ds4tp_group_options, yield_us) + sizeof(int32_t))
     c.spin_us = c.spin_us == 0 ? DS4TP_SPIN_ADAPTIVE : c.spin_us == -1 ? 0 : c.spin_us;
-  if (c.spin_us != DS4TP_SPIN_ADAPTIVE && (c.spin_us < 0 || c.spin_us > 10'000'000))
+  if (c.spin_us != DS4TP_SPIN_ADAPTIVE && c.spin_us != DS4TP_SPIN_ALWAYS &&
+      c.spin_us != DS4TP_SPIN_NEVER && (c.spin_us < 0 || c.spin_us > 10'000'000))
     return err.set(DS4TP_EINVAL,
-                   "group spin_us {} must be 0..10000000 or DS4TP_SPIN_ADAPTIVE (-1)", c.spin_us);
-  o.spin_ns = c.spin_us == DS4TP_SPIN_ADAPTIVE ? grp::kSpinAdaptive : int64_t(c.spin_us) * 1000;
+                   "group spin_us {} must be 0..10000000, DS4TP_SPIN_ADAPTIVE (-1), "
+                   "DS4TP_SPIN_ALWAYS (-2) or DS4TP_SPIN_NEVER (-3)",
+                   c.spin_us);
+  o.spin_ns = c.spin_us == DS4TP_SPIN_ADAPTIVE ? grp::kSpinAdaptive
+              : c.spin_us == DS4TP_SPIN_ALWAYS ? grp::kSpinAlways
+              : c.spin_us == DS4TP_SPIN_NEVER  ? grp::kSpinNever
+                                               : int64_t(c.spin_us) * 1000;
   if (c.yield_us < -1 || c.yield_us > 10'000'000)
     return err.set(DS4TP_EINVAL, "group yield_us {} must be -1 (default) or 0..10000000",
+                   c.yield_us);
+  // A rank that must never spin must not busy-wait in sched_yield() either.
+  if (c.spin_us == DS4TP_SPIN_NEVER && c.yield_us > 0)
+    return err.set(DS4TP_EINVAL,
+                   "group yield_us {} with spin_us DS4TP_SPIN_NEVER: a rank that never spins "
+                   "does not yield either (set yield_us to -1 or 0)",
                    c.yield_us);
   o.yield_ns = c.yield_us < 0 ? -1 : int64_t(c.yield_us) * 1000;
   if (c.peer_silence_ms < 200 || c.peer_silence_ms > 600000)

@@ -60,6 +60,10 @@ int stats_to_c(const stats::Snapshot &s, int rank, int transport, ds4tp_stats *s
   hist_to_c(s.hist[stats::hRowWait], c.row_peer_wait);
   hist_to_c(s.hist[stats::hHostStep], c.group_host_step);
   hist_to_c(s.hist[stats::hAcrossStep], c.group_across_step);
+  c.waits = s.waits;
+  c.wait_spin_ns = s.wait_ns[os::WaitTally::kSpin];
+  c.wait_yield_ns = s.wait_ns[os::WaitTally::kYield];
+  c.wait_sleep_ns = s.wait_ns[os::WaitTally::kSleep];
   // An older caller's smaller struct gets its prefix; its size stays.
   std::memcpy(st, &c, size < sizeof c ? size : sizeof c);
   st->size = size < sizeof c ? size : uint32_t(sizeof c);

@@ -220,7 +220,7 @@ TEST_CASE("group: option values out of range are refused, naming the option", "[
       {"peer_silence_ms", [](ds4tp_group_options &o) { o.peer_silence_ms = 600001; }},
       {"peer_arrival_timeout_ms", [](ds4tp_group_options &o) { o.peer_arrival_timeout_ms = 0; }},
       {"peer_arrival_timeout_ms", [](ds4tp_group_options &o) { o.peer_arrival_timeout_ms = -2; }},
-      {"spin_us", [](ds4tp_group_options &o) { o.spin_us = -2; }},
+      {"spin_us", [](ds4tp_group_options &o) { o.spin_us = -4; }},
       {"chunk_bytes", [](ds4tp_group_options &o) { o.chunk_bytes = 1000; }},
   };
   for (const Bad &b : bad) {

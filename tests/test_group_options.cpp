@@ -74,8 +74,9 @@ TEST_CASE("group options: wait values out of range are refused, naming the field
     const char *field;
     int32_t spin_us, yield_us;
   };
-  for (const Bad &b : {Bad{"spin_us", -2, -1}, Bad{"spin_us", 10'000'001, -1},
-                       Bad{"yield_us", -1, -2}, Bad{"yield_us", -1, 10'000'001}}) {
+  for (const Bad &b : {Bad{"spin_us", -4, -1}, Bad{"spin_us", 10'000'001, -1},
+                       Bad{"yield_us", -1, -2}, Bad{"yield_us", -1, 10'000'001},
+                       Bad{"yield_us 50 with spin_us DS4TP_SPIN_NEVER", DS4TP_SPIN_NEVER, 50}}) {
     ds4tp_group_options c = defaults();
     c.spin_us = b.spin_us;
     c.yield_us = b.yield_us;
@@ -88,7 +89,34 @@ TEST_CASE("group options: wait values out of range are refused, naming the field
   }
 }
 
-TEST_CASE("group options: the adaptive default spins only where cores outnumber ranks",
+TEST_CASE("group options: DS4TP_SPIN_ALWAYS spins without end, DS4TP_SPIN_NEVER sleeps at once",
+          "[group]") {
+  std::string why;
+  group::Options o;
+  ds4tp_group_options c = defaults();
+  c.spin_us = DS4TP_SPIN_ALWAYS;
+  REQUIRE(convert(c, o, why) == DS4TP_OK);
+  CHECK(o.spin_ns == group::kSpinAlways);
+  os::WaitTally tally;
+  // Where the engine says the cores are its own, even ranks past the cores spin.
+  const group::Waiting always = group::waiting(4096, o.spin_ns, o.yield_ns, &tally);
+  CHECK_FALSE(always.adaptive);
+  CHECK(always.policy.spin_ns == os::kSpinForever);
+  CHECK(always.policy.yield_ns == 0);
+  CHECK(always.policy.tally == &tally);
+  c.spin_us = DS4TP_SPIN_NEVER;
+  for (int32_t y : {-1, 0}) {
+    c.yield_us = y;
+    REQUIRE(convert(c, o, why) == DS4TP_OK);
+    CHECK(o.spin_ns == group::kSpinNever);
+    const group::Waiting never = group::waiting(1, o.spin_ns, o.yield_ns);
+    CHECK_FALSE(never.adaptive);
+    CHECK(never.policy.spin_ns == 0);
+    CHECK(never.policy.yield_ns == 0);
+  }
+}
+
+TEST_CASE("group options: the adaptive default spins only where a rank has a core",
           "[group]") {
   const group::Waiting many = group::waiting(1, group::kSpinAdaptive);
   const group::Waiting crowd = group::waiting(4096, group::kSpinAdaptive);

@@ -103,9 +103,13 @@ typedef struct ds4tp_group_options {
   /* How a rank waits for its peers (shm and tcp): busy-poll spin_us,
    * then yield the CPU for yield_us, then sleep in the kernel. spin_us
    * means what it means in ds4tp_options: DS4TP_SPIN_ADAPTIVE (-1, the
-   * default) learns the spin, at most 20 us and only when the host has
-   * more cores than ranks (else none: spinning would keep the awaited
-   * rank off the CPU); 0 = never spin; else 1..10000000 us.
+   * default) learns the spin from how late the peers arrive (at most
+   * 1000 us), only when the host has a core per rank (else none: spinning
+   * would keep the awaited rank off the CPU) and only while spins keep
+   * their core; 0 = never spin (the yield phase stays); DS4TP_SPIN_ALWAYS
+   * = spin without limit while the peers are alive; DS4TP_SPIN_NEVER =
+   * neither spin nor yield: sleep at once (yield_us must then be -1 or 0);
+   * else 1..10000000 us.
    * DS4TP_GROUP_SPIN_US, when set, fixes it (a negative value: none).
    * A caller whose `size` ends before yield_us gets the older meaning,
    * mapped: 0 (its default) is DS4TP_SPIN_ADAPTIVE, -1 (its "never")

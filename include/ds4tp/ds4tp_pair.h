@@ -34,12 +34,14 @@ typedef struct ds4tp_options {
                                   and the shortest reply wait (30000) */
 
   /* Wait policy: busy-poll this long before blocking in the kernel.
-   * DS4TP_SPIN_ADAPTIVE (-1, the default) learns the spin per pair: up to
-   * 1000 us while recent waits ended inside the spin window, shrinking
-   * toward 0 (block at once) while they did not, as on an oversubscribed
+   * DS4TP_SPIN_ADAPTIVE (-1, the default) learns the spin per pair from
+   * how late the peer arrives: it spins through the recent waits' typical
+   * length (up to 1000 us) while spins keep their core, and stops spinning
+   * (block at once) when a spin loses its core, as on an oversubscribed
    * host; over shm it yields instead of spinning while the peer's last
-   * wait began on this rank's CPU. 0 = always block; 1..10000000 = a
-   * fixed spin. */
+   * wait began on this rank's CPU. DS4TP_SPIN_ALWAYS: spin without limit
+   * while the peer is alive (an engine that pins a core per rank).
+   * DS4TP_SPIN_NEVER or 0: always block. 1..10000000 = a fixed spin. */
   int32_t spin_us;
 
   /* Logging: default sink writes INFO and above to stderr. */
@@ -120,6 +122,15 @@ typedef struct ds4tp_options {
 /* spin_us (ds4tp_options, ds4tp_gate_service_options): the adaptive wait
  * policy, the default of both (older libraries reject -1 with EINVAL). */
 #define DS4TP_SPIN_ADAPTIVE (-1)
+/* spin_us (ds4tp_options, ds4tp_group_options): busy-poll without limit
+ * while the peer is alive, for engines that pin a dedicated core per
+ * rank; deadlines and the peer's liveness still end a wait. Never yields
+ * or sleeps, so never on a host with fewer cores than spinning ranks. */
+#define DS4TP_SPIN_ALWAYS (-2)
+/* spin_us (ds4tp_options, ds4tp_group_options): never busy-poll or yield:
+ * every wait sleeps in the kernel at once, for engines that share their
+ * cores. Older libraries reject -2 and -3 with EINVAL. */
+#define DS4TP_SPIN_NEVER (-3)
 
 /* Fills `opt` with defaults (role NONE: you must set it). */
 DS4TP_API void ds4tp_options_init(ds4tp_options *opt);

@@ -54,6 +54,13 @@ typedef struct ds4tp_stats {
   /* the pair went on over its standby tcp link, or an rdma pair went  */
   /* on without a lost rail (ds4tp_options.failover).                  */
   uint64_t failovers;
+  /* Waits for the peer that did not end at once (pairs: in row, batch   */
+  /* and big gates; groups: in their collectives' steps), and where their */
+  /* time went: busy-polling, yielding the CPU between polls, asleep in  */
+  /* the kernel (the spin_us policy decides the split). Fields added    */
+  /* later: a caller whose size ends before them reads none.            */
+  uint64_t waits;
+  uint64_t wait_spin_ns, wait_yield_ns, wait_sleep_ns;
 } ds4tp_stats;
 
 /* A pair's data links: the data connection, its rails and its standby */

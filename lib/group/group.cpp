@@ -194,6 +194,14 @@ int64_t env_us(const char *name) {
   const auto us = env_number(name);
   return !us ? -1 : *us < 0 ? 0 : *us;
 }
+
+// The CPUs this process may run on (its affinity: a rank started under
+// taskset has fewer than the host), else the host's.
+unsigned usable_cpus() {
+  int allowed = 0;
+  os::cpu_allowed(0, allowed);
+  return allowed > 0 ? unsigned(allowed) : std::thread::hardware_concurrency();
+}
 }  // namespace
 
 uint64_t two_shot_threshold(int transport) {  // read per medium, so a test can set it
@@ -215,21 +223,28 @@ uint64_t home_threshold(int ranks) {  // read per segment, so a test can set it
                                                                 : kHomeOversubscribedBytes;
 }
 
-Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns) {
+Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns,
+                os::WaitTally *tally) {
   static const int64_t spin_env = env_us("DS4TP_GROUP_SPIN_US"),
                        yield_env = env_us("DS4TP_GROUP_YIELD_US");
   Waiting w;
-  if (spin_env >= 0) {
-    w.policy.spin_ns = uint64_t(spin_env) * 1000;
-  } else if (spin_option_ns >= 0) {
-    w.policy.spin_ns = uint64_t(spin_option_ns);
-  } else if (std::thread::hardware_concurrency() > unsigned(ranks)) {
-    w.adaptive = true;
-    w.policy.spin_ns = kAdaptiveSpinCapNs;
-  }  // else no spin at all: a learned window of 0 would skip the yield too
+  w.policy.tally = tally;
   w.policy.yield_ns = yield_option_ns >= 0 ? uint64_t(yield_option_ns)
                       : yield_env >= 0    ? uint64_t(yield_env) * 1000
                                           : 200'000;
+  if (spin_env >= 0) {
+    w.policy.spin_ns = uint64_t(spin_env) * 1000;
+  } else if (spin_option_ns == kSpinAlways) {
+    w.policy.spin_ns = os::kSpinForever;
+    w.policy.yield_ns = 0;
+  } else if (spin_option_ns == kSpinNever) {
+    w.policy.yield_ns = 0;
+  } else if (spin_option_ns >= 0) {
+    w.policy.spin_ns = uint64_t(spin_option_ns);
+  } else if (usable_cpus() >= unsigned(ranks)) {
+    w.adaptive = true;
+    w.policy.spin_ns = kAdaptiveSpinCapNs;
+  }  // else no spin at all: a learned window of 0 would skip the yield too
   return w;
 }
 

@@ -37,8 +37,11 @@ namespace ds4tp::shm { struct Area; }
 namespace ds4tp::group {
 
 constexpr int kMaxRanks = 16;
-// Options::spin_ns: learn the spin window (waiting()).
+// Options::spin_ns: learn the spin window; spin without limit; neither
+// spin nor yield (waiting()).
 constexpr int64_t kSpinAdaptive = -1;
+constexpr int64_t kSpinAlways = -2;
+constexpr int64_t kSpinNever = -3;
 
 struct Options {
   int rank = -1;
@@ -263,15 +266,18 @@ constexpr uint64_t kHomeOversubscribedBytes = 256 * 1024;
 // How a rank waits for its peers (both media): os::Waiter with this
 // policy: busy-poll, then yield the CPU until yield_ns more have passed,
 // then sleep in the kernel. Options::spin_ns as the pair's spin_us:
-// kSpinAdaptive (the default) learns the spin window (os::SpinBudget), at
-// most 20 us when the host has more cores than ranks and none otherwise
-// (spinning then only keeps the awaited rank off the CPU); 0 never spins;
-// more spins that long. DS4TP_GROUP_SPIN_US, when set, fixes the spin
-// (a negative value: none). yield: Options::yield_ns when >= 0, else
-// DS4TP_GROUP_YIELD_US, else 200 us
-// (handing the CPU straight to the awaited rank costs far less than a
-// sleep and a wake-up; bench/README.md "Groups").
-constexpr uint64_t kAdaptiveSpinCapNs = 20'000;
+// kSpinAdaptive (the default) learns the spin window from how late the
+// peers arrive (os::SpinBudget), at most 1 ms, when this process may run
+// on at least as many CPUs as `ranks` share the host, and none otherwise
+// (spinning then only keeps the awaited rank off the CPU); kSpinAlways
+// spins without limit and never yields; kSpinNever neither spins nor
+// yields; 0 never spins; more spins that long. DS4TP_GROUP_SPIN_US, when
+// set, fixes the spin (a negative value: none). yield: Options::yield_ns
+// when >= 0, else DS4TP_GROUP_YIELD_US, else 200 us (handing the CPU
+// straight to the awaited rank costs far less than a sleep and a
+// wake-up; bench/README.md "Groups"). `tally`: where the waits' phases
+// are counted (the group's stats), may be null.
+constexpr uint64_t kAdaptiveSpinCapNs = os::SpinBudget::kDefaultCapNs;
 // How long a tcp rank whose link closed waits for the closing rank's
 // verdict (at most a quarter of peer_silence): rank 0 relays it in
 // microseconds on one host, a few round trips across hosts.
@@ -280,7 +286,8 @@ struct Waiting {
   os::WaitPolicy policy;
   bool adaptive = false;  // policy.spin_ns is the cap of a learned window
 };
-Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns = -1);
+Waiting waiting(int ranks, int64_t spin_option_ns, int64_t yield_option_ns = -1,
+                os::WaitTally *tally = nullptr);
 
 // An shm area's crossovers, as its maker chose them (it keeps them in its
 // header for every member).

@@ -141,8 +141,10 @@ int Group::open_mesh(const Roster &ro, std::vector<int> names, uint64_t deadline
   if (d == nullptr || d->mesh_setup == nullptr)
     return err.set(DS4TP_EPROTO, "the roster's transport {} has no group mesh", ro.transport);
   const bool flat = names.empty();
-  const Waiting wait =
-      waiting(flat ? opt_.size : int(layout_.mine().size()), opt_.spin_ns, opt_.yield_ns);
+  // The leaders' mesh of a tiered group runs on its cross worker too: a
+  // tally of its own (one writer each).
+  const Waiting wait = waiting(flat ? opt_.size : int(layout_.mine().size()), opt_.spin_ns,
+                               opt_.yield_ns, stats_.wait_tally(flat ? 0 : 1));
   link::MeshConnection &c = out.mesh;
   for (const auto &f : out.fds) c.fds.push_back(f.get());
   c.rank = flat ? opt_.rank : layout_.host;
@@ -176,7 +178,7 @@ void Group::make_lane(Lane &l, std::unique_ptr<link::Link> lk, int n, int me, co
 std::unique_ptr<link::Link> Group::shm_link(std::shared_ptr<shm::Area> area, int me, bool watch,
                                             uint64_t timeout_ns, int members,
                                             std::vector<int> ctl, std::vector<int> names) {
-  const Waiting w = waiting(members, opt_.spin_ns, opt_.yield_ns);
+  const Waiting w = waiting(members, opt_.spin_ns, opt_.yield_ns, stats_.wait_tally(0));
   return shm::make_slots(std::move(area), me, watch, timeout_ns, w.policy, w.adaptive,
                          std::move(ctl), std::move(names));
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "link/link.hpp"
+#include "os/wait_tally.hpp"
 
 namespace ds4tp {
 
@@ -30,9 +31,10 @@ struct DataConfig {
   uint64_t big_gate_timeout_ns = 0;  // big gate: without progress, once met
   uint64_t arrival_ns = 0;           // 0: as above; os::kNoDeadline: unlimited
   const talk::PeerState *peer = nullptr;  // owned by the pair; outlives the transport
-  uint64_t spin_ns = 0;              // busy-poll before blocking
+  uint64_t spin_ns = 0;              // busy-poll before blocking (os::kSpinForever: always)
   bool adaptive_spin = false;        // spin_ns is the cap of a learned window
                                      // (os::SpinBudget, one per transport)
+  os::WaitTally *tally = nullptr;    // the pair's stats: where gate waits went
 
   // The arrival wait of a gate kind: never shorter than its progress
   // deadline, so the old options stay floors.

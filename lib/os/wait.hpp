@@ -9,12 +9,16 @@
 // caller block (`block(left_ns)`: poll(), a shared-word sleep, a nap);
 // it ends the wait at the deadline, or when the PeerWatch says the peer
 // is gone. The adaptive policy (WaitPolicy::budget set) takes spin_ns from
-// the owner's SpinBudget when the wait begins (a window of 0 skips the
-// yield phase too) and reports how the wait ended when the Waiter goes out
-// of scope (spin_budget.hpp). Threading: one thread per Waiter and PeerWatch; neither
-// allocates, logs or locks on the gate path.
+// the owner's SpinBudget when the wait begins (and yields the part of the
+// learned window it does not spin; waits too long to serve skip the yield
+// phase too) and reports how the wait ended when the Waiter goes out of
+// scope (spin_budget.hpp). A WaitTally (WaitPolicy::tally) gets each
+// wait's time by phase as it ends (wait_tally.hpp). Threading: one thread
+// per Waiter and PeerWatch; neither allocates, logs or locks on the gate
+// path.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -25,10 +29,14 @@
 #include "common/error.hpp"
 #include "os/os.hpp"
 #include "os/spin_budget.hpp"
+#include "os/wait_tally.hpp"
 
 namespace ds4tp::os {
 
 constexpr uint64_t kNoDeadline = UINT64_MAX;
+// A spin_ns that never runs out (DS4TP_SPIN_ALWAYS): far from overflow
+// when a yield_ns is added to it.
+constexpr uint64_t kSpinForever = uint64_t(1) << 62;
 
 // `base + span`, kNoDeadline when it would overflow (an unlimited span).
 inline uint64_t deadline_after(uint64_t base, uint64_t span) {
@@ -146,6 +154,9 @@ struct WaitPolicy {
   // Adaptive: spin_ns is the budget's window, per wait. Owned by whoever
   // owns the policy (the transport, the gate service); one thread at a time.
   SpinBudget *budget = nullptr;
+  // Where the waits' time goes by phase (the handle's stats); null: not
+  // counted. Owned by the handle; one writer at a time.
+  WaitTally *tally = nullptr;
 };
 
 // Sets `p` to spin a fixed spin_ns, or, when `adaptive`, the window that
@@ -170,23 +181,34 @@ class Waiter {
     if (watch_ != nullptr) watch_->arm(now_);
     if (p_.budget != nullptr) {
       p_.spin_ns = p_.budget->begin();
-      // No window: the host is oversubscribed, where a yield loop competes
-      // for the core like a spin does (measured: the gate service's yield
-      // was as slow as its spin there). Block at once.
-      if (p_.spin_ns == 0) p_.yield_ns = 0;
+      // With spinning quartered or off, the learned window's unspun part
+      // is yielded instead (spin_budget.hpp); after a spin the policy's own
+      // yield phase stays. Waits too long to serve have neither: they
+      // block at once, as a yield loop then competes for the core like a
+      // spin does (measured: the gate service's yield was as slow as its
+      // spin there).
+      const uint64_t rest = p_.budget->yield_after(p_.spin_ns);
+      p_.yield_ns = p_.spin_ns == 0 ? rest : std::max(p_.yield_ns, rest);
     }
     spinning_ = now_ - last_ < p_.spin_ns;
   }
   Waiter(const Waiter &) = delete;
   Waiter &operator=(const Waiter &) = delete;
 
-  // Tells the budget how long the wait's last quiet stretch was. The clock
-  // is read again only when the wait yielded or blocked since the last
-  // read: a spinning wait ends within clock_every polls of now_.
+  // Tells the budget how long the wait's last quiet stretch was, and the
+  // tally where a wait that polled in vain went. The clock is read again
+  // only when the wait yielded or blocked since the last read: a spinning
+  // wait ends within clock_every polls of now_, a stretch neither counts.
   ~Waiter() {
-    if (p_.budget == nullptr) return;
+    const bool tally = p_.tally != nullptr && idled_;
+    if (p_.budget == nullptr && !tally) return;
     const uint64_t end = kernel_ ? now_ns() : now_;
-    p_.budget->ended(p_.spin_ns, end > last_ ? end - last_ : 0, preempted_);
+    if (tally) {
+      phase_ns_[phase_] += end - now_;
+      p_.tally->add(phase_ns_);
+    }
+    if (p_.budget != nullptr)
+      p_.budget->ended(p_.spin_ns, end > last_ ? end - last_ : 0, preempted_);
   }
 
   // This wait yields where it would have spun (the thread it waits for
@@ -203,7 +225,10 @@ class Waiter {
 
   // Something moved: the spin window starts again.
   void progress() {
-    last_ = now_ = now_ns();
+    const uint64_t t = now_ns();
+    phase_ns_[phase_] += t - now_;
+    phase_ = WaitTally::kSpin;  // polling again
+    last_ = now_ = t;
     spinning_ = p_.spin_ns > 0;
     kernel_ = false;
   }
@@ -226,6 +251,7 @@ class Waiter {
   // the failure with what it was waiting for.
   template <class Block>
   int idle(uint64_t deadline, Block &&block) {
+    idled_ = true;
     if (first_polls_ < p_.first_polls) {
       first_polls_++;
       cpu_relax();
@@ -237,9 +263,12 @@ class Waiter {
     }
     rounds_ = 0;
     const uint64_t t = now_ns();
-    // A spin whose clock reads lie this far apart was descheduled (the
-    // budget's sign of an oversubscribed core); no extra clock read.
+    // A spin whose clock reads lie this far apart was descheduled, a yield
+    // that took this long gave the core to another thread (the budget's
+    // signs of a busy core); no extra clock read.
     if (spinning_ && t - now_ > SpinBudget::kPreemptedNs) preempted_ = true;
+    if (phase_ == WaitTally::kYield && t - now_ > SpinBudget::kYieldedNs) preempted_ = true;
+    phase_ns_[phase_] += t - now_;
     now_ = t;
     kernel_ = false;
     if (gone_at_ != 0) {
@@ -253,11 +282,14 @@ class Waiter {
     const uint64_t quiet = now_ - last_;
     spinning_ = quiet < p_.spin_ns;
     if (spinning_) {
+      phase_ = WaitTally::kSpin;
       cpu_relax();
     } else if (quiet < p_.spin_ns + p_.yield_ns) {
+      phase_ = WaitTally::kYield;
       yield_thread();
       kernel_ = true;
     } else {
+      phase_ = WaitTally::kSleep;
       kernel_ = true;
       block(deadline > now_ ? deadline - now_ : 0);
       if (gone_at_ == 0 && watch_ != nullptr && watch_->gone()) gone_at_ = now_ns();
@@ -275,7 +307,10 @@ class Waiter {
   uint32_t first_polls_ = 0;
   bool spinning_ = false;
   bool kernel_ = false;     // yielded or blocked since now_ was read
-  bool preempted_ = false;  // a spin of this wait lost the core
+  bool preempted_ = false;  // a spin or a yield of this wait lost the core
+  bool idled_ = false;      // a poll found nothing: the tally counts this wait
+  int phase_ = WaitTally::kSpin;                     // where the time since now_ goes
+  uint64_t phase_ns_[WaitTally::kPhases] = {0, 0, 0};  // this wait's split so far
 };
 
 }  // namespace ds4tp::os

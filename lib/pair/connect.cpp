@@ -15,6 +15,7 @@
 #include "connect/negotiate.hpp"
 #include "os/os.hpp"
 #include "os/spin_budget.hpp"
+#include "os/wait.hpp"
 #include "session/session.hpp"
 #include "talk/silence.hpp"
 #include "talk/liveness.hpp"
@@ -132,8 +133,11 @@ int Pair::connect_once(Error &err) {
   c.data_config.big_gate_timeout_ns = ms_to_ns(opt_.big_gate_timeout_ms);
   // Adaptive (the default): the transport learns its window, at most 1 ms.
   c.data_config.adaptive_spin = opt_.spin_us == DS4TP_SPIN_ADAPTIVE;
-  c.data_config.spin_ns = c.data_config.adaptive_spin ? os::SpinBudget::kDefaultCapNs
-                                                      : uint64_t(opt_.spin_us) * 1000;
+  c.data_config.spin_ns = c.data_config.adaptive_spin        ? os::SpinBudget::kDefaultCapNs
+                          : opt_.spin_us == DS4TP_SPIN_ALWAYS ? os::kSpinForever
+                          : opt_.spin_us == DS4TP_SPIN_NEVER  ? 0
+                                                              : uint64_t(opt_.spin_us) * 1000;
+  c.data_config.tally = stats_.wait_tally(0);
   // Waits judged by liveness: a live peer may arrive this late; a silent
   // one ends the wait after peer_silence_ms (the watcher's verdict).
   c.data_config.arrival_ns = opt_.peer_arrival_timeout_ms == DS4TP_ARRIVAL_UNLIMITED
@@ -225,9 +229,13 @@ int Pair::start_control_plane(Error &err) {
   sc.role = opt_.role;
   sc.max_frame_bytes = opt_.max_frame_bytes;
   sc.frame_timeout_ms = opt_.frame_timeout_ms;
-  // Control frames keep a fixed spin: the adaptive default's is the old 200 us.
-  sc.spin_ns = opt_.spin_us == DS4TP_SPIN_ADAPTIVE ? kAdaptiveControlSpinNs
-                                                   : uint64_t(opt_.spin_us) * 1000;
+  // Control frames keep a fixed spin: the adaptive default's is the old
+  // 200 us, and so is always-spin's (a worker waits for the next command
+  // for as long as its engine is idle: that spin would have no end).
+  sc.spin_ns = opt_.spin_us == DS4TP_SPIN_ADAPTIVE || opt_.spin_us == DS4TP_SPIN_ALWAYS
+                   ? kAdaptiveControlSpinNs
+               : opt_.spin_us == DS4TP_SPIN_NEVER ? 0
+                                                  : uint64_t(opt_.spin_us) * 1000;
   sc.n_layer = layout_.slots / 2;
   sc.n_embd = id_.n_embd;
   sc.peer = &peer_state_;

@@ -95,6 +95,13 @@ void prometheus(const Snapshot &s, const std::string &labels, bool group, std::s
   o.counter("ds4tp_errors_total", "Calls that failed the handle.", s.errors);
   o.counter("ds4tp_timeouts_total", "Failures that were timeouts.", s.timeouts);
   o.counter("ds4tp_desyncs_total", "Failures that were lockstep desyncs.", s.desyncs);
+  o.counter("ds4tp_waits_total", "Waits for a peer that did not end at once.", s.waits);
+  o.family("ds4tp_wait_seconds_total", "counter",
+           "Time those waits spent, by phase: spin (busy-polling), yield (yielding the CPU "
+           "between polls), sleep (blocked in the kernel).");
+  static const char *const phases[] = {"phase=\"spin\"", "phase=\"yield\"", "phase=\"sleep\""};
+  for (int p = 0; p < os::WaitTally::kPhases; p++)
+    o.secs("ds4tp_wait_seconds_total", phases[p], s.wait_ns[p]);
   if (!group) {
     o.counter("ds4tp_rdma_retries_total", "RDMA set-up attempts retried.", s.rdma_retries);
     o.counter("ds4tp_failovers_total", "Primary links left for the standby tcp link.", s.failovers);

@@ -102,6 +102,12 @@ void Stats::raw(Snapshot &s) const {
   s.transfer_ns = ld(&transfer_ns_);
   s.split_gates = ld(&split_);
   for (int c = 0; c < kColls; c++) s.collectives[c] = ld(&coll_[c]);
+  s.waits = 0;
+  for (auto &w : s.wait_ns) w = 0;
+  for (const auto &t : tallies_) {
+    s.waits += ld(&t.waits);
+    for (int p = 0; p < os::WaitTally::kPhases; p++) s.wait_ns[p] += ld(&t.ns[p]);
+  }
   for (int h = 0; h < kHists; h++) {
     HistSnap &o = s.hist[h];
     o.count = 0;
@@ -129,6 +135,8 @@ void Stats::snapshot(Snapshot &s) const {
   s.transfer_ns -= b.transfer_ns;
   s.split_gates -= b.split_gates;
   for (int c = 0; c < kColls; c++) s.collectives[c] -= b.collectives[c];
+  s.waits -= b.waits;
+  for (int p = 0; p < os::WaitTally::kPhases; p++) s.wait_ns[p] -= b.wait_ns[p];
   for (int h = 0; h < kHists; h++) {
     s.hist[h].count = 0;
     for (int i = 0; i < kBuckets; i++)

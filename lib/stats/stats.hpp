@@ -15,6 +15,8 @@
 #include <mutex>
 #include <string>
 
+#include "os/wait_tally.hpp"
+
 namespace ds4tp::stats {
 
 class Trace;
@@ -73,6 +75,9 @@ struct Snapshot {
   uint64_t failovers = 0;  // primary links left for the standby
   uint64_t peer_wait_ns = 0, transfer_ns = 0, split_gates = 0;
   uint64_t collectives[kColls] = {};
+  // Waits that did not end at once, and their time by os::WaitTally phase.
+  uint64_t waits = 0;
+  uint64_t wait_ns[os::WaitTally::kPhases] = {};
   HistSnap hist[kHists];
 };
 
@@ -111,6 +116,12 @@ class Stats {
   void failed_call(int rc);
 
   void set_sources(const Sources &s) { src_ = s; }
+  // Where the handle's waits count their phases (WaitPolicy::tally):
+  // `thread` 0 for the thread that calls into the handle, 1 for a second
+  // one that steps links at the same time (a tiered leader's cross
+  // worker). Null when timing is off (DS4TP_STATS=0): the tally's clock
+  // read at the end of a wait is skipped with the others.
+  os::WaitTally *wait_tally(int thread) { return timed_ ? &tallies_[thread] : nullptr; }
   void snapshot(Snapshot &out) const;
   void reset();
 
@@ -129,6 +140,7 @@ class Stats {
   std::atomic<uint64_t> errors_{0}, timeouts_{0}, desyncs_{0};
   std::atomic<uint64_t> wait_ns_{0}, transfer_ns_{0}, split_{0};
   std::atomic<uint64_t> coll_[kColls] = {};
+  os::WaitTally tallies_[2];
   Histogram hist_[kHists];
   Sources src_;
   mutable std::mutex mu_;  // the baseline; never taken by the hooks

@@ -84,6 +84,7 @@ class WindowLink final : public lk::PairLink, public multipath::Survivor {
     watch_.watch_socket(control_fd_, "control");
     talk::watch_peer(watch_, cfg_.peer);
     os::set_spin(policy_, budget_, cfg_.spin_ns, cfg_.adaptive_spin);
+    policy_.tally = cfg_.tally;
     policy_.grace_ns = kGoneGraceNs;
     for (auto &d : ep.rails) rails_.push_back(Rail{std::move(d), {}, {}, false, 0});
   }

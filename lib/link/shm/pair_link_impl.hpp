@@ -89,6 +89,7 @@ class PushLink final : public link::PairLink {
     watch_.watch_process(peer_pid_, peer_start_);
     talk::watch_peer(watch_, cfg_.peer);
     os::set_spin(policy_, budget_, cfg_.spin_ns, cfg_.adaptive_spin);
+    policy_.tally = cfg_.tally;
     policy_.clock_every = 64;  // acquire loads and pause only; the clock (vDSO) every 64 rounds
   }
 

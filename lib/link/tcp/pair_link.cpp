@@ -36,6 +36,7 @@ os::WaitPolicy with_spin(const DataConfig &cfg) {
   os::WaitPolicy p;
   p.spin_ns = cfg.spin_ns;
   p.grace_ns = kGoneGraceNs;
+  p.tally = cfg.tally;
   return p;
 }
 

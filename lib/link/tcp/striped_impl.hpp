@@ -53,6 +53,7 @@ class StripedLink final : public link::Link, public multipath::Survivor {
         owned_[k] = std::move(links[k]);
       }
     os::set_spin(policy_, budget_, 0, false);  // multi-MiB gates: block at once
+    policy_.tally = cfg_.tally;
     policy_.grace_ns = 2'000'000;  // after a hang-up, bytes sent before it still drain
     if (!standby_) cut_at_ = test_hooks().cut_striped_after;  // tests only
   }

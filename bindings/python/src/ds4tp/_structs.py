@@ -486,13 +486,16 @@ _STATS_COUNTERS = [
 ]
 _STATS_HISTS = ["row_gate", "batch_gate", "big_gate", "control_round_trip", "all_reduce",
                 "row_peer_wait", "group_host_step", "group_across_step"]
+# Where the waits' time went (fields after failovers).
+_STATS_WAITS = ["waits", "wait_spin_ns", "wait_yield_ns", "wait_sleep_ns"]
 
 
 class Stats(Structure):
     """ds4tp_stats (ds4tp_stats_read); Pair.stats() hands it out as a dict."""
     _fields_ = ([("size", c_uint32), ("rank", c_int32), ("transport", c_int32),
                  ("reserved0", c_uint32)] + [(n, c_uint64) for n in _STATS_COUNTERS] +
-                [(n, StatsHist) for n in _STATS_HISTS] + [("failovers", c_uint64)])
+                [(n, StatsHist) for n in _STATS_HISTS] + [("failovers", c_uint64)] +
+                [(n, c_uint64) for n in _STATS_WAITS])
 
     def as_dict(self):
         try:
@@ -503,4 +506,5 @@ class Stats(Structure):
         d.update({n: getattr(self, n) for n in _STATS_COUNTERS})
         d.update({n: getattr(self, n).as_dict() for n in _STATS_HISTS})
         d["failovers"] = self.failovers
+        d.update({n: getattr(self, n) for n in _STATS_WAITS})
         return d

@@ -112,6 +112,10 @@ pub const DS4TP_EREMOTE: c_int = -16;
 
 /// `spin_us`: learn the spin per pair or group (the default).
 pub const DS4TP_SPIN_ADAPTIVE: i32 = -1;
+/// `spin_us`: spin without limit while the peer is alive (dedicated cores).
+pub const DS4TP_SPIN_ALWAYS: i32 = -2;
+/// `spin_us`: never spin or yield: every wait sleeps in the kernel at once.
+pub const DS4TP_SPIN_NEVER: i32 = -3;
 /// `peer_arrival_timeout_ms`: wait as long as the peer stays alive.
 pub const DS4TP_ARRIVAL_UNLIMITED: i32 = -1;
 
@@ -648,6 +652,14 @@ pub struct ds4tp_stats {
     /// Pairs: times the primary link failed and the pair went on over its standby tcp link,
     /// or an rdma pair went on without a lost rail.
     pub failovers: u64,
+    /// Waits for the peer that did not end at once (pairs: gates; groups: collectives' steps).
+    pub waits: u64,
+    /// Of their time: busy-polling (ns).
+    pub wait_spin_ns: u64,
+    /// Yielding the CPU between polls (ns).
+    pub wait_yield_ns: u64,
+    /// Asleep in the kernel (ns).
+    pub wait_sleep_ns: u64,
 }
 
 /// `ds4tp_link_info.role`: the data connection.

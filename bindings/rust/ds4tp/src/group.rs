@@ -54,7 +54,8 @@ pub struct GroupOptions {
     /// Pre-shared key (>= 16 bytes).
     pub psk: Option<Vec<u8>>,
     /// Busy-poll before yielding, us: `SPIN_ADAPTIVE` (-1, the default) learns it, 0 never
-    /// spins (as in `Options`); DS4TP_GROUP_SPIN_US overrides.
+    /// spins, `SPIN_ALWAYS` spins without limit, `SPIN_NEVER` neither spins nor yields (as in
+    /// `Options`); DS4TP_GROUP_SPIN_US overrides.
     pub spin_us: Option<i32>,
     /// tcp: a rank not heard this long fails the group, ms (200..600000).
     pub peer_silence_ms: Option<i32>,

@@ -42,8 +42,9 @@ pub struct Options {
     pub big_gate_timeout_ms: i32,
     /// Control replies (default 30000).
     pub frame_timeout_ms: i32,
-    /// Busy-poll this long before blocking in the kernel; 0 always blocks; `SPIN_ADAPTIVE` (-1,
-    /// the default) learns the spin per pair, at most 1000.
+    /// Busy-poll this long before blocking in the kernel; 0 or `SPIN_NEVER` always blocks;
+    /// `SPIN_ALWAYS` spins without limit while the peer is alive; `SPIN_ADAPTIVE` (-1, the
+    /// default) learns the spin per pair from how late the peer comes, at most 1000.
     pub spin_us: i32,
     /// None: the library's default sink (stderr).
     pub log: Option<Arc<LogFn>>,
@@ -84,6 +85,10 @@ pub struct Options {
 pub const ARRIVAL_UNLIMITED: i32 = -1;
 /// `spin_us` of `Options` and `GateServiceOptions`: the adaptive wait policy (the default).
 pub const SPIN_ADAPTIVE: i32 = -1;
+/// `spin_us` of `Options` and `GroupOptions`: spin without limit while the peer is alive.
+pub const SPIN_ALWAYS: i32 = -2;
+/// `spin_us` of `Options` and `GroupOptions`: never spin or yield, sleep at once.
+pub const SPIN_NEVER: i32 = -3;
 
 impl Default for Options {
     fn default() -> Options {
