@@ -64,6 +64,11 @@ int stats_to_c(const stats::Snapshot &s, int rank, int transport, ds4tp_stats *s
   c.wait_spin_ns = s.wait_ns[os::WaitTally::kSpin];
   c.wait_yield_ns = s.wait_ns[os::WaitTally::kYield];
   c.wait_sleep_ns = s.wait_ns[os::WaitTally::kSleep];
+  static_assert(DS4TP_COLL_KINDS == stats::kColls && DS4TP_COLL_ALL_TO_ALL_V == stats::cAllToAllV);
+  for (int k = 0; k < stats::kColls; k++) {
+    c.collectives[k] = s.collectives[k];
+    hist_to_c(s.hist[stats::hColl + k], c.collective[k]);
+  }
   // An older caller's smaller struct gets its prefix; its size stays.
   std::memcpy(st, &c, size < sizeof c ? size : sizeof c);
   st->size = size < sizeof c ? size : uint32_t(sizeof c);

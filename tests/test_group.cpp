@@ -183,17 +183,25 @@ TEST_CASE("group: the heartbeat stream reads beats with their counts, a notice s
   CHECK(from_peer.bad_byte() == talk::kNotice);
   CHECK(from_peer.count_n() == 1);
   CHECK(from_peer.counts()[0] == 7);
-  // A verdict (4 bytes) comes either way: rank 0 passes a rank's on.
-  const uint8_t verdict[] = {talk::kVerdict, 3, uint8_t(-DS4TP_EPEERCLOSED), 1, talk::kBeat, 1,
-                             0, 0, 0};
+  // A verdict comes either way (rank 0 passes a rank's on), its reason
+  // (the finder's message) with it.
+  const uint8_t verdict[] = {talk::kVerdict, 3, uint8_t(-DS4TP_EPEERCLOSED), 1, 3, 'c', 'u', 't',
+                             talk::kBeat, 1, 0, 0, 0};
   BeatReader v(false);
   CHECK(v.feed(verdict, 2, used) == BeatReader::kNone);
-  CHECK(v.feed(verdict + 2, 7, used) == BeatReader::kNoticed);
-  CHECK(used == 2);
+  CHECK(v.feed(verdict + 2, 5, used) == BeatReader::kNone);  // the reason's last byte is to come
+  CHECK(v.feed(verdict + 7, 6, used) == BeatReader::kNoticed);
+  CHECK(used == 1);
   CHECK(v.notice_rank() == 3);
   CHECK(v.notice_code() == DS4TP_EPEERCLOSED);
   CHECK(v.notice_finder() == 1);
+  CHECK(v.notice_reason() == "cut");
   CHECK(r.notice_finder() == -1);  // rank 0's silence notice names no finder
+  CHECK(r.notice_reason().empty());
+  // A reason longer than a verdict may carry is refused.
+  const uint8_t long_reason[] = {talk::kVerdict, 1, 1, 0, uint8_t(talk::kMaxReason + 1)};
+  BeatReader r1(false);
+  CHECK(r1.feed(long_reason, sizeof long_reason, used) == BeatReader::kBadByte);
   // A beat from rank 0 naming no ranks, or more than a group has: refused.
   const uint8_t junk[] = {talk::kBeats, 0};
   BeatReader r2(true);

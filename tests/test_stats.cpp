@@ -395,3 +395,87 @@ TEST_CASE("group stats count collectives and bytes exactly", "[stats][group]") {
   }
   for (auto *g : gs) ds4tp_group_free(g);
 }
+
+TEST_CASE("group stats count and time every collective kind, and name them in Prometheus",
+          "[stats][group]") {
+  constexpr int n = 3;
+  constexpr uint64_t kBytes = 96;  // per rank and piece
+  ds4tp_group *gs[n] = {};
+  ds4tp_group_options o;
+  ds4tp_group_options_init(&o);
+  o.op_timeout_ms = 5000;
+  REQUIRE(ds4tp_group_new_local(gs, n, &o, nullptr) == DS4TP_OK);
+  int rcs[n] = {};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++)
+    ts.emplace_back([&, r] {
+      std::vector<uint8_t> in(n * kBytes, 1), out(n * kBytes * 2);
+      const uint64_t parts[n] = {kBytes, 0, 2 * kBytes};  // uneven, one empty
+      uint64_t counts[n], offs[n];
+      for (int q = 0; q < n; q++) counts[q] = kBytes, offs[q] = uint64_t(q) * kBytes;
+      auto go = [&](int rc) { if (rcs[r] == 0) rcs[r] = rc; };
+      ds4tp_group *g = gs[r];
+      go(ds4tp_group_reduce_scatter(g, in.data(), out.data(), kBytes / 4, DS4TP_DTYPE_I32,
+                                    DS4TP_OP_MAX));
+      go(ds4tp_group_reduce(g, in.data(), kBytes / 4, DS4TP_DTYPE_F32, DS4TP_OP_SUM, 1));
+      go(ds4tp_group_gather(g, in.data(), out.data(), kBytes, 2));
+      go(ds4tp_group_scatter(g, in.data(), out.data(), kBytes, 0));
+      go(ds4tp_group_all_gather_v(g, in.data(), out.data(), parts));
+      go(ds4tp_group_all_gather_rows(g, in.data(), out.data(), 2, kBytes / 2));
+      go(ds4tp_group_all_to_all_v(g, in.data(), counts, offs, out.data(), counts, offs));
+      go(ds4tp_group_all_gather(g, in.data(), out.data(), kBytes));
+      go(ds4tp_group_broadcast(g, in.data(), kBytes, 0));
+    });
+  for (auto &t : ts) t.join();
+  const uint64_t others = kBytes * (n - 1);
+  for (int r = 0; r < n; r++) {
+    INFO("rank " << r << ": " << ds4tp_group_errmsg(gs[r]));
+    REQUIRE(rcs[r] == DS4TP_OK);
+    ds4tp_stats s{};
+    s.size = sizeof s;
+    REQUIRE(ds4tp_group_stats_read(gs[r], &s) == DS4TP_OK);
+    for (int k : {DS4TP_COLL_ALL_GATHER, DS4TP_COLL_BROADCAST, DS4TP_COLL_REDUCE_SCATTER,
+                  DS4TP_COLL_REDUCE, DS4TP_COLL_GATHER, DS4TP_COLL_SCATTER,
+                  DS4TP_COLL_ALL_GATHER_V, DS4TP_COLL_ALL_GATHER_ROWS,
+                  DS4TP_COLL_ALL_TO_ALL_V}) {
+      INFO("collective kind " << k);
+      CHECK(s.collectives[k] == 1);
+      CHECK(s.collective[k].count == 1);
+      CHECK(hist_ok(s.collective[k]));
+    }
+    CHECK(s.collectives[DS4TP_COLL_ALL_REDUCE] == 0);
+    CHECK(s.collectives[DS4TP_COLL_BARRIER] == 0);
+    CHECK(s.all_gathers == 1);  // the older fields repeat their kinds
+    CHECK(s.broadcasts == 1);
+    // Payload bytes, kind by kind: what this rank gave the others.
+    const uint64_t part[n] = {kBytes, 0, 2 * kBytes};
+    const uint64_t sent = others                                  // reduce_scatter
+                          + (r == 1 ? 0 : kBytes)                 // reduce to rank 1
+                          + (r == 2 ? 0 : kBytes)                 // gather to rank 2
+                          + (r == 0 ? others : 0)                 // scatter from rank 0
+                          + part[r] * (n - 1)                     // all_gather_v
+                          + others                                // all_gather_rows
+                          + others                                // all_to_all_v
+                          + kBytes                                // all_gather
+                          + (r == 0 ? kBytes : 0);                // broadcast from rank 0
+    CHECK(s.bytes_sent == sent);
+    size_t need = 0;
+    CHECK(ds4tp_group_stats_prometheus(gs[r], nullptr, 0, &need) == DS4TP_ENOMEM);
+    std::string text(need + 1, '\0');
+    REQUIRE(ds4tp_group_stats_prometheus(gs[r], text.data(), text.size(), &need) == DS4TP_OK);
+    text.resize(need);
+    INFO(text);
+    CHECK(check_exposition(text) == "");
+    const std::string labels = "rank=\"" + std::to_string(r) + "\",transport=\"shm\"";
+    for (const char *kind : {"reduce_scatter", "all_to_all_v", "all_gather_rows"}) {
+      CHECK(text.find("ds4tp_collectives_total{" + labels + ",kind=\"" + kind + "\"} 1\n") !=
+            std::string::npos);
+      CHECK(text.find("ds4tp_collective_duration_seconds_count{" + labels + ",kind=\"" + kind +
+                      "\"} 1\n") != std::string::npos);
+    }
+    // A kind the group never called has no histogram.
+    CHECK(text.find("ds4tp_collective_duration_seconds_count{" + labels +
+                    ",kind=\"barrier\"}") == std::string::npos);
+  }
+  for (auto *g : gs) ds4tp_group_free(g);
+}

@@ -17,6 +17,21 @@
 /* not cumulative.                                                        */
 #define DS4TP_STATS_BUCKETS 26
 
+/* Group collective kinds: the index of ds4tp_stats.collectives and      */
+/* .collective.                                                           */
+#define DS4TP_COLL_ALL_REDUCE 0
+#define DS4TP_COLL_ALL_GATHER 1
+#define DS4TP_COLL_BROADCAST 2
+#define DS4TP_COLL_BARRIER 3
+#define DS4TP_COLL_REDUCE_SCATTER 4
+#define DS4TP_COLL_REDUCE 5
+#define DS4TP_COLL_GATHER 6
+#define DS4TP_COLL_SCATTER 7
+#define DS4TP_COLL_ALL_GATHER_V 8
+#define DS4TP_COLL_ALL_GATHER_ROWS 9
+#define DS4TP_COLL_ALL_TO_ALL_V 10
+#define DS4TP_COLL_KINDS 11
+
 typedef struct ds4tp_stats_hist {
   uint64_t count;   /* sum of the buckets */
   uint64_t sum_ns;
@@ -61,6 +76,11 @@ typedef struct ds4tp_stats {
   /* later: a caller whose size ends before them reads none.            */
   uint64_t waits;
   uint64_t wait_spin_ns, wait_yield_ns, wait_sleep_ns;
+  /* Groups: every collective kind (index DS4TP_COLL_*): calls that      */
+  /* completed, and their latency from entry to return on this rank.     */
+  /* all_reduces .. barriers and all_reduce above repeat their entries.  */
+  uint64_t collectives[DS4TP_COLL_KINDS];
+  ds4tp_stats_hist collective[DS4TP_COLL_KINDS];
 } ds4tp_stats;
 
 /* A pair's data links: the data connection, its rails and its standby */

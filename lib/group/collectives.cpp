@@ -45,6 +45,7 @@ int Group::piece_steps(uint64_t steps, Give give, Take take, Error &err) {
 
 int Group::reduce_scatter(const void *in, void *out, uint64_t count, Dtype t, Op op, Error &err) {
   if (int rc = begin(err, call_word(Kind::ReduceScatter, int(t), op))) return rc;
+  const uint64_t others = count * dtype_bytes(t) * uint64_t(opt_.size - 1);
   const size_t esz = dtype_bytes(t);
   const int n = opt_.size;
   const auto *src = static_cast<const uint8_t *>(in);
@@ -60,10 +61,10 @@ int Group::reduce_scatter(const void *in, void *out, uint64_t count, Dtype t, Op
       if (int rc = tiered_all_reduce(spare_.data(), c * uint64_t(n), t, op, err)) return rc;
       std::memmove(dst + off * esz, spare_.data() + size_t(opt_.rank) * c * esz, size_t(c * esz));
     }
-    return DS4TP_OK;
+    return ended(DS4TP_OK, others, others);
   }
   const uint64_t m = std::max<uint64_t>(1, piece_cap() / esz);
-  return piece_steps(
+  return ended(piece_steps(
       (count + m - 1) / m,
       [&](uint64_t k, const uint8_t **s, uint64_t *o, uint64_t *i) {
         const uint64_t c = clip(count, k * m, m);
@@ -75,11 +76,13 @@ int Group::reduce_scatter(const void *in, void *out, uint64_t count, Dtype t, Op
       [&](uint64_t k, const void **views, const uint64_t *i) {
         if (i[0]) group::reduce(t, op, views, n, dst + k * m * esz, size_t(i[0] / esz));
       },
-      err);
+      err),
+               others, others);
 }
 
 int Group::reduce(void *buf, uint64_t count, Dtype t, Op op, int root, Error &err) {
   if (int rc = begin(err, call_word(Kind::Reduce, int(t), op, root))) return rc;
+  const uint64_t mine = count * dtype_bytes(t), others = mine * uint64_t(opt_.size - 1);
   const size_t esz = dtype_bytes(t);
   auto *p = static_cast<uint8_t *>(buf);
   const bool me = root == opt_.rank;
@@ -92,10 +95,10 @@ int Group::reduce(void *buf, uint64_t count, Dtype t, Op op, int root, Error &er
       if (!me) q = static_cast<uint8_t *>(std::memcpy(spare_.data(), q, size_t(c * esz)));
       if (int rc = tiered_all_reduce(q, c, t, op, err)) return rc;
     }
-    return DS4TP_OK;
+    return ended(DS4TP_OK, me ? 0 : mine, me ? others : 0);
   }
   const uint64_t m = std::max<uint64_t>(1, piece_cap() / esz);
-  return piece_steps(
+  return ended(piece_steps(
       (count + m - 1) / m,
       [&](uint64_t k, const uint8_t **s, uint64_t *o, uint64_t *i) {
         const uint64_t b = clip(count, k * m, m) * esz;
@@ -108,11 +111,13 @@ int Group::reduce(void *buf, uint64_t count, Dtype t, Op op, int root, Error &er
       [&](uint64_t k, const void **views, const uint64_t *i) {
         if (me && i[0]) group::reduce(t, op, views, opt_.size, p + k * m * esz, size_t(i[0] / esz));
       },
-      err);
+      err),
+               me ? 0 : mine, me ? others : 0);
 }
 
 int Group::gather(const void *in, void *out, uint64_t bytes, int root, Error &err) {
   if (int rc = begin(err, call_word(Kind::Gather, -1, Op::Sum, root))) return rc;
+  const uint64_t others = bytes * uint64_t(opt_.size - 1);
   const auto *src = static_cast<const uint8_t *>(in);
   auto *dst = static_cast<uint8_t *>(out);
   const bool me = root == opt_.rank;
@@ -126,10 +131,10 @@ int Group::gather(const void *in, void *out, uint64_t bytes, int root, Error &er
       for (uint64_t r = 0; me && r < n; r++)
         std::memmove(dst + r * bytes + off, spare_.data() + r * c, size_t(c));
     }
-    return DS4TP_OK;
+    return ended(DS4TP_OK, me ? 0 : bytes, me ? others : 0);
   }
   const uint64_t m = piece_cap();
-  return piece_steps(
+  return ended(piece_steps(
       std::max<uint64_t>(1, (bytes + m - 1) / m),
       [&](uint64_t k, const uint8_t **s, uint64_t *o, uint64_t *i) {
         const uint64_t b = clip(bytes, k * m, m);
@@ -143,11 +148,13 @@ int Group::gather(const void *in, void *out, uint64_t bytes, int root, Error &er
         for (uint64_t r = 0; me && i[0] && r < n; r++)
           std::memmove(dst + r * bytes + k * m, views[r], size_t(i[r]));
       },
-      err);
+      err),
+               me ? 0 : bytes, me ? others : 0);
 }
 
 int Group::scatter(const void *in, void *out, uint64_t bytes, int root, Error &err) {
   if (int rc = begin(err, call_word(Kind::Scatter, -1, Op::Sum, root))) return rc;
+  const uint64_t others = bytes * uint64_t(opt_.size - 1);
   const auto *src = static_cast<const uint8_t *>(in);
   auto *dst = static_cast<uint8_t *>(out);
   const bool me = root == opt_.rank;
@@ -162,10 +169,10 @@ int Group::scatter(const void *in, void *out, uint64_t bytes, int root, Error &e
       if (int rc = tiered_broadcast(spare_.data(), c * n, root, err)) return rc;
       std::memmove(dst + off, spare_.data() + uint64_t(opt_.rank) * c, size_t(c));
     }
-    return DS4TP_OK;
+    return ended(DS4TP_OK, me ? others : 0, me ? 0 : bytes);
   }
   const uint64_t m = piece_cap();
-  return piece_steps(
+  return ended(piece_steps(
       std::max<uint64_t>(1, (bytes + m - 1) / m),
       [&](uint64_t k, const uint8_t **s, uint64_t *o, uint64_t *i) {
         const uint64_t b = clip(bytes, k * m, m);
@@ -178,7 +185,8 @@ int Group::scatter(const void *in, void *out, uint64_t bytes, int root, Error &e
       [&](uint64_t k, const void **views, const uint64_t *i) {
         if (i[root]) std::memmove(dst + k * m, views[root], size_t(i[root]));
       },
-      err);
+      err),
+               me ? others : 0, me ? 0 : bytes);
 }
 
 int Group::all_gather_v(const void *in, void *out, const uint64_t *bytes, Error &err) {
@@ -191,6 +199,7 @@ int Group::all_gather_v(const void *in, void *out, const uint64_t *bytes, Error 
     at[r] = r == 0 ? 0 : at[r - 1] + bytes[r - 1];
     most = std::max(most, bytes[r]);
   }
+  const uint64_t sent = bytes[me] * uint64_t(n - 1), got = at[n - 1] + bytes[n - 1] - bytes[me];
   if (tiered_) {  // every part padded to the largest, all-gathered in chunks
     const uint64_t m = std::max<uint64_t>(1, opt_.chunk_bytes / uint64_t(n));
     spare_.resize(size_t(m) * size_t(n + 1));
@@ -204,10 +213,10 @@ int Group::all_gather_v(const void *in, void *out, const uint64_t *bytes, Error 
         std::memmove(dst + at[r] + off, spare_.data() + uint64_t(r) * c,
                      size_t(clip(bytes[r], off, c)));
     }
-    return DS4TP_OK;
+    return ended(DS4TP_OK, sent, got);
   }
   const uint64_t m = piece_cap();
-  return piece_steps(
+  return ended(piece_steps(
       std::max<uint64_t>(1, (most + m - 1) / m),
       [&](uint64_t k, const uint8_t **s, uint64_t *o, uint64_t *i) {
         for (int r = 0; r < n; r++) {
@@ -220,7 +229,8 @@ int Group::all_gather_v(const void *in, void *out, const uint64_t *bytes, Error 
         for (int r = 0; r < n; r++)
           if (i[r]) std::memmove(dst + at[r] + k * m, views[r], size_t(i[r]));
       },
-      err);
+      err),
+               sent, got);
 }
 
 int Group::all_gather_rows(const void *in, void *out, uint64_t rows, uint64_t row_bytes,
@@ -229,6 +239,7 @@ int Group::all_gather_rows(const void *in, void *out, uint64_t rows, uint64_t ro
   const auto *src = static_cast<const uint8_t *>(in);
   auto *dst = static_cast<uint8_t *>(out);
   const uint64_t n = uint64_t(opt_.size), total = rows * row_bytes, wide = n * row_bytes;
+  const uint64_t others = total * (n - 1);
   // Byte b of rank r's rows lands in row b / row_bytes at r's place in it.
   auto place = [&](uint64_t r, uint64_t off, const uint8_t *from, uint64_t len) {
     while (len > 0) {
@@ -255,7 +266,7 @@ int Group::all_gather_rows(const void *in, void *out, uint64_t rows, uint64_t ro
     }
     if (total == 0) break;
   }
-  return DS4TP_OK;
+  return ended(DS4TP_OK, others, others);
 }
 
 int Group::all_to_all_v(const void *in, void *out, const Plan &plan, Error &err) {
@@ -278,8 +289,9 @@ int Group::all_to_all_v(const void *in, void *out, const Plan &plan, Error &err)
     local_.done(s);
   }
   local_.call = call_word(Kind::AllToAllV);
-  uint64_t most = 0;
+  uint64_t most = 0, sent = 0, got = 0;
   for (int r = 0; r < n; r++) {
+    if (r != me) sent += plan.send_bytes[r], got += plan.recv_bytes[r];
     if (matrix[r][me] != plan.recv_bytes[r])
       return finish(local_, err.set(DS4TP_EDESYNC, "all_to_all_v: rank {} sends rank {} {} "
                                     "bytes, which expects {} from it (counts differ)",
@@ -289,7 +301,7 @@ int Group::all_to_all_v(const void *in, void *out, const Plan &plan, Error &err)
   const auto *src = static_cast<const uint8_t *>(in);
   auto *dst = static_cast<uint8_t *>(out);
   const uint64_t m = piece_cap();
-  return piece_steps(
+  return ended(piece_steps(
       std::max<uint64_t>(1, (most + m - 1) / m),
       [&](uint64_t k, const uint8_t **s, uint64_t *o, uint64_t *i) {
         for (int r = 0; r < n; r++) {
@@ -302,7 +314,8 @@ int Group::all_to_all_v(const void *in, void *out, const Plan &plan, Error &err)
         for (int r = 0; r < n; r++)
           if (i[r]) std::memmove(dst + plan.recv_offsets[r] + k * m, views[r], size_t(i[r]));
       },
-      err);
+      err),
+               sent, got);
 }
 
 }  // namespace ds4tp::group

@@ -104,7 +104,7 @@ bool Group::fail(int code, const std::string &msg) {
 
 void Group::mark_failed() {
   if (fail(DS4TP_EFAILED, "marked failed by ds4tp_group_mark_failed") && heartbeat_)
-    heartbeat_->tell(opt_.rank, DS4TP_EFAILED);
+    heartbeat_->tell(opt_.rank, DS4TP_EFAILED, "marked failed by ds4tp_group_mark_failed");
   abort_lanes(opt_.rank, DS4TP_EFAILED);
 }
 
@@ -126,7 +126,14 @@ int Group::begin(Error &err, uint32_t call) {
   local_.first = cross_.first = true;
   local_.call_index = cross_.call_index =
       calls_entered_.fetch_add(1, std::memory_order_relaxed) + 1;
+  call_kind_ = int(call & 31) - 1;  // call.hpp: the kind in bits 0..4, from 1
+  call_t0_ = stats_.timed() ? now_ns() : 0;
   return DS4TP_OK;
+}
+
+int Group::ended(int rc, uint64_t sent, uint64_t received) {
+  stats_.collective_done(call_kind_, sent, received, call_t0_, rc);
+  return rc;
 }
 
 // Any failure inside a collective ends the group: peers may be mid-step,
@@ -157,7 +164,7 @@ int Group::finish(Lane &l, int rc, Error &err) {
       }
     }
     const int named = culprit >= 0 ? culprit : opt_.rank;
-    if (fail(rc, why) && heartbeat_) heartbeat_->tell(named, rc);
+    if (fail(rc, why) && heartbeat_) heartbeat_->tell(named, rc, why);
     abort_lanes(named, rc);
     rc = failed();
     err.set(rc, "{}", message());
@@ -326,14 +333,11 @@ int Group::reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &er
 
 int Group::all_reduce(void *buf, uint64_t count, Dtype t, Op op, Error &err) {
   if (int rc = begin(err, call_word(Kind::AllReduce, int(t), op))) return rc;
-  const uint64_t t0 = stats_.timed() ? now_ns() : 0;
   auto *p = static_cast<uint8_t *>(buf);
   const int rc = tiered_ ? tiered_all_reduce(p, count, t, op, err) : reduce(local_, p, count, t, op, err);
-  if (rc != DS4TP_OK) return rc;
   // Bytes: this rank's contribution out, every other rank's in.
   const uint64_t b = count * dtype_bytes(t);
-  stats_.collective_done(stats::cAllReduce, b, b * uint64_t(opt_.size - 1), t0, DS4TP_OK);
-  return DS4TP_OK;
+  return ended(rc, b, b * uint64_t(opt_.size - 1));
 }
 
 // A flat group's all-gather or broadcast: steps of at most chunk_bytes;
@@ -367,9 +371,7 @@ int Group::all_gather(const void *in, void *out, uint64_t bytes, Error &err) {
                                   std::memmove(dst + uint64_t(r) * bytes + off, views[r], m);
                               },
                               err);
-  if (rc != DS4TP_OK) return rc;
-  stats_.collective_done(stats::cAllGather, bytes, bytes * uint64_t(opt_.size - 1), 0, DS4TP_OK);
-  return DS4TP_OK;
+  return ended(rc, bytes, bytes * uint64_t(opt_.size - 1));
 }
 
 int Group::broadcast(void *buf, uint64_t bytes, int root, Error &err) {
@@ -383,9 +385,7 @@ int Group::broadcast(void *buf, uint64_t bytes, int root, Error &err) {
                                 if (!me) std::memcpy(p + off, views[root], m);
                               },
                               err);
-  if (rc != DS4TP_OK) return rc;
-  stats_.collective_done(stats::cBroadcast, me ? bytes : 0, me ? 0 : bytes, 0, DS4TP_OK);
-  return DS4TP_OK;
+  return ended(rc, me ? bytes : 0, me ? 0 : bytes);
 }
 
 int Group::barrier(Error &err) {
@@ -400,8 +400,7 @@ int Group::barrier(Error &err) {
     if (rc != DS4TP_OK) return finish(local_, rc, err);
     local_.done(step);
   }
-  stats_.collective_done(stats::cBarrier, 0, 0, 0, DS4TP_OK);
-  return DS4TP_OK;
+  return ended(DS4TP_OK, 0, 0);
 }
 
 }  // namespace ds4tp::group

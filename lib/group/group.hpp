@@ -153,6 +153,10 @@ class Group {
   // Refuses a call on a failed or unconnected group; else the lanes' steps
   // carry `call` (call.hpp) from now on.
   int begin(Error &err, uint32_t call);
+  // The call begun last ended with rc: a success is counted, timed from
+  // begin() and its payload bytes (this rank's to the others, the others'
+  // to it) added. Returns rc.
+  int ended(int rc, uint64_t sent, uint64_t received);
   int reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err, uint64_t call_bytes = 0);
   int one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err);
   int two_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err);
@@ -225,6 +229,8 @@ class Group {
   // the host's shm waits watch (bringup.cpp, open_links).
   std::vector<net::Fd> host_links_;
   std::unique_ptr<talk::Heartbeat> heartbeat_;  // tcp only; joined before ctl_ closes
+  int call_kind_ = 0;        // the call begun last: its stats::Coll
+  uint64_t call_t0_ = 0;     // and when it began (0: untimed)
   // The collectives this rank has entered; its heartbeats carry it.
   std::atomic<uint32_t> calls_entered_{0};
   std::atomic<int> failed_{0};

@@ -28,7 +28,7 @@
 
 namespace ds4tp::group {
 
-constexpr uint16_t kGroupVersion = 7;  // 7: the step header carries the call
+constexpr uint16_t kGroupVersion = 8;  // 8: verdicts carry their reason; 7: the call word
 constexpr size_t kNonceMsgBytes = 40;
 constexpr size_t kJoinFixedBytes = 96;
 constexpr size_t kRosterPeers = 16;

@@ -84,10 +84,9 @@ void prometheus(const Snapshot &s, const std::string &labels, bool group, std::s
     o.family("ds4tp_gates_total", "counter", "Gates completed, by kind.");
     for (int k = 0; k < kGateKinds; k++) o.u64("ds4tp_gates_total", kind_label(kind_name(k)).c_str(), s.gates[k]);
   } else {
-    static const char *const names[] = {"all_reduce", "all_gather", "broadcast", "barrier"};
     o.family("ds4tp_collectives_total", "counter", "Group collectives completed, by kind.");
     for (int c = 0; c < kColls; c++)
-      o.u64("ds4tp_collectives_total", kind_label(names[c]).c_str(), s.collectives[c]);
+      o.u64("ds4tp_collectives_total", kind_label(coll_name(c)).c_str(), s.collectives[c]);
   }
   o.family("ds4tp_bytes_total", "counter", "Payload bytes moved, by direction (headers not counted).");
   o.u64("ds4tp_bytes_total", "direction=\"sent\"", s.bytes_sent);
@@ -126,8 +125,17 @@ void prometheus(const Snapshot &s, const std::string &labels, bool group, std::s
              "Leader: a command sent until its first reply frame read.");
     o.hist("ds4tp_control_round_trip_seconds", "", s.hist[hControl]);
   } else {
-    o.family("ds4tp_all_reduce_duration_seconds", "histogram", "Group all-reduce latency.");
+    o.family("ds4tp_all_reduce_duration_seconds", "histogram",
+             "Group all-reduce latency (the same as ds4tp_collective_duration_seconds "
+             "kind=\"all_reduce\").");
     o.hist("ds4tp_all_reduce_duration_seconds", "", s.hist[hAllReduce]);
+    // Kinds the group never ran are left out: a serving group calls two or
+    // three of them, and eleven empty histograms would bury those.
+    o.family("ds4tp_collective_duration_seconds", "histogram",
+             "Group collective latency, by kind (kinds not yet called are left out).");
+    for (int c = 0; c < kColls; c++)
+      if (s.collectives[c] != 0 || s.hist[hColl + c].count != 0)
+        o.hist("ds4tp_collective_duration_seconds", kind_label(coll_name(c)), s.hist[hColl + c]);
     o.family("ds4tp_group_step_duration_seconds", "histogram",
              "Tiered groups: a collective's time in its shm steps within the host (step=host) "
              "and in the leaders' steps across hosts (step=across).");

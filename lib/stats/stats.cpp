@@ -15,9 +15,18 @@ const char *kind_name(int kind) {
 }
 
 const char *hist_name(int hist) {
-  static const char *const k[] = {"row",        "batch",    "big",       "control",
-                                  "all_reduce", "row_wait", "host_step", "across_step"};
-  return hist >= 0 && hist < kHists ? k[hist] : "?";
+  static const char *const k[] = {"row",      "batch",     "big",        "control",
+                                  "row_wait", "host_step", "across_step"};
+  if (hist >= hColl) return coll_name(hist - hColl);
+  return hist >= 0 ? k[hist] : "?";
+}
+
+const char *coll_name(int coll) {
+  static const char *const k[] = {"all_reduce",   "all_gather", "broadcast",       "barrier",
+                                  "reduce_scatter", "reduce",   "gather",          "scatter",
+                                  "all_gather_v", "all_gather_rows", "all_to_all_v"};
+  static_assert(sizeof k / sizeof k[0] == kColls);
+  return coll >= 0 && coll < kColls ? k[coll] : "?";
 }
 
 Stats::Stats() {
@@ -74,7 +83,7 @@ void Stats::collective_done(int coll, uint64_t sent, uint64_t received, uint64_t
   bump(coll_[coll]);
   bump(sent_, sent);
   bump(received_, received);
-  if (coll == cAllReduce && t0 != 0) hist_[hAllReduce].record(now_ns() - t0);
+  if (t0 != 0) hist_[hColl + coll].record(now_ns() - t0);
 }
 
 void Stats::failed_call(int rc) {

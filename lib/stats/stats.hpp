@@ -34,16 +34,21 @@ inline int bucket_of(uint64_t ns) {
 }
 
 enum Kind : int { kRow = 0, kBatch = 1, kBig = 2, kGateKinds = 3 };
-// Histograms: the three gate kinds, control round trips, group
-// all-reduces, the peer-wait part of row gates, and a tiered group's
-// collectives' time in their steps within a host and across hosts.
-enum Hist : int { hRow = 0, hBatch, hBig, hControl, hAllReduce, hRowWait, hHostStep, hAcrossStep,
-                  kHists };
-// Group collectives by kind.
-enum Coll : int { cAllReduce = 0, cAllGather, cBroadcast, cBarrier, kColls };
+// Group collectives by kind, in the order of group::Kind (one less) and
+// of the C API's DS4TP_COLL_*.
+enum Coll : int { cAllReduce = 0, cAllGather, cBroadcast, cBarrier, cReduceScatter, cReduce,
+                  cGather, cScatter, cAllGatherV, cAllGatherRows, cAllToAllV, kColls };
+// Histograms: the three gate kinds, control round trips, the peer-wait
+// part of row gates, a tiered group's collectives' time in their steps
+// within a host and across hosts, then each collective kind's latency
+// (hColl + its Coll).
+enum Hist : int { hRow = 0, hBatch, hBig, hControl, hRowWait, hHostStep, hAcrossStep, hColl,
+                  kHists = hColl + kColls };
+constexpr int hAllReduce = int(hColl) + int(cAllReduce);
 
 const char *kind_name(int kind);  // "row", "batch", "big"
-const char *hist_name(int hist);  // "row", ..., "control", "all_reduce", "row_wait"
+const char *hist_name(int hist);  // "row", ..., "control", "row_wait", ..., a collective's
+const char *coll_name(int coll);  // "all_reduce", ..., "all_to_all_v"
 
 // One writer: a relaxed load and store (no locked instruction).
 inline void bump(std::atomic<uint64_t> &c, uint64_t n = 1) {
@@ -107,7 +112,9 @@ class Stats {
   // A control reply arrived `t1 - t0` after its command left; control
   // thread only. `what` is a static frame name.
   void control_done(const char *what, uint64_t t0, uint64_t t1);
-  // A group collective; the group's one thread.
+  // A group collective that began at t0 (0 when untimed); the group's
+  // one thread. `sent` and `received`: payload bytes this rank gave the
+  // others and got from them.
   void collective_done(int coll, uint64_t sent, uint64_t received, uint64_t t0, int rc);
   // A tiered collective's `ns` in the steps of hist hHostStep or
   // hAcrossStep; the group's one thread.

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -37,7 +38,7 @@ BeatReader::Event BeatReader::feed(const uint8_t *p, size_t n, size_t &used) {
         bad_ = b;
         return kBadByte;
       }
-      want_ = b == kVerdict ? 4 : b == kNotice ? 3 : b == kBeat ? 5 : 2;
+      want_ = b == kVerdict ? 5 : b == kNotice ? 3 : b == kBeat ? 5 : 2;
       got_[n_++] = b;
       continue;
     }
@@ -49,6 +50,14 @@ BeatReader::Event BeatReader::feed(const uint8_t *p, size_t n, size_t &used) {
         return kBadByte;
       }
       want_ = 2 + 4 * b;
+    }
+    if (got_[0] == kVerdict && n_ == 5) {  // the reason's length
+      if (b > kMaxReason) {
+        bad_ = b;
+        n_ = 0;
+        return kBadByte;
+      }
+      want_ = 5 + b;
     }
     if (n_ < want_) continue;
     n_ = 0;
@@ -71,6 +80,11 @@ bool BeatReader::complete() {
   return true;  // a notice or a verdict
 }
 
+std::string BeatReader::notice_reason() const {
+  if (got_[0] != kVerdict) return {};
+  return std::string(reinterpret_cast<const char *>(got_ + 5), got_[4]);
+}
+
 struct Heartbeat::Impl {
   struct Link {
     explicit Link(const HeartbeatLink &l) : at(l), reader(l.rank == 0) {}  // rank 0's beats and notices
@@ -79,7 +93,7 @@ struct Heartbeat::Impl {
     bool open = true;
     // The tail of a message the socket took only part of (it was nearly
     // full): sent before anything else, so messages never interleave.
-    uint8_t rest[2 + 4 * kMaxBeatLinks] = {};
+    uint8_t rest[kMaxBeatMessage] = {};
     size_t rest_n = 0;
   };
   HeartbeatConfig cfg;
@@ -215,11 +229,12 @@ struct Heartbeat::Impl {
   bool notice(const BeatReader &r, const Link &from) {
     const int culprit = r.notice_rank(), code = r.notice_code(), finder = r.notice_finder();
     if (finder >= 0) {  // a verdict: rank 0 passes a rank's on to the others
-      if (cfg.rank == 0) send_verdict(culprit, code, finder, from.at.rank);
-      verdict(code, culprit, fmt::format("rank {} failed the group ({}): rank {} found it{}", culprit,
-                                status_message(code), finder,
-                                cfg.rank == 0 ? "" : "; rank 0 told rank " +
-                                                         std::to_string(cfg.rank)));
+      const std::string reason = r.notice_reason();
+      if (cfg.rank == 0) send_verdict(culprit, code, finder, reason, from.at.rank);
+      verdict(code, culprit,
+              fmt::format("rank {} failed the group ({}): rank {} found it{}{}", culprit,
+                          status_message(code), finder, reason.empty() ? "" : ": " + reason,
+                          cfg.rank == 0 ? "" : "; rank 0 told rank " + std::to_string(cfg.rank)));
       return true;
     }
     if (code == DS4TP_ETIMEDOUT)
@@ -237,11 +252,14 @@ struct Heartbeat::Impl {
   // on the way, or not yet in the call) learns the cause, not a deadline.
   // Reads no state the beat thread writes, so any thread may call it; a
   // closed link just refuses the bytes.
-  void send_verdict(int culprit, int code, int finder, int skip) {
-    const uint8_t msg[4] = {kVerdict, uint8_t(culprit), uint8_t(-code), uint8_t(finder)};
+  void send_verdict(int culprit, int code, int finder, const std::string &why, int skip) {
+    uint8_t msg[5 + kMaxReason] = {kVerdict, uint8_t(culprit), uint8_t(-code), uint8_t(finder)};
+    const size_t len = std::min<size_t>(why.size(), kMaxReason);
+    msg[4] = uint8_t(len);
+    std::memcpy(msg + 5, why.data(), len);
     std::lock_guard<std::mutex> g(send_mu);
     for (auto &l : links)
-      if (l.at.rank != skip) send_whole(l, msg, sizeof msg);
+      if (l.at.rank != skip) send_whole(l, msg, 5 + len);
   }
 
   // Rank 0 first tells every other rank who failed, so all name it.
@@ -271,8 +289,8 @@ int Heartbeat::start(const HeartbeatConfig &cfg, Verdict verdict, std::unique_pt
   return DS4TP_OK;
 }
 
-void Heartbeat::tell(int culprit, int code) {
-  if (impl_) impl_->send_verdict(culprit, code, impl_->cfg.rank, -1);
+void Heartbeat::tell(int culprit, int code, const std::string &why) {
+  if (impl_) impl_->send_verdict(culprit, code, impl_->cfg.rank, why, -1);
 }
 
 bool Heartbeat::hub_gone() const {

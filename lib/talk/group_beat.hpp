@@ -15,8 +15,10 @@
 // count (u32) to rank 0, or from rank 0 kBeats, the rank count (u8) and
 // every rank's count (u32 each, in rank order); from rank 0 a 3-byte
 // notice: kNotice, the silent rank, and the error code negated; and,
-// either way, a 4-byte verdict: kVerdict, the rank a failed call names,
-// the code negated, the rank that found it. A rank that fails a call
+// either way, a verdict: kVerdict, the rank a failed call names, the
+// code negated, the rank that found it, the length of its reason (u8, at
+// most kMaxReason) and the reason's text (the finder's message, so every
+// rank names the values it saw, not only the code). A rank that fails a call
 // tells rank 0 (tell()), which passes it on, so every rank names the
 // same cause. A connection that closes is left to the data links: a rank
 // that exits after its last collective is not a failure, and one that
@@ -43,6 +45,10 @@ constexpr uint8_t kBeat = 0x48;    // 'H': a rank's beat to rank 0
 constexpr uint8_t kBeats = 0x41;   // 'A': rank 0's beat, every rank's count
 constexpr uint8_t kNotice = 0x46;  // 'F'
 constexpr uint8_t kVerdict = 0x56;  // 'V'
+constexpr int kMaxReason = 160;     // a verdict's reason text, bytes at most
+// The longest message on the stream: rank 0's beat, or a verdict.
+constexpr int kMaxBeatMessage = 5 + kMaxReason > 2 + 4 * kMaxBeatLinks ? 5 + kMaxReason
+                                                                      : 2 + 4 * kMaxBeatLinks;
 
 // Reads one link's byte stream as it arrives (any message may be split
 // across reads). feed() stops at the first notice, verdict or bad byte:
@@ -59,6 +65,8 @@ class BeatReader {
   int notice_code() const { return -int(got_[2]); }  // a ds4tp_status
   // A verdict's finder; -1 for rank 0's silence notice.
   int notice_finder() const { return got_[0] == kVerdict ? got_[3] : -1; }
+  // A verdict's reason (its finder's message); empty for a notice.
+  std::string notice_reason() const;
   uint8_t bad_byte() const { return bad_; }
   // The last beat's counts (one from a rank; every rank's from rank 0),
   // and how many there are: 0 before the first beat.
@@ -68,7 +76,7 @@ class BeatReader {
  private:
   bool complete();  // the message in got_ is whole: takes a beat's counts
   bool hub_;
-  uint8_t got_[2 + 4 * kMaxBeatLinks] = {};
+  uint8_t got_[kMaxBeatMessage] = {};
   int n_ = 0;     // bytes of a message read so far (0: none under way)
   int want_ = 0;  // its length (a beat from rank 0: known after its second byte)
   uint8_t bad_ = 0;
@@ -99,11 +107,11 @@ class Heartbeat {
  public:
   static int start(const HeartbeatConfig &cfg, Verdict verdict, std::unique_ptr<Heartbeat> &out,
                    Error &err);
-  // This rank failed a call naming `culprit` with `code`: rank 0 tells
-  // every other rank; another rank tells rank 0, which passes it on. Any
-  // thread; a send that does not fit at once is dropped (the data links
-  // still fail the others, naming this rank).
-  void tell(int culprit, int code);
+  // This rank failed a call naming `culprit` with `code` for `why`: rank 0
+  // tells every other rank; another rank tells rank 0, which passes it on.
+  // Any thread; a send that does not fit at once is dropped (the data
+  // links still fail the others, naming this rank).
+  void tell(int culprit, int code, const std::string &why);
   // True once rank 0's rendezvous connection closed under this rank (any
   // rank but 0): rank 0 is gone, so no verdict can be relayed any more.
   bool hub_gone() const;

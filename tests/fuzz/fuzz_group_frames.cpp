@@ -170,7 +170,7 @@ std::vector<Bytes> group_seeds() {
   // From rank 0 (the first byte odd: the reader's side): two ranks' counts,
   // a notice, a verdict.
   const uint8_t beats[] = {1,  kBeats,   2, 7, 0, 0, 0, 9, 0, 0, 0, kNotice, 3,
-                           uint8_t(-DS4TP_ETIMEDOUT), kVerdict, 2, uint8_t(-DS4TP_EPEERCLOSED), 1};
+                           uint8_t(-DS4TP_ETIMEDOUT), kVerdict, 2, uint8_t(-DS4TP_EPEERCLOSED), 1, 2, 'o', 'k'};
   add(5, beats, sizeof beats);
   return out;
 }

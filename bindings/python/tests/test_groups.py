@@ -246,6 +246,10 @@ def test_group_stats_count_the_all_reduces():
         st = groups[0].stats()
         assert st["all_reduces"] == 3, f"all_reduces = {st['all_reduces']}, want 3"
         assert st["all_reduce"]["count"] == 3, st["all_reduce"]
+        # Every kind on its own: the all-reduces, and none of the others.
+        assert st["collectives"]["all_reduce"] == 3, st["collectives"]
+        assert st["collective"]["all_reduce"]["count"] == 3, st["collective"]["all_reduce"]
+        assert st["collectives"]["reduce_scatter"] == 0, st["collectives"]
         assert isinstance(st["transport"], ds4tp.Transport), st["transport"]
         assert "ds4tp" in groups[0].prometheus()
         plan = groups[0].plan()

@@ -53,6 +53,19 @@ OP_SUM = 0                # ds4tp_reduce_op, also ds4tp.ReduceOp
 OP_MAX = 1
 OP_MIN = 2
 OP_PROD = 3
+# ds4tp_stats.collectives / .collective: the index of each collective kind.
+COLL_ALL_REDUCE = 0
+COLL_ALL_GATHER = 1
+COLL_BROADCAST = 2
+COLL_BARRIER = 3
+COLL_REDUCE_SCATTER = 4
+COLL_REDUCE = 5
+COLL_GATHER = 6
+COLL_SCATTER = 7
+COLL_ALL_GATHER_V = 8
+COLL_ALL_GATHER_ROWS = 9
+COLL_ALL_TO_ALL_V = 10
+COLL_KINDS = 11
 
 
 class Role(enum.IntEnum):

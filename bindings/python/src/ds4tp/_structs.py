@@ -488,6 +488,10 @@ _STATS_HISTS = ["row_gate", "batch_gate", "big_gate", "control_round_trip", "all
                 "row_peer_wait", "group_host_step", "group_across_step"]
 # Where the waits' time went (fields after failovers).
 _STATS_WAITS = ["waits", "wait_spin_ns", "wait_yield_ns", "wait_sleep_ns"]
+# The group collective kinds, in the order of DS4TP_COLL_* (the last fields:
+# each kind's count and latency).
+COLL_NAMES = ["all_reduce", "all_gather", "broadcast", "barrier", "reduce_scatter", "reduce",
+              "gather", "scatter", "all_gather_v", "all_gather_rows", "all_to_all_v"]
 
 
 class Stats(Structure):
@@ -495,7 +499,9 @@ class Stats(Structure):
     _fields_ = ([("size", c_uint32), ("rank", c_int32), ("transport", c_int32),
                  ("reserved0", c_uint32)] + [(n, c_uint64) for n in _STATS_COUNTERS] +
                 [(n, StatsHist) for n in _STATS_HISTS] + [("failovers", c_uint64)] +
-                [(n, c_uint64) for n in _STATS_WAITS])
+                [(n, c_uint64) for n in _STATS_WAITS] +
+                [("collectives", c_uint64 * len(COLL_NAMES)),
+                 ("collective", StatsHist * len(COLL_NAMES))])
 
     def as_dict(self):
         try:
@@ -507,4 +513,7 @@ class Stats(Structure):
         d.update({n: getattr(self, n).as_dict() for n in _STATS_HISTS})
         d["failovers"] = self.failovers
         d.update({n: getattr(self, n) for n in _STATS_WAITS})
+        # Per collective kind: {"reduce_scatter": count, ...} and histograms.
+        d["collectives"] = {n: self.collectives[i] for i, n in enumerate(COLL_NAMES)}
+        d["collective"] = {n: self.collective[i].as_dict() for i, n in enumerate(COLL_NAMES)}
         return d

@@ -568,6 +568,31 @@ extern "C" {
 
 // ---- observability --------------------------------------------------------
 
+/// `ds4tp_stats.collectives` / `.collective`: all-reduce's index.
+pub const DS4TP_COLL_ALL_REDUCE: usize = 0;
+/// All-gather's index.
+pub const DS4TP_COLL_ALL_GATHER: usize = 1;
+/// Broadcast's index.
+pub const DS4TP_COLL_BROADCAST: usize = 2;
+/// Barrier's index.
+pub const DS4TP_COLL_BARRIER: usize = 3;
+/// Reduce-scatter's index.
+pub const DS4TP_COLL_REDUCE_SCATTER: usize = 4;
+/// Reduce's index.
+pub const DS4TP_COLL_REDUCE: usize = 5;
+/// Gather's index.
+pub const DS4TP_COLL_GATHER: usize = 6;
+/// Scatter's index.
+pub const DS4TP_COLL_SCATTER: usize = 7;
+/// Uneven all-gather's index.
+pub const DS4TP_COLL_ALL_GATHER_V: usize = 8;
+/// Row all-gather's index.
+pub const DS4TP_COLL_ALL_GATHER_ROWS: usize = 9;
+/// All-to-all's index.
+pub const DS4TP_COLL_ALL_TO_ALL_V: usize = 10;
+/// Collective kinds.
+pub const DS4TP_COLL_KINDS: usize = 11;
+
 /// `DS4TP_STATS_BUCKETS`: histogram buckets (the last is +Inf).
 pub const DS4TP_STATS_BUCKETS: usize = 26;
 
@@ -660,6 +685,10 @@ pub struct ds4tp_stats {
     pub wait_yield_ns: u64,
     /// Asleep in the kernel (ns).
     pub wait_sleep_ns: u64,
+    /// Groups: calls completed per collective kind (index `DS4TP_COLL_*`).
+    pub collectives: [u64; DS4TP_COLL_KINDS],
+    /// Groups: each collective kind's latency (index `DS4TP_COLL_*`).
+    pub collective: [ds4tp_stats_hist; DS4TP_COLL_KINDS],
 }
 
 /// `ds4tp_link_info.role`: the data connection.

@@ -176,6 +176,9 @@ fn group_stats_count_the_all_reduces() {
     let st = groups[0].stats().expect("stats");
     assert_eq!(st.all_reduces, 3, "all_reduces after three calls");
     assert_eq!(st.all_reduce.count, 3, "all_reduce histogram count");
+    assert_eq!(st.collectives[sys::DS4TP_COLL_ALL_REDUCE], 3, "all_reduce kind count");
+    assert_eq!(st.collective[sys::DS4TP_COLL_ALL_REDUCE].count, 3, "all_reduce kind histogram");
+    assert_eq!(st.collectives[sys::DS4TP_COLL_REDUCE_SCATTER], 0, "no reduce_scatter called");
     assert!(groups[0].prometheus().expect("prometheus").contains("ds4tp"), "prometheus text");
     let plan = groups[0].plan().expect("plan");
     assert!(plan.starts_with("plan: 1 host x 2 ranks; shm within the host"), "plan: {plan}");
