@@ -59,7 +59,8 @@ def _torch_extension():
     src = os.path.join("csrc", "torch")
     ext = CppExtension(
         "ds4tp.torch._c10d",
-        [os.path.join(src, f) for f in ("module.cpp", "process_group.cpp", "ops.cpp", "work.cpp")],
+        [os.path.join(src, f) for f in ("module.cpp", "process_group.cpp", "collectives.cpp",
+                                        "tensors.cpp", "ops.cpp", "work.cpp")],
         include_dirs=[inc],
         library_dirs=[lib],
         libraries=["ds4tp"],

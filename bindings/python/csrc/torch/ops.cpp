@@ -6,15 +6,17 @@
 namespace ds4tp_torch {
 namespace {
 
-// all_reduce's element types: what ds4tp_group_all_reduce sums (in f32).
+// The reductions' element types: what ds4tp_group_all_reduce, _reduce and
+// _reduce_scatter combine (f16 and bf16 in f32, integers wrapping).
 struct DtypeRow {
   c10::ScalarType torch;
   int ds4tp;
 };
-constexpr DtypeRow kSummed[] = {
-    {c10::ScalarType::Float, DS4TP_DTYPE_F32},
-    {c10::ScalarType::Half, DS4TP_DTYPE_F16},
-    {c10::ScalarType::BFloat16, DS4TP_DTYPE_BF16},
+constexpr DtypeRow kReduced[] = {
+    {c10::ScalarType::Float, DS4TP_DTYPE_F32},   {c10::ScalarType::Half, DS4TP_DTYPE_F16},
+    {c10::ScalarType::BFloat16, DS4TP_DTYPE_BF16}, {c10::ScalarType::Double, DS4TP_DTYPE_F64},
+    {c10::ScalarType::Int, DS4TP_DTYPE_I32},     {c10::ScalarType::Long, DS4TP_DTYPE_I64},
+    {c10::ScalarType::Byte, DS4TP_DTYPE_U8},
 };
 
 struct OpRow {
@@ -23,6 +25,9 @@ struct OpRow {
 };
 constexpr OpRow kReduceOps[] = {
     {c10d::ReduceOp::SUM, DS4TP_OP_SUM},
+    {c10d::ReduceOp::MAX, DS4TP_OP_MAX},
+    {c10d::ReduceOp::MIN, DS4TP_OP_MIN},
+    {c10d::ReduceOp::PRODUCT, DS4TP_OP_PROD},
 };
 
 const char *reduce_op_name(c10d::ReduceOp::RedOpType r) {
@@ -65,25 +70,33 @@ const char *dtype_name(c10::ScalarType t) {
 }
 
 int reduce_dtype(c10::ScalarType t, const char *op) {
-  for (const auto &row : kSummed)
+  for (const auto &row : kReduced)
     if (row.torch == t) return row.ds4tp;
-  TORCH_CHECK(false, "ds4tp backend: ", op, " sums torch.float32, torch.float16 and torch.bfloat16 ",
-              "(accumulated in float32); this tensor is ", dtype_name(t),
-              ", which libds4tp does not sum yet. Convert it (e.g. t.float()) or ", kGloo);
+  TORCH_CHECK(false, "ds4tp backend: ", op, " reduces torch.float32, torch.float16, ",
+              "torch.bfloat16, torch.float64, torch.int32, torch.int64 and torch.uint8; this ",
+              "tensor is ", dtype_name(t), ", which libds4tp does not reduce. Convert it (e.g. ",
+              "t.int() or t.float()) or ", kGloo);
 }
 
 int reduce_op(const c10d::ReduceOp &r, const char *op) {
   for (const auto &row : kReduceOps)
     if (row.torch == r.op_) return row.ds4tp;
+  const char *instead = r.op_ == c10d::ReduceOp::AVG
+                            ? "for AVG reduce with SUM and divide by the group's size "
+                              "(t /= dist.get_world_size(group)), or "
+                            : "";
   TORCH_CHECK(false, "ds4tp backend: ", op, " with ReduceOp.", reduce_op_name(r.op_),
-              ": libds4tp reduces with SUM only so far; ", kGloo);
+              ": libds4tp reduces with SUM, MAX, MIN and PRODUCT; ", instead, kGloo);
+}
+
+void refuse(const char *op, const char *why) {
+  TORCH_CHECK(false, "ds4tp backend: ", op, " is not in libds4tp yet (", why, "); ", kGloo);
 }
 
 void refuse(const char *op) {
-  TORCH_CHECK(false, "ds4tp backend: ", op,
-              " is not in libds4tp yet (it has all_reduce, all_gather, _all_gather_base, "
-              "broadcast and barrier); ",
-              kGloo);
+  refuse(op,
+         "its groups have all_reduce, reduce, reduce_scatter, all_gather, gather, scatter, "
+         "broadcast, all_to_all and barrier");
 }
 
 }  // namespace ds4tp_torch

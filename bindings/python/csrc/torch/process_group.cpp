@@ -7,32 +7,11 @@
 #include <ds4tp/ds4tp.h>
 
 #include "ops.hpp"
+#include "tensors.hpp"
 #include "work.hpp"
 
 namespace ds4tp_torch {
 namespace {
-
-void check_tensor(const at::Tensor &t, const char *op) {
-  TORCH_CHECK(t.device().is_cpu(), "ds4tp backend: ", op, " takes CPU tensors; this one is on ",
-              t.device().str(), " (move it with t.cpu(), or use the nccl backend for GPU tensors)");
-  TORCH_CHECK(t.layout() == c10::kStrided, "ds4tp backend: ", op,
-              " takes dense tensors; this one is ", t.layout(), " (t.to_dense())");
-}
-
-// torch hands one tensor per process in a list (the older one-per-GPU form).
-at::Tensor &single(std::vector<at::Tensor> &ts, const char *op) {
-  TORCH_CHECK(ts.size() == 1, "ds4tp backend: ", op, " takes one tensor per process, not ",
-              ts.size());
-  check_tensor(ts[0], op);
-  return ts[0];
-}
-
-const uint8_t *bytes_of(const at::Tensor &t) { return static_cast<const uint8_t *>(t.data_ptr()); }
-
-// Whether [p, p + n) and [q, q + m) share a byte.
-bool overlaps(const uint8_t *p, uint64_t n, const uint8_t *q, uint64_t m) {
-  return n && m && p < q + m && q < p + n;
-}
 
 // The all-gather's input as the library may take it: contiguous, and
 // either this rank's own slot of `out` (the in-place form) or apart from
@@ -105,10 +84,14 @@ std::string ProcessGroupDs4tp::failure(const char *op, int status) const {
          "): " + ds4tp_group_errmsg(g_);
 }
 
-template <typename Call>
+void ProcessGroupDs4tp::check_root(int64_t root, const char *op) const {
+  TORCH_CHECK(root >= 0 && root < getSize(), "ds4tp backend: ", op, ": root ", root,
+              " is not a rank of this group of ", getSize());
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::run(c10d::OpType type, const char *op,
                                                       std::vector<at::Tensor> outputs,
-                                                      Call &&call) {
+                                                      const std::function<int()> &call) {
   int rc = DS4TP_OK;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -156,34 +139,34 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::_allgather_base(
   });
 }
 
+// Equal parts: ds4tp_group_all_gather (the input may be this rank's part
+// of the outputs' block). Parts of different sizes (rank r's input fills
+// output r): ds4tp_group_all_gather_v.
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::allgather(
     std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
     const c10d::AllgatherOptions &) {
   at::Tensor &in = single(inputs, "all_gather");
-  TORCH_CHECK(outputs.size() == 1, "ds4tp backend: all_gather takes one output list per ",
-              "process, not ", outputs.size());
-  std::vector<at::Tensor> &outs = outputs[0];
-  TORCH_CHECK(outs.size() == size_t(getSize()), "ds4tp backend: all_gather: ", outs.size(),
-              " output tensors for ", getSize(), " ranks");
+  std::vector<at::Tensor> &outs =
+      one_list(outputs, size_t(getSize()), in.scalar_type(), "all_gather");
+  const int me = getRank();
+  TORCH_CHECK(outs[me].numel() == in.numel(), "ds4tp backend: all_gather: output ", me,
+              " (this rank's part) holds ", outs[me].numel(), " elements, the input ", in.numel());
   const uint64_t bytes = in.nbytes();
-  bool direct = true;  // the outputs lie end to end in one block: the library fills them
-  for (size_t r = 0; r < outs.size(); r++) {
-    check_tensor(outs[r], "all_gather");
-    TORCH_CHECK(outs[r].scalar_type() == in.scalar_type() && outs[r].numel() == in.numel(),
-                "ds4tp backend: all_gather: output ", r, " is ", dtype_name(outs[r].scalar_type()),
-                " x ", outs[r].numel(), ", the input ", dtype_name(in.scalar_type()), " x ",
-                in.numel(), " (equal parts only)");
-    direct = direct && outs[r].is_contiguous() && bytes_of(outs[r]) == bytes_of(outs[0]) + r * bytes;
-  }
-  at::Tensor flat = direct ? at::Tensor() : at::empty({in.numel() * getSize()}, in.options());
-  auto *out = static_cast<uint8_t *>(direct ? outs[0].data_ptr() : flat.data_ptr());
-  at::Tensor src = gather_source(in, out, bytes, getRank(), getSize());
+  Block block(outs, false);  // direct: the library fills the outputs
+  bool even = true;
+  for (uint64_t b : block.bytes) even = even && b == bytes;
+  at::Tensor src = even ? gather_source(in, block.data, bytes, me, getSize())
+                        : apart(in, block.data, block.total);
   return run(c10d::OpType::ALLGATHER, "all_gather", outs, [&] {
-    const int rc = g_ ? ds4tp_group_all_gather(g_, src.data_ptr(), out, bytes)
-                      : (std::memmove(out, src.data_ptr(), bytes), int(DS4TP_OK));
-    if (rc == DS4TP_OK && !direct)
-      for (size_t r = 0; r < outs.size(); r++)
-        outs[r].copy_(flat.narrow(0, int64_t(r) * in.numel(), in.numel()).view(outs[r].sizes()));
+    int rc = DS4TP_OK;
+    if (!g_) {
+      if (bytes) std::memmove(block.data, src.data_ptr(), bytes);
+    } else if (even) {
+      rc = ds4tp_group_all_gather(g_, src.data_ptr(), block.data, bytes);
+    } else {
+      rc = ds4tp_group_all_gather_v(g_, src.data_ptr(), block.data, block.bytes.data());
+    }
+    if (rc == DS4TP_OK) block.unpack(outs);
     return rc;
   });
 }
@@ -211,57 +194,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::barrier(const c10d::BarrierOpt
 
 // ---- not in libds4tp yet: when the C API gains one, its method calls it here
 
+namespace {
+constexpr const char *kNoP2P =
+    "libds4tp's groups have collectives only: no point-to-point send or receive yet";
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::allreduce_coalesced(
     std::vector<at::Tensor> &, const c10d::AllreduceCoalescedOptions &) {
   refuse("all_reduce_coalesced");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::reduce(std::vector<at::Tensor> &,
-                                                         const c10d::ReduceOptions &) {
-  refuse("reduce");
 }
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::allgather_coalesced(
     std::vector<std::vector<at::Tensor>> &, std::vector<at::Tensor> &,
     const c10d::AllgatherOptions &) {
   refuse("all_gather_coalesced");
 }
-c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::gather(std::vector<std::vector<at::Tensor>> &,
-                                                         std::vector<at::Tensor> &,
-                                                         const c10d::GatherOptions &) {
-  refuse("gather");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::scatter(std::vector<at::Tensor> &,
-                                                          std::vector<std::vector<at::Tensor>> &,
-                                                          const c10d::ScatterOptions &) {
-  refuse("scatter");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::reduce_scatter(
-    std::vector<at::Tensor> &, std::vector<std::vector<at::Tensor>> &,
-    const c10d::ReduceScatterOptions &) {
-  refuse("reduce_scatter");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::_reduce_scatter_base(
-    at::Tensor &, at::Tensor &, const c10d::ReduceScatterOptions &) {
-  refuse("_reduce_scatter_base");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::alltoall_base(at::Tensor &, at::Tensor &,
-                                                                std::vector<int64_t> &,
-                                                                std::vector<int64_t> &,
-                                                                const c10d::AllToAllOptions &) {
-  refuse("all_to_all_single");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::alltoall(std::vector<at::Tensor> &,
-                                                           std::vector<at::Tensor> &,
-                                                           const c10d::AllToAllOptions &) {
-  refuse("all_to_all");
-}
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::send(std::vector<at::Tensor> &, int, int) {
-  refuse("send");
+  refuse("send", kNoP2P);
 }
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::recv(std::vector<at::Tensor> &, int, int) {
-  refuse("recv");
+  refuse("recv", kNoP2P);
 }
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::recvAnysource(std::vector<at::Tensor> &, int) {
-  refuse("recv (from any source)");
+  refuse("recv (from any source)", kNoP2P);
 }
 
 }  // namespace ds4tp_torch

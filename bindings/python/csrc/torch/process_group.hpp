@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -51,7 +52,8 @@ class ProcessGroupDs4tp final : public c10d::ProcessGroup {
 
   const std::string getBackendName() const override { return "ds4tp"; }
 
-  // What libds4tp has.
+  // What libds4tp has: process_group.cpp (all_reduce, all_gather,
+  // broadcast, barrier) and collectives.cpp (the rest).
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
                                            const c10d::AllreduceOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
@@ -62,15 +64,8 @@ class ProcessGroupDs4tp final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
                                            const c10d::BroadcastOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
-
-  // What it has not yet: each refuses, naming the op and the way round it.
-  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
-      std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors,
                                         const c10d::ReduceOptions &opts) override;
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
-      std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
-      const c10d::AllgatherOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
                                         std::vector<at::Tensor> &inputs,
                                         const c10d::GatherOptions &opts) override;
@@ -89,6 +84,15 @@ class ProcessGroupDs4tp final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::AllToAllOptions &opts) override;
+
+  // What it has not yet: each refuses, naming the op and the way round it.
+  // libds4tp has no point-to-point calls, and no split-phase ones (so every
+  // op above is synchronous: async_op=True gets a completed Work).
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
+      const c10d::AllgatherOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src,
@@ -100,9 +104,10 @@ class ProcessGroupDs4tp final : public c10d::ProcessGroup {
   // Runs `call` (a ds4tp_group_* call returning its status) under the
   // handle's mutex; a failure becomes the Work's error, naming the op, this
   // rank and the library's message.
-  template <typename Call>
   c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const char *op,
-                                     std::vector<at::Tensor> outputs, Call &&call);
+                                     std::vector<at::Tensor> outputs,
+                                     const std::function<int()> &call);
+  void check_root(int64_t root, const char *op) const;
   std::string failure(const char *op, int status) const;
 
   ds4tp_group *g_ = nullptr;  // null for a group of one rank

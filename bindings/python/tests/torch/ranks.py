@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 import ds4tp.torch
 import checks
+import checks_collectives as more
 
 TIMEOUT = timedelta(seconds=60)
 
@@ -42,8 +43,17 @@ def case_ops():
         checks.check_barrier(group, transport)
         checks.check_async(group, gloo, transport)
         checks.check_objects(group, transport)
-        checks.check_refusals(group)
+        more.check_all_reduce_ops(group, gloo, transport)
+        more.check_reduce(group, gloo, transport)
+        more.check_reduce_scatter(group, gloo, transport)
+        more.check_gather_scatter(group, gloo, transport)
+        more.check_all_gather_uneven(group, transport)
+        more.check_all_to_all(group, gloo, transport)
+        more.check_async_more(group, gloo)
+        more.check_unsupported(group)
         say(f"ops over {transport} ({group.plan()}) OK")
+    doomed = dist.new_group(list(range(n)), backend="ds4tp", timeout=TIMEOUT)
+    more.check_library_error(doomed)
     dist.destroy_process_group()
 
 
@@ -82,6 +92,7 @@ def case_subgroups():
     dist.broadcast(s, r, group=solo)
     dist.barrier(group=solo)
     assert s[0].item() == 3.0 and outs[0][0].item() == 3.0, (s, outs)
+    more.check_solo(solo)
     say(f"sub-groups OK; pair plan: {pairs[r // 2].plan()}")
     dist.destroy_process_group()
 

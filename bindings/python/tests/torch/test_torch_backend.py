@@ -1,7 +1,9 @@
-"""torch.distributed with backend "ds4tp" in spawned processes: every op
-and dtype against Gloo on 2, 3 and 4 ranks (over the default plan and
-over tcp), sub-groups, DDP, init methods, torchrun, a failing rank 0, and
-a rank killed mid-call."""
+"""torch.distributed with backend "ds4tp" in spawned processes: every op,
+reduce op and dtype against Gloo and a rank-order reference on 2, 3 and 4
+ranks (over the default plan and over tcp; checks.py and
+checks_collectives.py), the refusals and the library's own error,
+sub-groups and groups of one rank, DDP, init methods, torchrun, a failing
+rank 0, and a rank killed mid-call."""
 
 import sys
 
