@@ -153,9 +153,11 @@ int ds4tp_group_rendezvous_port(const ds4tp_group *g) { return g ? g->impl->port
 int ds4tp_group_failed(const ds4tp_group *g) { return g ? g->impl->failed() : DS4TP_EINVAL; }
 const char *ds4tp_group_errmsg(const ds4tp_group *g) {
   if (g == nullptr) return "group is NULL";
-  // The stream thread failed the group: its reason is the news.
-  if (g->stream && g->stream->state() == DS4TP_SERVICE_FAILED && g->impl->failed() != 0)
-    g->errmsg = g->impl->message();
+  // The stream thread, or a request's call, failed the group: its reason
+  // is the news.
+  const bool on_thread = (g->stream && g->stream->state() == DS4TP_SERVICE_FAILED) ||
+                         (g->requests && g->errmsg.empty());
+  if (on_thread && g->impl->failed() != 0) g->errmsg = g->impl->message();
   return g->errmsg.c_str();
 }
 void ds4tp_group_mark_failed(ds4tp_group *g) {
@@ -222,6 +224,9 @@ int ds4tp_group_stream_start(ds4tp_group *g, const ds4tp_gate_service_options *s
     if (rc == DS4TP_OK) rc = ds4tp::capi::stream_options_from_c(opt, o, e);
     if (rc == DS4TP_OK && (o.dtype < DS4TP_DTYPE_F32 || o.dtype > DS4TP_DTYPE_BF16))
       rc = e.set(DS4TP_EINVAL, "group stream dtype {} is not a ds4tp_dtype", o.dtype);
+    if (rc == DS4TP_OK && g->requests && !g->requests->idle())
+      rc = e.set(DS4TP_ESTATE, "group stream service: split-phase requests are still running "
+                 "(wait for them first: the service is the group's only caller)");
     if (rc != DS4TP_OK) return record(g, rc, e);
     if (!g->stream) g->stream = std::make_unique<grp::GroupStream>(*g->impl);
     grp::StreamSpec spec;

@@ -13,6 +13,7 @@
 #include "group/group.hpp"
 #include "group/stream.hpp"
 #include "handle.hpp"
+#include "request_queue.hpp"
 
 struct ds4tp_group {
   std::unique_ptr<ds4tp::group::Group> impl;
@@ -21,15 +22,19 @@ struct ds4tp_group {
   mutable std::string errmsg;
   // Declared after impl so it is destroyed (joined) first.
   std::unique_ptr<ds4tp::group::GroupStream> stream;
+  // The split-phase calls' thread (group_requests.cpp), made at the first
+  // start; destroyed first, while impl can still abort its call.
+  std::unique_ptr<ds4tp::capi::RequestQueue> requests;
 };
 
 namespace ds4tp::capi {
 
-// Keeps a failed call's message (the thread's and the handle's).
+// Keeps a failed call's message (the thread's and the handle's; a call
+// run for a request keeps it in the request instead).
 inline int record(ds4tp_group *g, int rc, const Error &err) {
   if (rc != DS4TP_OK) {
     ds4tp::capi::t_last_error = err.message.empty() ? ds4tp::status_message(rc) : err.message;
-    if (g != nullptr) g->errmsg = ds4tp::capi::t_last_error;
+    if (g != nullptr && !RequestQueue::on_queue_thread()) g->errmsg = ds4tp::capi::t_last_error;
   }
   return rc;
 }
@@ -53,7 +58,8 @@ int guard(ds4tp_group *g, F &&f) {
 }  // namespace ds4tp::capi
 
 // The call `body` (an int over Error e) on group `g`: NULL and a running
-// stream service refused, the result recorded.
+// stream service refused, the requests started before it run first, the
+// result recorded.
 #define GROUP_CALL(g, body)                                  \
   do {                                                       \
     if ((g) == nullptr) {                                    \
@@ -67,5 +73,7 @@ int guard(ds4tp_group *g, F &&f) {
              "only caller: call ds4tp_group_stream_stop first"); \
       return record((g), e0.code, e0);                       \
     }                                                        \
+    if ((g)->requests && !ds4tp::capi::RequestQueue::on_queue_thread()) \
+      (g)->requests->drain();                                \
     return guard((g), [&](Error &e) { return record((g), (body), e); }); \
   } while (0)

@@ -15,21 +15,14 @@
 
 #include "ds4tp/ds4tp.h"
 #include "group/reduce.hpp"
+#include "support/float_bits.hpp"
 
 namespace grp = ds4tp::group;
 
-namespace {
+using ds4tp::test::fbits;
+using ds4tp::test::ffrom;
 
-uint32_t fbits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float ffrom(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+namespace {
 
 // Floats whose bits step by a prime through the whole range, and edges.
 std::vector<float> sweep() {

@@ -16,21 +16,14 @@
 #endif
 
 #include "group/reduce.hpp"
+#include "support/float_bits.hpp"
 
 using namespace ds4tp;
 
-namespace {
+using ds4tp::test::fbits;
+using ds4tp::test::ffrom;
 
-uint32_t fbits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float ffrom(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+namespace {
 
 // The value of a finite half from the IEEE definition.
 double half_value(uint16_t h) {

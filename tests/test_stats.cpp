@@ -342,6 +342,16 @@ TEST_CASE("trace merge estimates the offset of another host's clock", "[stats]")
   CHECK(std::system(rm.c_str()) == 0);
 }
 
+// A group's Prometheus text, asked for once without room (the size it needs).
+static std::string group_prometheus(ds4tp_group *g) {
+  size_t need = 0;
+  CHECK(ds4tp_group_stats_prometheus(g, nullptr, 0, &need) == DS4TP_ENOMEM);
+  std::string text(need + 1, '\0');
+  REQUIRE(ds4tp_group_stats_prometheus(g, text.data(), text.size(), &need) == DS4TP_OK);
+  text.resize(need);
+  return text;
+}
+
 TEST_CASE("group stats count collectives and bytes exactly", "[stats][group]") {
   constexpr int n = 3;
   constexpr uint64_t kCount = 5000, kReduces = 7, kBigCount = 20000;  // 80000 bytes
@@ -379,11 +389,7 @@ TEST_CASE("group stats count collectives and bytes exactly", "[stats][group]") {
     CHECK(s.bytes_sent == (kReduces * kCount + kBigCount) * 4);
     CHECK(s.bytes_received == (kReduces * kCount + kBigCount) * 4 * (n - 1));
     CHECK(s.row_gates == 0);
-    size_t need = 0;
-    CHECK(ds4tp_group_stats_prometheus(gs[r], nullptr, 0, &need) == DS4TP_ENOMEM);
-    std::string text(need + 1, '\0');
-    REQUIRE(ds4tp_group_stats_prometheus(gs[r], text.data(), text.size(), &need) == DS4TP_OK);
-    text.resize(need);
+    const std::string text = group_prometheus(gs[r]);
     INFO(text);
     CHECK(check_exposition(text) == "");
     CHECK(text.find("ds4tp_collectives_total{rank=\"" + std::to_string(r) +
@@ -459,11 +465,7 @@ TEST_CASE("group stats count and time every collective kind, and name them in Pr
                           + kBytes                                // all_gather
                           + (r == 0 ? kBytes : 0);                // broadcast from rank 0
     CHECK(s.bytes_sent == sent);
-    size_t need = 0;
-    CHECK(ds4tp_group_stats_prometheus(gs[r], nullptr, 0, &need) == DS4TP_ENOMEM);
-    std::string text(need + 1, '\0');
-    REQUIRE(ds4tp_group_stats_prometheus(gs[r], text.data(), text.size(), &need) == DS4TP_OK);
-    text.resize(need);
+    const std::string text = group_prometheus(gs[r]);
     INFO(text);
     CHECK(check_exposition(text) == "");
     const std::string labels = "rank=\"" + std::to_string(r) + "\",transport=\"shm\"";

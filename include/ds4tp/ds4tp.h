@@ -178,6 +178,7 @@ typedef void (*ds4tp_log_fn)(void *user_data, int level, const char *msg);
 #include "ds4tp_stats.h"
 #ifndef DS4TP_NO_EXPERIMENTAL
 #include "ds4tp_groups.h"
+#include "ds4tp_group_requests.h"
 #include "ds4tp_streams.h"
 #endif
 

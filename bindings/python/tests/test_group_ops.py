@@ -11,12 +11,12 @@ combines in: floats combine in float64 and round once, integers in their
 own numpy type (which wraps)."""
 
 import itertools
-import threading
 
 import pytest
 
 import ds4tp
 from ds4tp import Dtype, ReduceOp
+from group_threads import run_ranks
 
 np = pytest.importorskip("numpy")
 
@@ -25,29 +25,6 @@ CARRIER = {Dtype.F32: np.float32, Dtype.F16: np.float16, Dtype.BF16: np.uint16,
            Dtype.F64: np.float64, Dtype.I32: np.int32, Dtype.I64: np.int64, Dtype.U8: np.uint8}
 COUNTS = [1, 7, 1500]  # one element, a few, and several steps of 4 KiB
 FLOATS = (Dtype.F32, Dtype.F16, Dtype.BF16, Dtype.F64)
-
-
-def run_ranks(groups, fn, timeout=120):
-    """fn(rank, group) on one thread per group; the first failure re-raised
-    naming its rank (the others are released by mark_failed)."""
-    errors = [None] * len(groups)
-
-    def body(r):
-        try:
-            fn(r, groups[r])
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors[r] = e
-            groups[r].mark_failed()
-
-    ts = [threading.Thread(target=body, args=(r,)) for r in range(len(groups))]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout)
-        assert not t.is_alive(), "a rank hung in a collective"
-    for r, e in enumerate(errors):
-        if e is not None:
-            raise AssertionError(f"rank {r} failed: {e}") from e
 
 
 @pytest.fixture(params=[2, 3, 4])

@@ -10,33 +10,12 @@ import threading
 import pytest
 
 import ds4tp
+from group_threads import run_ranks
 
 try:
     import numpy as np
 except ImportError:  # numpy is optional; the array/memoryview cases still run
     np = None
-
-
-def run_ranks(groups, fn):
-    """fn(rank, group) on one thread per group; re-raises the first failure."""
-    errors = [None] * len(groups)
-
-    def body(r):
-        try:
-            fn(r, groups[r])
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors[r] = e
-            groups[r].mark_failed()
-
-    ts = [threading.Thread(target=body, args=(r,)) for r in range(len(groups))]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(60)
-        assert not t.is_alive(), "a rank hung in a collective"
-    for r, e in enumerate(errors):
-        if e is not None:
-            raise AssertionError(f"rank {r} failed: {e!r}") from e
 
 
 def f32_bits(x):
@@ -260,6 +239,34 @@ def test_group_stats_count_the_all_reduces():
             groups[0].topology(2)
         groups[0].stats_reset()
         assert groups[0].stats()["all_reduces"] == 0, "stats_reset did not reset"
+    finally:
+        for g in groups:
+            g.close()
+
+
+def test_split_phase_requests_run_in_issue_order_and_name_failures():
+    groups = ds4tp.Group.local(2)
+    try:
+        def body(r, g):
+            x = array.array("f", [float(r + 1)] * 256)
+            first = g.all_reduce_start(x)
+            second = g.all_reduce_start(x)  # the same buffer: only issue order gives 6
+            out = bytearray(2 * 16)
+            gathered = g.all_gather_start(bytes([r]) * 16, out)
+            done = g.barrier_start()
+            assert second.wait() is x
+            assert first.test(), "an earlier request is not done after a later one"
+            first.wait()
+            assert gathered.wait() == bytes([0]) * 16 + bytes([1]) * 16
+            done.wait()
+            assert x[0] == 6.0 and x[-1] == 6.0, (x[0], x[-1])
+        run_ranks(groups, body)
+        # A refusal found when the call runs is the request's error.
+        req = groups[0].all_reduce_start(array.array("f", [1.0] * 3), op=ds4tp.ReduceOp.MAX)
+        groups[1].mark_failed()
+        with pytest.raises(ds4tp.Error) as e:
+            req.wait()
+        assert "rank 1" in e.value.message, e.value.message
     finally:
         for g in groups:
             g.close()

@@ -44,13 +44,14 @@ from ._structs import (BatchItem, Command, GateServiceOptions, GroupOptions, Ide
 from ._pair import Pair  # noqa: F401
 from ._group import (Dtype, Group, ReduceOp, bf16_to_f32, f16_to_f32,  # noqa: F401
                      f32_to_bf16, f32_to_f16)
+from ._requests import Request  # noqa: F401
 
 __version__ = f"{VERSION_MAJOR}.{VERSION_MINOR}.{VERSION_PATCH}"
 
 __all__ = [
     "Error", "Status", "Role", "Transport", "LogLevel", "ServiceState",
     "Options", "Identity", "SlabLayout", "StagingHooks", "GateServiceOptions",
-    "Pair", "Group", "GroupOptions", "Dtype", "ReduceOp", "f32_to_f16", "f16_to_f32",
+    "Pair", "Group", "GroupOptions", "Request", "Dtype", "ReduceOp", "f32_to_f16", "f16_to_f32",
     "f32_to_bf16", "bf16_to_f32",
     "version", "version_string", "protocol_version", "strerror",
     "err_name", "last_error", "transport_name", "transport_available", "transport_auto",

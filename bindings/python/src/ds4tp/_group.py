@@ -51,10 +51,11 @@ from ._constants import Status, Transport
 from ._dtypes import (Dtype, ReduceOp, bf16_to_f32, f16_to_f32,  # noqa: F401 (re-exported)
                       f32_to_bf16, f32_to_f16)
 from ._loader import _Handle, Error, _lib, _text, last_error
+from ._requests import SplitPhase
 from ._structs import GroupOptions, Identity, Stats
 
 
-class Group(_Handle, Collectives):
+class Group(_Handle, Collectives, SplitPhase):
     """One rank's ds4tp_group handle. A context manager; :meth:`close`
     frees it (peers still in a call see this rank leave).
 

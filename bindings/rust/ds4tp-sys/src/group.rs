@@ -12,6 +12,12 @@ pub struct ds4tp_group {
     _private: [u8; 0],
 }
 
+/// `ds4tp_group_request` (opaque): a started split-phase call.
+#[repr(C)]
+pub struct ds4tp_group_request {
+    _private: [u8; 0],
+}
+
 /// `DS4TP_DTYPE_F32` (ds4tp_dtype).
 pub const DS4TP_DTYPE_F32: c_int = 0;
 /// `DS4TP_DTYPE_F16` (ds4tp_dtype).
@@ -133,6 +139,54 @@ extern "C" {
         recv_bytes: *const u64,
         recv_offsets: *const u64,
     ) -> c_int;
+    /// Starts `ds4tp_group_all_reduce` on the group's request thread; `req` gets the request.
+    pub fn ds4tp_group_all_reduce_start(g: *mut ds4tp_group, buf: *mut c_void, count: u64, dtype: c_int,
+        op: c_int, req: *mut *mut ds4tp_group_request) -> c_int;
+    /// Starts `ds4tp_group_all_gather`.
+    pub fn ds4tp_group_all_gather_start(g: *mut ds4tp_group, input: *const c_void, out: *mut c_void,
+        bytes: u64, req: *mut *mut ds4tp_group_request) -> c_int;
+    /// Starts `ds4tp_group_broadcast`.
+    pub fn ds4tp_group_broadcast_start(g: *mut ds4tp_group, buf: *mut c_void, bytes: u64, root: c_int,
+        req: *mut *mut ds4tp_group_request) -> c_int;
+    /// Starts `ds4tp_group_barrier`.
+    pub fn ds4tp_group_barrier_start(g: *mut ds4tp_group, req: *mut *mut ds4tp_group_request) -> c_int;
+    /// Starts `ds4tp_group_reduce_scatter`.
+    pub fn ds4tp_group_reduce_scatter_start(g: *mut ds4tp_group, input: *const c_void, out: *mut c_void,
+        count: u64, dtype: c_int, op: c_int, req: *mut *mut ds4tp_group_request) -> c_int;
+    /// Starts `ds4tp_group_reduce`.
+    pub fn ds4tp_group_reduce_start(g: *mut ds4tp_group, buf: *mut c_void, count: u64, dtype: c_int,
+        op: c_int, root: c_int, req: *mut *mut ds4tp_group_request) -> c_int;
+    /// Starts `ds4tp_group_gather`.
+    pub fn ds4tp_group_gather_start(g: *mut ds4tp_group, input: *const c_void, out: *mut c_void,
+        bytes: u64, root: c_int, req: *mut *mut ds4tp_group_request) -> c_int;
+    /// Starts `ds4tp_group_scatter`.
+    pub fn ds4tp_group_scatter_start(g: *mut ds4tp_group, input: *const c_void, out: *mut c_void,
+        bytes: u64, root: c_int, req: *mut *mut ds4tp_group_request) -> c_int;
+    /// Starts `ds4tp_group_all_gather_v` (the counts are copied).
+    pub fn ds4tp_group_all_gather_v_start(g: *mut ds4tp_group, input: *const c_void, out: *mut c_void,
+        bytes: *const u64, req: *mut *mut ds4tp_group_request) -> c_int;
+    /// Starts `ds4tp_group_all_gather_rows`.
+    pub fn ds4tp_group_all_gather_rows_start(g: *mut ds4tp_group, input: *const c_void,
+        out: *mut c_void, rows: u64, row_bytes: u64, req: *mut *mut ds4tp_group_request) -> c_int;
+    /// Starts `ds4tp_group_all_to_all_v` (the counts and offsets are copied).
+    pub fn ds4tp_group_all_to_all_v_start(
+        g: *mut ds4tp_group,
+        input: *const c_void,
+        send_bytes: *const u64,
+        send_offsets: *const u64,
+        out: *mut c_void,
+        recv_bytes: *const u64,
+        recv_offsets: *const u64,
+        req: *mut *mut ds4tp_group_request,
+    ) -> c_int;
+    /// `*done` = 1 once the request completed (its status returned); never blocks.
+    pub fn ds4tp_group_test(req: *mut ds4tp_group_request, done: *mut c_int) -> c_int;
+    /// Blocks until the request completed; its status.
+    pub fn ds4tp_group_wait(req: *mut ds4tp_group_request) -> c_int;
+    /// The completed request's message; never NULL.
+    pub fn ds4tp_group_request_errmsg(req: *const ds4tp_group_request) -> *const c_char;
+    /// Waits for the request if it runs, then frees it. Accepts NULL.
+    pub fn ds4tp_group_request_free(req: *mut ds4tp_group_request);
     /// Library-allocated buffer of chunk_bytes.
     pub fn ds4tp_group_buffer(g: *mut ds4tp_group, ptr: *mut *mut c_void, bytes: *mut u64) -> c_int;
     /// This rank.
