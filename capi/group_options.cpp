@@ -11,6 +11,7 @@
 
 #include "auth/key.hpp"
 #include "convert.hpp"
+#include "group/rendezvous.hpp"
 #include "handle.hpp"
 #include "os/wait.hpp"
 
@@ -29,6 +30,22 @@ int env_int(const char *a, const char *b, const char *c) {
     }
   }
   return -1;
+}
+
+// The job's name ("NAME=value" for messages) from the options or, where
+// they give none, from the launcher's environment; "" for none.
+std::string job_name(const char *given) {
+  if (given != nullptr) return *given != 0 ? std::string("job_id=") + given : std::string();
+  for (const char *name : {"DS4TP_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
+                           "OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE"}) {
+    const char *v = std::getenv(name);
+    if (v == nullptr || *v == 0) continue;
+    std::string job = std::string(name) + "=" + v;
+    const char *step = std::getenv("SLURM_STEP_ID");  // one allocation, several steps
+    if (std::strcmp(name, "SLURM_JOB_ID") == 0 && step != nullptr) job += std::string(".") + step;
+    return job;
+  }
+  return {};
 }
 
 }  // namespace
@@ -62,6 +79,8 @@ int group_options_from_c(const ds4tp_group_options *copt, const ds4tp_identity *
     if (c.transport < DS4TP_TRANSPORT_AUTO || c.transport > DS4TP_TRANSPORT_RDMA)
       return err.set(DS4TP_EINVAL, "group transport {} (auto, tcp, shm or rdma)", c.transport);
     o.transport = c.transport;
+    o.job_name = job_name(c.job_id);
+    o.job = grp::job_token(o.job_name);
   }
   if (c.connect_timeout_ms <= 0 || c.op_timeout_ms <= 0)
     return err.set(DS4TP_EINVAL, "group deadlines must be > 0 (connect {} ms, op {} ms)",

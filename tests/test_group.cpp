@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/clock.hpp"
 #include "talk/group_beat.hpp"
 #include "talk/silence.hpp"
 #include "group/reduce.hpp"
@@ -324,17 +325,35 @@ TEST_CASE("group: 8 processes, auto picks shm on one host", "[group]") {
 }
 
 TEST_CASE("group: bring-up refusals name the rank", "[group]") {
-  SECTION("identity mismatch") {
+  SECTION("identity mismatch: every rank hears it at once, not at the deadline") {
+    const uint64_t t0 = now_ns();
     GroupRun run = run_group_procs(3, DS4TP_TRANSPORT_AUTO, checks_body,
                                    [](int r, ds4tp_group_options &o, ds4tp_identity &id) {
-                                     o.connect_timeout_ms = 2500;  // rank 0 waits for a real rank 2
+                                     o.connect_timeout_ms = 60000;
                                      if (r == 2) id.n_embd = 4096;
                                    });
-    CHECK(run.rcs[0] == DS4TP_EIDENTITY);
-    CHECK(run.rcs[2] == DS4TP_EIDENTITY);
+    for (int r = 0; r < 3; r++) {
+      INFO("rank " << r << ": " << run.msgs[size_t(r)]);
+      CHECK(run.rcs[size_t(r)] == DS4TP_EIDENTITY);
+      CHECK(run.msgs[size_t(r)].find("rank 2") != std::string::npos);
+      CHECK(run.msgs[size_t(r)].find("n_embd") != std::string::npos);
+    }
+    CHECK(double(now_ns() - t0) / 1e9 < 30.0);
+  }
+  SECTION("another job at the port: refused, and the group waits for its own rank") {
+    GroupRun run = run_group_procs(2, DS4TP_TRANSPORT_AUTO, checks_body,
+                                   [](int r, ds4tp_group_options &o, ds4tp_identity &) {
+                                     o.connect_timeout_ms = 1500;
+                                     o.job_id = r == 0 ? "job-a" : "job-b";
+                                   });
     INFO(run.msgs[0]);
-    CHECK(run.msgs[0].find("rank 2") != std::string::npos);
-    CHECK(run.msgs[0].find("n_embd") != std::string::npos);
+    INFO(run.msgs[1]);
+    CHECK(run.rcs[0] == DS4TP_EPROTO);  // at the deadline, naming the refusal
+    CHECK(run.msgs[0].find("rank 1 did not join") != std::string::npos);
+    CHECK(run.msgs[0].find("another job") != std::string::npos);
+    CHECK(run.rcs[1] == DS4TP_EPROTO);
+    CHECK(run.msgs[1].find("belongs to another job") != std::string::npos);
+    CHECK(run.msgs[1].find("job_id=job-a") != std::string::npos);
   }
   SECTION("duplicate rank") {
     GroupRun run = run_group_procs(3, DS4TP_TRANSPORT_AUTO, checks_body,

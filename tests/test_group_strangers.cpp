@@ -59,6 +59,8 @@ Options desk_options(int size, Captured &cap) {
   o.connect_timeout_ns = 10'000'000'000ull;
   o.chunk_bytes = 1 << 16;
   o.log = Logger(capture, &cap, DS4TP_LOG_DEBUG);
+  o.job_name = "DS4TP_JOB_ID=this-job";
+  o.job = job_token(o.job_name);
   return o;
 }
 
@@ -77,8 +79,9 @@ bool send_bytes(const net::Fd &fd, const void *p, size_t n) {
 }
 
 // The bytes a rank sends after the nonce: the fixed join and its hello.
+// `job`: another job's name (empty: o's job).
 std::vector<uint8_t> join_bytes(const Options &o, int rank, const wire::Nonce &nonce,
-                                uint32_t size_claim = 0) {
+                                uint32_t size_claim = 0, const std::string &job = "") {
   wire::Hello hello;
   hello.role = DS4TP_ROLE_WORKER;
   hello.id = o.id;
@@ -90,6 +93,7 @@ std::vector<uint8_t> join_bytes(const Options &o, int rank, const wire::Nonce &n
   j.data_port = 1;
   j.hello_bytes = uint32_t(hb.size());
   j.has_mac = o.key.empty() ? 0 : 1;
+  j.job = job.empty() ? o.job : job_token(job);
   std::vector<uint8_t> out(kJoinFixedBytes);
   encode_join(j, out.data());
   if (j.has_mac) {
@@ -154,12 +158,13 @@ TEST_CASE("group rendezvous: strangers are dropped, each logged, while the ranks
     linger lg{1, 0};
     setsockopt(r.get(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
   }
-  // Joins of another group (a size that differs) and of a rank taken (0).
+  // Joins of another job at the same port (one of another size, one
+  // claiming rank 0): refused, and the group goes on forming.
   const wire::Nonce stale{};
-  const std::vector<uint8_t> other = join_bytes(o, 2, stale, 5);
+  const std::vector<uint8_t> other = join_bytes(o, 2, stale, 5, "DS4TP_JOB_ID=other-job");
   stranger(other.data(), other.size());
   const size_t other_at = strangers.size() - 1;
-  const std::vector<uint8_t> zero_rank = join_bytes(o, 0, stale);
+  const std::vector<uint8_t> zero_rank = join_bytes(o, 0, stale, 0, "SLURM_JOB_ID=7");
   stranger(zero_rank.data(), zero_rank.size());
   for (int i = 0; i < 200; i++) stranger(nullptr, 0);  // idle: 200 of the 1024 fds
 
@@ -181,8 +186,8 @@ TEST_CASE("group rendezvous: strangers are dropped, each logged, while the ranks
   CHECK(secs < 3.0);
   CHECK(cap.has("not a join: group join: bad magic"));
   CHECK(cap.has("hello"));  // the absurd hello length, named
-  CHECK(cap.has("has group size 5, rank 0 has 3"));
-  CHECK(cap.has("a second rank 0 joined"));
+  CHECK(cap.has("a join claiming rank 2 belongs to another job"));
+  CHECK(cap.has("a join claiming rank 0 belongs to another job"));
   CHECK(cap.has("too many connections pending"));
   // The refused join of another group reads why, after its nonce.
   uint8_t nm[kNonceMsgBytes];
@@ -193,8 +198,9 @@ TEST_CASE("group rendezvous: strangers are dropped, each logged, while the ranks
                           err) == 0);
   Roster ro;
   REQUIRE(decode_roster(rb, sizeof rb, ro, err) == 0);
-  CHECK(ro.status == DS4TP_EINVAL);
-  CHECK(ro.message.find("group size 5") != std::string::npos);
+  CHECK(ro.status == DS4TP_EPROTO);
+  CHECK(ro.message.find("another job") != std::string::npos);
+  CHECK(ro.message.find("DS4TP_JOB_ID=this-job") != std::string::npos);
 }
 
 TEST_CASE("group rendezvous: a replayed key proof is refused and the keyed group forms",
@@ -226,24 +232,60 @@ TEST_CASE("group rendezvous: a replayed key proof is refused and the keyed group
   CHECK(cap.has("key proof does not verify"));
 }
 
-TEST_CASE("group rendezvous: at the deadline the error names the missing rank and the refusal",
+TEST_CASE("group rendezvous: a refused rank of this job ends bring-up at once, naming it",
+          "[group][strangers]") {
+  struct Case {
+    int rank;
+    uint32_t size;
+    const char *named;
+  };
+  for (const Case &c : {Case{1, 4, "rank 1 has group size 4, rank 0 has 2"},
+                        Case{0, 0, "a second rank 0 joined"}}) {
+    INFO(c.named);
+    Captured cap;
+    Options o = desk_options(2, cap);  // a 10 s deadline
+    net::Fd lfd;
+    int port = 0;
+    Error err;
+    REQUIRE(net::listen_tcp("127.0.0.1", 0, lfd, port, err) == 0);
+    const std::vector<uint8_t> bad = join_bytes(o, c.rank, wire::Nonce{}, c.size);
+    net::Fd s = raw_connect(port);
+    REQUIRE(send_bytes(s, bad.data(), bad.size()));
+    Joined in;
+    const uint64_t t0 = now_ns();
+    const int rc = serve_joins(o, lfd.get(), now_ns() + o.connect_timeout_ns, in, err);
+    INFO(err.message);
+    CHECK(rc != DS4TP_OK);
+    CHECK(rc != DS4TP_ETIMEDOUT);
+    CHECK(err.message.find("bring-up ended") != std::string::npos);
+    CHECK(err.message.find(c.named) != std::string::npos);
+    CHECK(seconds_since(t0) < 5.0);  // not at the deadline
+  }
+}
+
+TEST_CASE("group rendezvous: rank 0 says who joined and who it waits for, and names the missing "
+          "rank at the deadline",
           "[group][strangers]") {
   Captured cap;
-  Options o = desk_options(2, cap);
+  Options o = desk_options(3, cap);
   o.connect_timeout_ns = 800'000'000ull;
+  o.report_ns = 100'000'000ull;
   net::Fd lfd;
   int port = 0;
   Error err;
   REQUIRE(net::listen_tcp("127.0.0.1", 0, lfd, port, err) == 0);
-  const std::vector<uint8_t> other = join_bytes(o, 1, wire::Nonce{}, 4);
-  net::Fd s = raw_connect(port);
-  REQUIRE(send_bytes(s, other.data(), other.size()));
+  net::Fd r1;
+  bool joined = false;
+  std::thread rank([&] { joined = join_as(o, 1, port, r1); });
   Joined in;
   const int rc = serve_joins(o, lfd.get(), now_ns() + o.connect_timeout_ns, in, err);
+  rank.join();
   INFO(err.message);
-  CHECK(rc == DS4TP_EINVAL);
-  CHECK(err.message.find("rank 1 did not join within 800 ms") != std::string::npos);
-  CHECK(err.message.find("group size 4, rank 0 has 2") != std::string::npos);
+  INFO(cap.all());
+  REQUIRE(joined);
+  CHECK(rc == DS4TP_ETIMEDOUT);
+  CHECK(err.message.find("rank 2 did not join within 800 ms") != std::string::npos);
+  CHECK(cap.has("2 of 3 ranks joined (0, 1); waiting for 2"));
 }
 
 TEST_CASE("group data listener: strangers and other groups' links are dropped",

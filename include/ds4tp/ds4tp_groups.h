@@ -131,6 +131,16 @@ typedef struct ds4tp_group_options {
    * stopped or silent one within peer_silence_ms (tcp: its heartbeats;
    * shm: its process state). */
   int32_t peer_arrival_timeout_ms;
+  /* The job this rank belongs to: every rank of one job gives the same
+   * text, and rank 0 refuses, naming it, a join from another job (at the
+   * same port) without ending its own bring-up. NULL = DS4TP_JOB_ID, else
+   * the launcher's job id: TORCHELASTIC_RUN_ID (torchrun), SLURM_JOB_ID
+   * (with SLURM_STEP_ID), OMPI_MCA_orte_ess_jobid or PMIX_NAMESPACE (Open
+   * MPI); else none, and two jobs on one port cannot be told apart. Any
+   * other refusal of a join of this job (identity, key, size, a rank
+   * taken) ends bring-up at once on rank 0 and on every rank that joined,
+   * with its cause. */
+  const char *job_id;
 } ds4tp_group_options;
 
 /* Fills `opt` with defaults (rank and size from the environment). */

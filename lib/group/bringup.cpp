@@ -221,6 +221,7 @@ int Group::connect(Error &err) {
   j.has_mac = opt_.key.empty() ? 0 : 1;
   j.pid = uint32_t(getpid());
   j.local_rank = local_rank;
+  j.job = opt_.job;
   encode_join(j, fixed);
   if (j.has_mac) {
     if (!join_mac(opt_.key, nonce, fixed, j.mac))

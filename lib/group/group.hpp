@@ -10,6 +10,7 @@
 // time; mark_failed may come from any thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +59,12 @@ struct Options {
   uint64_t peer_silence_ns = 1'000'000'000;  // tcp: a rank not heard this long fails the group
   auth::Key key;
   wire::Identity id;
+  // The job (ds4tp_group_options.job_id): its token (all zero: none) and
+  // its name for messages ("TORCHELASTIC_RUN_ID=abc").
+  std::array<uint8_t, 16> job{};
+  std::string job_name;
+  // Rank 0 says who joined and who it waits for this often in bring-up.
+  uint64_t report_ns = 5'000'000'000ull;
   // Bring-up refusals (strangers at a listener, a join of another group).
   Logger log{nullptr, nullptr, DS4TP_LOG_WARN};
 };

@@ -16,6 +16,10 @@ namespace ds4tp::group {
 bool join_mac(const auth::Key &key, const wire::Nonce &nonce, const uint8_t *fixed,
               wire::Mac &out);
 
+// A job's token: the first 16 bytes of HMAC-SHA256("ds4tp job", name);
+// all zero for no name.
+std::array<uint8_t, 16> job_token(const std::string &name);
+
 // What rank 0 learned of each rank (index = rank; [0] unused).
 struct Joined {
   std::vector<Join> joins;
@@ -24,10 +28,12 @@ struct Joined {
 };
 
 // Rank 0: serves joins on `lfd` until every rank joined or `deadline_ns`.
-// A join refused (other size, key, identity, chunk, a rank taken) is told
-// why on its connection and logged; the desk goes on waiting for the real
-// rank. At the deadline the error names the missing ranks and the last
-// refusal (its code, when there was one).
+// A join of another job (its job token differs) is told why on its
+// connection and logged, and the desk goes on waiting for the real rank.
+// Any other refusal (size, key, identity, chunk, a rank taken) ends the
+// desk at once with that cause: the rank it refused belongs to this job
+// and will not come back right. Every o.report_ns it logs who joined and
+// who it waits for. At the deadline the error names the missing ranks.
 int serve_joins(const Options &o, int lfd, uint64_t deadline_ns, Joined &out, Error &err);
 
 // Every rank: accepts the data links of the ranks `from` (the mesh's

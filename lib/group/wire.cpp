@@ -84,6 +84,7 @@ void encode_join(const Join &j, uint8_t out[kJoinFixedBytes]) {
   std::memcpy(out + 56, j.mac.data(), 32);
   put32(out + 88, j.pid);
   put32(out + 92, j.local_rank);
+  std::memcpy(out + 96, j.job.data(), 16);
 }
 
 int decode_join(const uint8_t *buf, size_t len, Join &j, Error &err) {
@@ -101,6 +102,7 @@ int decode_join(const uint8_t *buf, size_t len, Join &j, Error &err) {
   std::memcpy(j.mac.data(), buf + 56, 32);
   j.pid = get32(buf + 88);
   j.local_rank = get32(buf + 92);
+  std::memcpy(j.job.data(), buf + 96, 16);
   if (j.size < 2 || j.size > kRosterPeers)
     return err.set(DS4TP_EPROTO, "group join: size {} outside 2..{}", j.size, kRosterPeers);
   if (j.rank >= j.size) return err.set(DS4TP_EPROTO, "group join: rank {} of {}", j.rank, j.size);

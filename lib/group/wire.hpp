@@ -2,7 +2,7 @@
 //
 // Bring-up, on each rank's connection to rank 0:
 //   rank 0 -> rank: Nonce  {u32 "D4GN", u16 version, u16 0, 32-byte nonce}
-//   rank -> rank 0: Join   fixed 96 bytes, then the identity hello bytes
+//   rank -> rank 0: Join   fixed 112 bytes, then the identity hello bytes
 //   rank 0 -> rank: Roster fixed 64 bytes + 16 peers * 56 (host, port,
 //                   host index, pid, local rank) + 256 message
 //                   + 16-byte link token + the meshes' two crossovers
@@ -28,9 +28,9 @@
 
 namespace ds4tp::group {
 
-constexpr uint16_t kGroupVersion = 8;  // 8: verdicts carry their reason; 7: the call word
+constexpr uint16_t kGroupVersion = 9;  // 9: joins carry the job; 8: verdicts their reason
 constexpr size_t kNonceMsgBytes = 40;
-constexpr size_t kJoinFixedBytes = 96;
+constexpr size_t kJoinFixedBytes = 112;
 constexpr size_t kRosterPeers = 16;
 constexpr size_t kLinkTokenBytes = 16;
 constexpr size_t kRosterPeerBytes = 56;
@@ -63,6 +63,9 @@ struct Join {
   // LOCAL_RANK (or its MPI / Slurm names) where the launcher set one:
   // it orders the ranks of a host (kNoLocalRank: by rank).
   uint32_t local_rank = kNoLocalRank;
+  // The job's token (JobToken; all zero: none): rank 0 refuses a join of
+  // another job without ending its bring-up.
+  std::array<uint8_t, 16> job{};
 };
 
 // Random per group, sent only to its ranks: a data link must show it.

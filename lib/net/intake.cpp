@@ -28,6 +28,7 @@ class Intake {
       if (now >= deadline) return err.set(DS4TP_ETIMEDOUT, "{}: deadline passed", cfg_.what);
       if (int rc = take_all(now, deadline, err)) return rc;
       if (h_.done()) break;
+      h_.tick(now);
       uint64_t wake = std::min<uint64_t>(deadline, now + 100'000'000);
       pfds.assign(1, pollfd{lfd_, POLLIN, 0});
       for (size_t i = 0; i < vs_.size();) {

@@ -46,6 +46,9 @@ class IntakeHandler {
   // and v.out, if set, is sent best-effort first (a refusal to read).
   virtual Verdict judge(Visitor &v, std::string &why) = 0;
   virtual bool done() const = 0;
+  // Called on every pass of the loop (at least every 100 ms): for a
+  // handler that reports its progress.
+  virtual void tick(uint64_t /*now_ns*/) {}
 };
 
 struct IntakeConfig {

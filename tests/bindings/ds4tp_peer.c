@@ -155,6 +155,7 @@ static void print_layout(void) {
   FIELD(ds4tp_group_options, peer_silence_ms);
   FIELD(ds4tp_group_options, yield_us);
   FIELD(ds4tp_group_options, peer_arrival_timeout_ms);
+  FIELD(ds4tp_group_options, job_id);
 
   SIZE(ds4tp_batch_item);
   FIELD(ds4tp_batch_item, session_id);

@@ -155,7 +155,7 @@ class Options(_Struct):
 
 class GroupOptions(_Struct):
     """ds4tp_group_options. ``psk`` is set from bytes (kept alive here);
-    ``rendezvous_host`` from str."""
+    ``rendezvous_host`` and ``job_id`` from str."""
     _init_fn = "ds4tp_group_options_init"
     _fields_ = [
         ("size", c_uint32),
@@ -173,6 +173,7 @@ class GroupOptions(_Struct):
         ("peer_silence_ms", c_int32),
         ("yield_us", c_int32),
         ("peer_arrival_timeout_ms", c_int32),
+        ("job_id", c_char_p),
     ]
 
     def __setattr__(self, name, value):

@@ -78,6 +78,10 @@ pub struct ds4tp_group_options {
     /// A rank not yet in a collective is waited for this long (ms) while alive (default 300000;
     /// DS4TP_ARRIVAL_UNLIMITED: while alive).
     pub peer_arrival_timeout_ms: i32,
+    /// The job this rank belongs to (same text on every rank); NULL = DS4TP_JOB_ID, else the
+    /// launcher's job id (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, OMPI_MCA_orte_ess_jobid,
+    /// PMIX_NAMESPACE), else none. Rank 0 refuses joins of another job.
+    pub job_id: *const c_char,
 }
 
 extern "C" {

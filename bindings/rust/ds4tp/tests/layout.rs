@@ -63,7 +63,7 @@ fn structs_match_the_c_compiler() {
             yield_us, sleep_us, stop_timeout_ms, cpu)),
         ("ds4tp_group_options", rust_fields!(sys::ds4tp_group_options, size, rank, group_size,
             rendezvous_host, rendezvous_port, transport, connect_timeout_ms, op_timeout_ms, chunk_bytes,
-            psk, psk_bytes, spin_us, peer_silence_ms, yield_us, peer_arrival_timeout_ms)),
+            psk, psk_bytes, spin_us, peer_silence_ms, yield_us, peer_arrival_timeout_ms, job_id)),
         ("ds4tp_batch_item", rust_fields!(sys::ds4tp_batch_item, session_id, token, flags)),
         ("ds4tp_image_span", rust_fields!(sys::ds4tp_image_span, token_start, token_count, data_width, width,
             height, content_width, content_height, fingerprint, embd)),
