@@ -1,6 +1,6 @@
 // Baseline for `ds4tp group`: Gloo's allreduce (sum, f32) over its TCP
 // transport, ranks meeting through a FileStore; prints p50/p99 like
-// mpi_allreduce.c. Bench-only (Debian 12: libgloo-dev), never built with
+// mpi_ops.c. Bench-only (Debian 12: libgloo-dev), never built with
 // the library:
 //   g++ -O2 -std=c++17 -o /tmp/gloo_allreduce bench/group/gloo_allreduce.cpp -lgloo -lpthread
 //   for r in 0 1 2 3; do /tmp/gloo_allreduce $r 4 /tmp/gloo-store 4096 2000 & done; wait

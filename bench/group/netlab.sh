@@ -126,7 +126,7 @@ host="$1"; shift
 exec ip netns exec "d4h${host#h}" unshare --uts sh -c "hostname $host; $*"
 EOF
 chmod +x "$tmp/enter-host"
-mpicc -O2 -o "$tmp/mpi" "$here/mpi_allreduce.c"
+mpicc -O2 -o "$tmp/mpi" "$here/mpi_ops.c"
 
 p50() { sed -n 's/.*p50 *\([0-9.]*\) *us.*/\1/p' | head -1; }
 # ds4tp over H hosts x R ranks; rank r on host r / R. $4: extra options;
@@ -149,7 +149,7 @@ mpi_run() {
   (cd "$tmp" && timeout 300 mpirun --allow-run-as-root -np $((hosts * per)) --hostfile hostfile \
     --mca plm_rsh_agent "$tmp/enter-host" --mca oob_tcp_if_include 10.78.0.0/24 \
     --mca btl_tcp_if_include 10.78.0.0/24 --mca btl self,vader,tcp --mca mpi_yield_when_idle 1 \
-    "$tmp/mpi" "$count" "$iters" 2>&1) | p50
+    "$tmp/mpi" all_reduce "$count" "$iters" 2>&1) | p50
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 16 KiB f32 all-reduce p50 for N=2 and 4: ds4tp (shm, tcp; `ds4tp group
-# --local N`), Open MPI (vader, tcp; mpi_allreduce.c), Gloo (tcp with a
+# --local N`), Open MPI (vader, tcp; mpi_ops.c all_reduce), Gloo (tcp with a
 # file store; gloo_allreduce.cpp, when libgloo-dev is installed) and one
 # raw TCP exchange of the same 16 KiB, and shm_floor.cpp: the library's two
 # shm algorithms (slot one-shot, home) with no library, for the machine's
@@ -26,7 +26,7 @@ count=4096  # 16 KiB of f32
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 have_mpi=0
-if command -v mpicc >/dev/null && mpicc -O2 -o "$tmp/mpi" "$here/mpi_allreduce.c" 2>/dev/null; then have_mpi=1; fi
+if command -v mpicc >/dev/null && mpicc -O2 -o "$tmp/mpi" "$here/mpi_ops.c" 2>/dev/null; then have_mpi=1; fi
 have_floor=0
 if g++ -O3 -std=c++17 -o "$tmp/floor" "$here/shm_floor.cpp" -lpthread 2>/dev/null; then have_floor=1; fi
 have_gloo=0
@@ -37,7 +37,7 @@ fi
 p50() { sed -n 's/.*p50 *\([0-9.]*\) *us.*/\1/p' | tail -1; }
 ds4tp() { "$tool" group --local "$1" --transport "$2" --count $count --iters "$iters" 2>&1 | p50; }
 mpi() {
-  mpirun --allow-run-as-root --oversubscribe -np "$1" --mca btl "self,$2" "$tmp/mpi" "$count" "$iters" 2>&1 | p50
+  mpirun --allow-run-as-root --oversubscribe -np "$1" --mca btl "self,$2" "$tmp/mpi" all_reduce "$count" "$iters" 2>&1 | p50
 }
 gloo() {
   rm -rf "$tmp/store" && mkdir "$tmp/store"
