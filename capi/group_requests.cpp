@@ -34,10 +34,8 @@ int start(ds4tp_group *g, ds4tp_group_request **req, const char *what, Call &&ca
       g->requests = std::make_unique<RequestQueue>([g] {
         g->impl->abort_with(DS4TP_ESTATE, "ds4tp_group_free while a split-phase request ran");
       });
-    auto state = std::make_shared<Request>(std::forward<Call>(call));
     auto handle = std::make_unique<ds4tp_group_request>();
-    handle->state = state;
-    g->requests->push(std::move(state));
+    handle->state = g->requests->push(std::forward<Call>(call));
     *req = handle.release();
     return DS4TP_OK;
   });

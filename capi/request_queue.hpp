@@ -2,9 +2,18 @@
 // thread per group runs the started collectives, in the order they were
 // started, through the blocking C calls; each request keeps its status
 // and message for wait / test.
+//
+// A wait that finds its request first in line and nothing running runs it
+// on the waiting thread instead: a start followed at once by its wait (a
+// framework that cannot tell a blocking call from a started one, as
+// torch.distributed's backends) then costs no thread hop. The progress
+// thread leaves a request started with nothing before it alone for
+// kPickupNs, so that wait usually comes first; a request nobody waits for
+// starts after that, and one queued behind others as soon as they end.
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -14,12 +23,29 @@
 
 namespace ds4tp::capi {
 
+class Request;
+
+// What the queue's thread, the waiters and the queue's owner share; it
+// lives as long as any of them (a request may outlive its group).
+struct RequestCore {
+  std::mutex mu;
+  std::condition_variable work, ended;
+  std::deque<std::shared_ptr<Request>> queue;
+  // Until then the first in line is its waiter's (it was started with
+  // nothing before it); 0: the thread's at once.
+  uint64_t waiter_until_ns = 0;
+  bool running_one = false;     // a call runs (on the thread or a waiter)
+  bool stop = false;
+};
+
 // One started call: its body, then its outcome.
-class Request {
+class Request : public std::enable_shared_from_this<Request> {
  public:
-  explicit Request(std::function<int()> run) : run_(std::move(run)) {}
-  // The queue's thread: runs the body, or ends it unrun with `rc`/`msg`.
+  Request(std::function<int()> run, std::shared_ptr<RequestCore> core)
+      : run_(std::move(run)), core_(std::move(core)) {}
+  // Runs the body (the queue's thread, or a waiter that took it).
   void run();
+  // Ends it unrun with `rc`/`msg` (a group freed first).
   void end(int rc, const std::string &msg);
   // Any thread.
   bool done(int &rc) const;
@@ -28,6 +54,7 @@ class Request {
 
  private:
   std::function<int()> run_;
+  std::shared_ptr<RequestCore> core_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -37,33 +64,33 @@ class Request {
 
 class RequestQueue {
  public:
+  // How long the thread leaves a freshly started request to its waiter.
+  static constexpr uint64_t kPickupNs = 30'000;
+
   // `abort` fails the group's call in progress (at destruction, when a
   // request still runs).
-  explicit RequestQueue(std::function<void()> abort) : abort_(std::move(abort)) {}
+  explicit RequestQueue(std::function<void()> abort);
   // Fails the requests still queued (DS4TP_ESTATE) and the one running
-  // (through abort), then joins the thread.
+  // (through abort), waits for it, then joins the thread.
   ~RequestQueue();
   RequestQueue(const RequestQueue &) = delete;
   RequestQueue &operator=(const RequestQueue &) = delete;
 
   // Starts the thread at the first push.
-  void push(std::shared_ptr<Request> r);
+  std::shared_ptr<Request> push(std::function<int()> run);
   // Waits until every request pushed so far has ended. Not on the queue's
   // thread (a call it runs does not wait for itself: on_queue_thread()).
   void drain();
   bool idle() const;
-  // True on a queue's thread (a group call it runs skips drain() and
-  // leaves the handle's message to the request).
+  // True while a request's call runs on this thread (the queue's, or a
+  // waiter's): the group call inside skips drain() and leaves the handle's
+  // message to the request.
   static bool on_queue_thread();
 
  private:
   void loop();
   std::function<void()> abort_;
-  mutable std::mutex mu_;
-  std::condition_variable work_, ended_;
-  std::deque<std::shared_ptr<Request>> queue_;
-  bool running_one_ = false;
-  bool stop_ = false;
+  std::shared_ptr<RequestCore> core_;
   std::thread thread_;
 };
 

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -106,6 +107,39 @@ TEST_CASE("requests: several in flight run in issue order with the blocking call
     for (int q = 0; q < kN; q++) {
       if (all[size_t(q) * 100] != q) why += fmt::format("all_gather part {} wrong; ", q);
       if (a2a_out[size_t(q) * 8] != 16 * q + r) why += fmt::format("all_to_all from {} wrong; ", q);
+    }
+  });
+  for (int r = 0; r < kN; r++) {
+    INFO("rank " << r << ": " << whys[size_t(r)]);
+    CHECK(whys[size_t(r)].empty());
+  }
+}
+
+TEST_CASE("requests: starts waited at once, and waits out of order, give the blocking bits",
+          "[group][requests]") {
+  // A wait that finds its request first in line runs it itself; one that
+  // waits for a later request first leaves the earlier one to the thread.
+  Local l;
+  std::vector<std::string> whys(kN);
+  on_threads(l, [&](int r, ds4tp_group *g) {
+    std::string &why = whys[size_t(r)];
+    float a[64], b[64];
+    for (int it = 0; it < 200 && why.empty(); it++) {
+      std::fill(a, a + 64, float(r + 1));
+      std::fill(b, b + 64, float(2 * (r + 1)));
+      ds4tp_group_request *ra = nullptr, *rb = nullptr;
+      if (ds4tp_group_all_reduce_start(g, a, 64, DS4TP_DTYPE_F32, DS4TP_OP_SUM, &ra) != 0 ||
+          ds4tp_group_wait(ra) != 0) {
+        why = fmt::format("call {}: start+wait: {}", it, ds4tp_group_request_errmsg(ra));
+      } else if (ds4tp_group_all_reduce_start(g, a, 64, DS4TP_DTYPE_F32, DS4TP_OP_SUM, &ra) != 0 ||
+                 ds4tp_group_all_reduce_start(g, b, 64, DS4TP_DTYPE_F32, DS4TP_OP_SUM, &rb) != 0 ||
+                 ds4tp_group_wait(rb) != 0 || ds4tp_group_wait(ra) != 0) {
+        why = fmt::format("call {}: out of order: {}", it, ds4tp_group_errmsg(g));
+      } else if (a[0] != 18.0f || a[63] != 18.0f || b[0] != 12.0f) {  // 6 then 18; 12
+        why = fmt::format("call {}: a {} b {}", it, a[0], b[0]);
+      }
+      ds4tp_group_request_free(ra);
+      ds4tp_group_request_free(rb);
     }
   });
   for (int r = 0; r < kN; r++) {
