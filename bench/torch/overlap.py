@@ -10,7 +10,7 @@ previous all_reduce buys. N=2 ranks on this host, the default plan (shm).
 
 Per-call: all_reduce of float32 at 16 KiB and 1 MiB, `dist.all_reduce(t)`
 against `dist.all_reduce(t, async_op=True).wait()`, blocks interleaved.
-Layers: LAYERS steps of a (512 x 32) @ (32 x 512) matmul whose 1 MiB
+Layers: LAYERS steps of a (512 x 2) @ (2 x 512) matmul whose 1 MiB
 output is all-reduced; serial waits for each
 all_reduce before the next layer's compute, overlapped starts it async and
 waits for it after the next layer's compute. Rank 0's p50 and p99.
@@ -51,8 +51,8 @@ def rank_main(path, cfg):
                 samples.setdefault(key, []).append(time.perf_counter() - t0)
 
     ys = {k: torch.ones(b // 4) for k, b in (("16 KiB", 16 << 10), ("1 MiB", 1 << 20))}
-    a = torch.randn(512, 32)
-    w = torch.randn(32, 512)  # a @ w: 1 MiB of float32 out
+    a = torch.randn(512, 2)
+    w = torch.randn(2, 512)  # a @ w: 1 MiB of float32 out
     outs = [torch.empty(512, 512) for _ in range(LAYERS)]
 
     def compute(i):
@@ -132,7 +132,7 @@ def report(res, base, cmd):
         lines.append(row)
     ser, ovl = pct(smp["layers|serial"], 0.5), pct(smp["layers|overlapped"], 0.5)
     comp = pct(smp["layers|compute"], 0.5)
-    lines += ["", f"| {LAYERS} layers: (512x32) @ (32x512), then all_reduce of its 1 MiB output "
+    lines += ["", f"| {LAYERS} layers: (512x2) @ (2x512), then all_reduce of its 1 MiB output "
               "| per step |",
               "|---|---|",
               f"| compute alone | {cell(smp, 'layers|compute')} |",
