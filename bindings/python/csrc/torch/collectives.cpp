@@ -3,7 +3,9 @@
 // tensor forms) and all_to_all (single tensor and list forms), each its
 // ds4tp_group_* call. Tensors lying where the library wants them go as
 // they are; others go through a block of their own (tensors.hpp). A group
-// of one rank has no ds4tp group: the op is a local copy.
+// of one rank has no ds4tp group: the op is a local copy. Each starts a
+// request (ProcessGroupDs4tp::launch); copies back into the caller's
+// tensors wait for it.
 #include <cstring>
 
 #include <ATen/ATen.h>
@@ -83,12 +85,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::reduce(std::vector<at::Tensor>
   TORCH_CHECK(opts.rootTensor == 0, "ds4tp backend: reduce: one tensor per process");
   const int root = int(opts.rootRank);
   at::Tensor buf = t.contiguous();
-  return run(c10d::OpType::REDUCE, "reduce", {t}, [&] {
-    if (!g_) return int(DS4TP_OK);
-    const int rc = ds4tp_group_reduce(g_, buf.data_ptr(), uint64_t(buf.numel()), dtype, op, root);
-    if (rc == DS4TP_OK && getRank() == root && !buf.is_same(t)) t.copy_(buf);
-    return rc;
-  });
+  return launch(
+      c10d::OpType::REDUCE, "reduce", {t}, {buf},
+      [&](ds4tp_group_request **req) {
+        return ds4tp_group_reduce_start(g_, buf.data_ptr(), uint64_t(buf.numel()), dtype, op,
+                                        root, req);
+      },
+      getRank() == root ? copy_back(t, buf) : nullptr);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::_reduce_scatter_base(
@@ -107,16 +110,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::_reduce_scatter_base(
   // In place: the output may be this rank's segment of the input.
   at::Tensor out = writable(output, bytes_of(in) + uint64_t(getRank()) * seg, bytes_of(in),
                             in.nbytes());
-  return run(c10d::OpType::_REDUCE_SCATTER_BASE, name, {output}, [&] {
-    int rc = DS4TP_OK;
-    if (g_)
-      rc = ds4tp_group_reduce_scatter(g_, in.data_ptr(), out.data_ptr(), uint64_t(out.numel()),
-                                      dtype, op);
-    else if (seg)
-      std::memmove(out.data_ptr(), in.data_ptr(), seg);
-    if (rc == DS4TP_OK && !out.is_same(output)) output.copy_(out);
-    return rc;
-  });
+  return launch(
+      c10d::OpType::_REDUCE_SCATTER_BASE, name, {output}, {in, out},
+      [&](ds4tp_group_request **req) {
+        return ds4tp_group_reduce_scatter_start(g_, in.data_ptr(), out.data_ptr(),
+                                                uint64_t(out.numel()), dtype, op, req);
+      },
+      copy_back(output, out), [&] {
+        if (seg) std::memmove(out.data_ptr(), in.data_ptr(), seg);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::reduce_scatter(
@@ -132,16 +134,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::reduce_scatter(
   const uint64_t seg = output.nbytes();
   at::Tensor out =
       writable(output, block.data + uint64_t(getRank()) * seg, block.data, block.total);
-  return run(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {output}, [&] {
-    int rc = DS4TP_OK;
-    if (g_)
-      rc = ds4tp_group_reduce_scatter(g_, block.data, out.data_ptr(), uint64_t(out.numel()),
-                                      dtype, op);
-    else if (seg)
-      std::memmove(out.data_ptr(), block.data, seg);
-    if (rc == DS4TP_OK && !out.is_same(output)) output.copy_(out);
-    return rc;
-  });
+  return launch(
+      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {output}, joined(ins, {block.flat, out}),
+      [&](ds4tp_group_request **req) {
+        return ds4tp_group_reduce_scatter_start(g_, block.data, out.data_ptr(),
+                                                uint64_t(out.numel()), dtype, op, req);
+      },
+      copy_back(output, out), [&] {
+        if (seg) std::memmove(out.data_ptr(), block.data, seg);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::gather(
@@ -163,15 +164,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::gather(
   Block block(*outs, false);  // the root's outputs; none elsewhere
   at::Tensor src = apart(in, block.data, block.total);
   const uint64_t bytes = in.nbytes();
-  return run(c10d::OpType::GATHER, "gather", *outs, [&] {
-    int rc = DS4TP_OK;
-    if (g_)
-      rc = ds4tp_group_gather(g_, src.data_ptr(), at_root ? block.data : nullptr, bytes, root);
-    else if (bytes)
-      std::memmove(block.data, src.data_ptr(), bytes);
-    if (rc == DS4TP_OK) block.unpack(*outs);
-    return rc;
-  });
+  return launch(
+      c10d::OpType::GATHER, "gather", *outs, {src, block.flat},
+      [&](ds4tp_group_request **req) {
+        return ds4tp_group_gather_start(g_, src.data_ptr(), at_root ? block.data : nullptr, bytes,
+                                        root, req);
+      },
+      block.unpack_later(*outs), [&] {
+        if (bytes) std::memmove(block.data, src.data_ptr(), bytes);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::scatter(
@@ -193,15 +194,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::scatter(
   Block block(*ins, true);  // the root's inputs; none elsewhere
   at::Tensor out = writable(output, nullptr, block.data, block.total);
   const uint64_t bytes = output.nbytes();
-  return run(c10d::OpType::SCATTER, "scatter", {output}, [&] {
-    int rc = DS4TP_OK;
-    if (g_)
-      rc = ds4tp_group_scatter(g_, at_root ? block.data : nullptr, out.data_ptr(), bytes, root);
-    else if (bytes)
-      std::memmove(out.data_ptr(), block.data, bytes);
-    if (rc == DS4TP_OK && !out.is_same(output)) output.copy_(out);
-    return rc;
-  });
+  return launch(
+      c10d::OpType::SCATTER, "scatter", {output}, joined(*ins, {block.flat, out}),
+      [&](ds4tp_group_request **req) {
+        return ds4tp_group_scatter_start(g_, at_root ? block.data : nullptr, out.data_ptr(),
+                                         bytes, root, req);
+      },
+      copy_back(output, out), [&] {
+        if (bytes) std::memmove(out.data_ptr(), block.data, bytes);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::alltoall_base(
@@ -220,16 +221,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::alltoall_base(
   if (!g_)
     TORCH_CHECK(send_bytes[0] == recv_bytes[0], "ds4tp backend: ", name, ": this rank sends ",
                 "itself ", send_bytes[0], " bytes and expects ", recv_bytes[0]);
-  return run(c10d::OpType::ALLTOALL_BASE, name, {output}, [&] {
-    int rc = DS4TP_OK;
-    if (g_)
-      rc = ds4tp_group_all_to_all_v(g_, in.data_ptr(), send_bytes.data(), send_offsets.data(),
-                                    out.data_ptr(), recv_bytes.data(), recv_offsets.data());
-    else if (send_bytes[0])
-      std::memmove(out.data_ptr(), in.data_ptr(), send_bytes[0]);
-    if (rc == DS4TP_OK && !out.is_same(output)) output.copy_(out);
-    return rc;
-  });
+  // The start copies the byte counts and offsets; the tensors stay with the Work.
+  return launch(
+      c10d::OpType::ALLTOALL_BASE, name, {output}, {in, out},
+      [&](ds4tp_group_request **req) {
+        return ds4tp_group_all_to_all_v_start(g_, in.data_ptr(), send_bytes.data(),
+                                              send_offsets.data(), out.data_ptr(),
+                                              recv_bytes.data(), recv_offsets.data(), req);
+      },
+      copy_back(output, out), [&] {
+        if (send_bytes[0]) std::memmove(out.data_ptr(), in.data_ptr(), send_bytes[0]);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::alltoall(std::vector<at::Tensor> &outputs,
@@ -251,16 +253,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::alltoall(std::vector<at::Tenso
   if (!g_)
     TORCH_CHECK(send.bytes[me] == recv.bytes[me], "ds4tp backend: all_to_all: this rank sends ",
                 "itself ", send.bytes[me], " bytes and expects ", recv.bytes[me]);
-  return run(c10d::OpType::ALLTOALL, "all_to_all", outputs, [&] {
-    int rc = DS4TP_OK;
-    if (g_)
-      rc = ds4tp_group_all_to_all_v(g_, send.data, send.bytes.data(), send.offsets.data(),
-                                    recv.data, recv.bytes.data(), recv.offsets.data());
-    else if (send.bytes[me])
-      std::memmove(recv.data, send.data, send.bytes[me]);
-    if (rc == DS4TP_OK) recv.unpack(outputs);
-    return rc;
-  });
+  return launch(
+      c10d::OpType::ALLTOALL, "all_to_all", outputs, joined(inputs, {send.flat, recv.flat}),
+      [&](ds4tp_group_request **req) {
+        return ds4tp_group_all_to_all_v_start(g_, send.data, send.bytes.data(),
+                                              send.offsets.data(), recv.data, recv.bytes.data(),
+                                              recv.offsets.data(), req);
+      },
+      recv.unpack_later(outputs), [&] {
+        if (send.bytes[me]) std::memmove(recv.data, send.data, send.bytes[me]);
+      });
 }
 
 }  // namespace ds4tp_torch

@@ -89,17 +89,27 @@ void ProcessGroupDs4tp::check_root(int64_t root, const char *op) const {
               " is not a rank of this group of ", getSize());
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::run(c10d::OpType type, const char *op,
-                                                      std::vector<at::Tensor> outputs,
-                                                      const std::function<int()> &call) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::launch(
+    c10d::OpType type, const char *op, std::vector<at::Tensor> outputs,
+    std::vector<at::Tensor> keep, const std::function<int(ds4tp_group_request **)> &start,
+    std::function<void()> after, const std::function<void()> &local) {
+  if (!g_) {  // one rank: the op is a local copy, done at return
+    if (local) local();
+    if (after) after();
+    return c10::make_intrusive<DoneWork>(getRank(), type, std::move(outputs), nullptr);
+  }
+  ds4tp_group_request *req = nullptr;
   int rc = DS4TP_OK;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    rc = call();
+    rc = start(&req);
   }
-  std::exception_ptr error;
-  if (rc != DS4TP_OK) error = std::make_exception_ptr(std::runtime_error(failure(op, rc)));
-  return c10::make_intrusive<DoneWork>(getRank(), type, std::move(outputs), error);
+  if (rc != DS4TP_OK)
+    return c10::make_intrusive<DoneWork>(
+        getRank(), type, std::move(outputs),
+        std::make_exception_ptr(std::runtime_error(failure(op, rc))));
+  return c10::make_intrusive<RequestWork>(getRank(), getSize(), type, op, req, std::move(outputs),
+                                          std::move(keep), std::move(after));
 }
 
 // ---- what libds4tp has: each op is its C call, no copy for a contiguous tensor
@@ -110,12 +120,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::allreduce(std::vector<at::Tens
   const int dtype = reduce_dtype(t.scalar_type(), "all_reduce");
   const int op = reduce_op(opts.reduceOp, "all_reduce");
   at::Tensor buf = t.contiguous();
-  return run(c10d::OpType::ALLREDUCE, "all_reduce", {t}, [&] {
-    if (!g_) return int(DS4TP_OK);  // one rank: the sum is the tensor
-    const int rc = ds4tp_group_all_reduce(g_, buf.data_ptr(), uint64_t(buf.numel()), dtype, op);
-    if (rc == DS4TP_OK && !buf.is_same(t)) t.copy_(buf);
-    return rc;
-  });
+  return launch(
+      c10d::OpType::ALLREDUCE, "all_reduce", {t}, {buf},
+      [&](ds4tp_group_request **req) {
+        return ds4tp_group_all_reduce_start(g_, buf.data_ptr(), uint64_t(buf.numel()), dtype, op,
+                                            req);
+      },
+      copy_back(t, buf));  // one rank: the sum is the tensor
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::_allgather_base(
@@ -131,12 +142,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::_allgather_base(
   at::Tensor out = output.contiguous();
   const uint64_t bytes = input.nbytes();
   at::Tensor src = gather_source(input, bytes_of(out), bytes, getRank(), getSize());
-  return run(c10d::OpType::_ALLGATHER_BASE, "_all_gather_base", {output}, [&] {
-    const int rc = g_ ? ds4tp_group_all_gather(g_, src.data_ptr(), out.data_ptr(), bytes)
-                      : (std::memmove(out.data_ptr(), src.data_ptr(), bytes), int(DS4TP_OK));
-    if (rc == DS4TP_OK && !out.is_same(output)) output.copy_(out);
-    return rc;
-  });
+  return launch(
+      c10d::OpType::_ALLGATHER_BASE, "_all_gather_base", {output}, {out, src},
+      [&](ds4tp_group_request **req) {
+        return ds4tp_group_all_gather_start(g_, src.data_ptr(), out.data_ptr(), bytes, req);
+      },
+      copy_back(output, out), [&] { std::memmove(out.data_ptr(), src.data_ptr(), bytes); });
 }
 
 // Equal parts: ds4tp_group_all_gather (the input may be this rank's part
@@ -157,18 +168,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::allgather(
   for (uint64_t b : block.bytes) even = even && b == bytes;
   at::Tensor src = even ? gather_source(in, block.data, bytes, me, getSize())
                         : apart(in, block.data, block.total);
-  return run(c10d::OpType::ALLGATHER, "all_gather", outs, [&] {
-    int rc = DS4TP_OK;
-    if (!g_) {
-      if (bytes) std::memmove(block.data, src.data_ptr(), bytes);
-    } else if (even) {
-      rc = ds4tp_group_all_gather(g_, src.data_ptr(), block.data, bytes);
-    } else {
-      rc = ds4tp_group_all_gather_v(g_, src.data_ptr(), block.data, block.bytes.data());
-    }
-    if (rc == DS4TP_OK) block.unpack(outs);
-    return rc;
-  });
+  return launch(
+      c10d::OpType::ALLGATHER, "all_gather", outs, {src, block.flat},
+      [&](ds4tp_group_request **req) {
+        return even ? ds4tp_group_all_gather_start(g_, src.data_ptr(), block.data, bytes, req)
+                    : ds4tp_group_all_gather_v_start(g_, src.data_ptr(), block.data,
+                                                     block.bytes.data(), req);
+      },
+      block.unpack_later(outs), [&] {
+        if (bytes) std::memmove(block.data, src.data_ptr(), bytes);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::broadcast(std::vector<at::Tensor> &tensors,
@@ -179,17 +188,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::broadcast(std::vector<at::Tens
   TORCH_CHECK(opts.rootTensor == 0, "ds4tp backend: broadcast: one tensor per process");
   at::Tensor buf = t.contiguous();
   const int root = int(opts.rootRank);
-  return run(c10d::OpType::BROADCAST, "broadcast", {t}, [&] {
-    if (!g_) return int(DS4TP_OK);
-    const int rc = ds4tp_group_broadcast(g_, buf.data_ptr(), buf.nbytes(), root);
-    if (rc == DS4TP_OK && !buf.is_same(t)) t.copy_(buf);
-    return rc;
-  });
+  return launch(
+      c10d::OpType::BROADCAST, "broadcast", {t}, {buf},
+      [&](ds4tp_group_request **req) {
+        return ds4tp_group_broadcast_start(g_, buf.data_ptr(), buf.nbytes(), root, req);
+      },
+      copy_back(t, buf));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDs4tp::barrier(const c10d::BarrierOptions &) {
-  return run(c10d::OpType::BARRIER, "barrier", {},
-             [&] { return g_ ? ds4tp_group_barrier(g_) : int(DS4TP_OK); });
+  return launch(c10d::OpType::BARRIER, "barrier", {}, {},
+                [&](ds4tp_group_request **req) { return ds4tp_group_barrier_start(g_, req); });
 }
 
 // ---- not in libds4tp yet: when the C API gains one, its method calls it here

@@ -6,9 +6,11 @@
 // before anyone dials); connect() brings it up. The Python side
 // (ds4tp/torch/_rendezvous.py) runs that sequence.
 //
-// Calls block until every rank is done (libds4tp has no split-phase calls
-// yet); each returns a completed Work that carries the library's error, if
-// any. A mutex keeps one thread in the handle at a time, as the C API asks.
+// Every op starts a libds4tp request (ds4tp_group_requests.h) and returns
+// a Work that waits for it (work.hpp): async_op=True gets the overlap,
+// and a synchronous call is torch's frontend waiting at once. A mutex
+// keeps one thread in the handle at a time, as the C API asks; waits on
+// requests need no lock.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 struct ds4tp_group;
+struct ds4tp_group_request;
 
 namespace ds4tp_torch {
 
@@ -86,8 +89,7 @@ class ProcessGroupDs4tp final : public c10d::ProcessGroup {
                                           const c10d::AllToAllOptions &opts) override;
 
   // What it has not yet: each refuses, naming the op and the way round it.
-  // libds4tp has no point-to-point calls, and no split-phase ones (so every
-  // op above is synchronous: async_op=True gets a completed Work).
+  // libds4tp has no point-to-point calls.
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
       std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(
@@ -101,12 +103,18 @@ class ProcessGroupDs4tp final : public c10d::ProcessGroup {
                                                int tag) override;
 
  private:
-  // Runs `call` (a ds4tp_group_* call returning its status) under the
-  // handle's mutex; a failure becomes the Work's error, naming the op, this
-  // rank and the library's message.
-  c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const char *op,
-                                     std::vector<at::Tensor> outputs,
-                                     const std::function<int()> &call);
+  // Starts an op: `start` (a ds4tp_group_*_start, given the request's
+  // slot) under the handle's mutex. The Work waits for the request, then
+  // runs `after` (copies out of staging); it holds `outputs` and `keep`
+  // (what else the request reads or writes) until then. A refused start
+  // is a completed Work with the library's error, naming the op and this
+  // rank. A group of one rank runs `local` and `after` at once.
+  c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char *op,
+                                        std::vector<at::Tensor> outputs,
+                                        std::vector<at::Tensor> keep,
+                                        const std::function<int(ds4tp_group_request **)> &start,
+                                        std::function<void()> after = nullptr,
+                                        const std::function<void()> &local = nullptr);
   void check_root(int64_t root, const char *op) const;
   std::string failure(const char *op, int status) const;
 

@@ -79,4 +79,19 @@ void Block::unpack(std::vector<at::Tensor> &parts) const {
   }
 }
 
+std::function<void()> Block::unpack_later(std::vector<at::Tensor> parts) const {
+  if (direct) return nullptr;
+  return [block = *this, parts = std::move(parts)]() mutable { block.unpack(parts); };
+}
+
+std::function<void()> copy_back(const at::Tensor &dst, const at::Tensor &src) {
+  if (src.is_same(dst)) return nullptr;
+  return [dst, src]() mutable { dst.copy_(src); };
+}
+
+std::vector<at::Tensor> joined(std::vector<at::Tensor> a, const std::vector<at::Tensor> &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 }  // namespace ds4tp_torch

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -50,6 +51,16 @@ struct Block {
   Block(const std::vector<at::Tensor> &parts, bool fill, bool own = false);
   // Copies the block's parts into `parts` (nothing to do where direct).
   void unpack(std::vector<at::Tensor> &parts) const;
+  // unpack(parts) for once the op is done (null where direct); it holds
+  // the block and the parts.
+  std::function<void()> unpack_later(std::vector<at::Tensor> parts) const;
 };
+
+// `dst.copy_(src)` for once the op is done: null where `src` is `dst`
+// (the library wrote the tensor itself).
+std::function<void()> copy_back(const at::Tensor &dst, const at::Tensor &src);
+
+// `a`, then `b`: the tensors a request uses.
+std::vector<at::Tensor> joined(std::vector<at::Tensor> a, const std::vector<at::Tensor> &b);
 
 }  // namespace ds4tp_torch

@@ -169,9 +169,9 @@ def check_async(group, gloo, transport):
     x = sample(r, 1000, torch.float32, 7)
     t = x.clone()
     work = dist.all_reduce(t, group=group, async_op=True)
-    assert work.is_completed() and work.is_success(), f"async all_reduce over {transport}: " \
-                                                      "the Work is not complete at return"
     assert work.wait() is True
+    assert work.is_completed() and work.is_success(), f"async all_reduce over {transport}: " \
+                                                      "the Work is not complete after wait()"
     fut = work.get_future()
     assert fut.done(), "the Work's future is not done"
     same_bits(fut.value()[0], t, "the future's tensor")

@@ -231,12 +231,12 @@ def check_all_to_all(group, gloo, transport):
 
 
 def check_async_more(group, gloo):
-    """async_op=True: the ops are synchronous, and their Work is complete."""
+    """async_op=True for the ops beside checks.check_async's."""
     n, r = group.size(), group.rank()
     x = values(r, n * 10, torch.float32, "MAX", 21)
     out = torch.empty(10)
     work = dist.reduce_scatter_tensor(out, x, op=dist.ReduceOp.MAX, group=group, async_op=True)
-    assert work.is_completed() and work.wait() is True, "async reduce_scatter_tensor"
+    assert work.wait() is True and work.is_completed(), "async reduce_scatter_tensor"
     same_bits(out, combine(everyone(x, gloo), "MAX").narrow(0, r * 10, 10), "async reduce_scatter")
     got = torch.empty_like(x)
     dist.all_to_all_single(got, x, group=group, async_op=True).wait()

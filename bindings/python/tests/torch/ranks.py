@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 import ds4tp.torch
 import checks
+import checks_async
 import checks_collectives as more
 
 TIMEOUT = timedelta(seconds=60)
@@ -50,6 +51,7 @@ def case_ops():
         more.check_all_gather_uneven(group, transport)
         more.check_all_to_all(group, gloo, transport)
         more.check_async_more(group, gloo)
+        checks_async.check_in_flight(group, gloo, transport)
         more.check_unsupported(group)
         say(f"ops over {transport} ({group.plan()}) OK")
     doomed = dist.new_group(list(range(n)), backend="ds4tp", timeout=TIMEOUT)
@@ -130,6 +132,51 @@ def case_kill(transport, victim):
             raise AssertionError("a call after the failure succeeded")
         os._exit(0)  # the group is failed: skip destroy's barrier-free teardown
     raise AssertionError(f"rank {r}: 30 s of all_reduce and no error though rank {victim} died")
+
+
+def case_async_fail(transport, victim, how):
+    """The survivors start four ops async (two all_reduces, an all_gather,
+    a reduce_scatter) that the victim never joins: it SIGKILLs itself
+    ("kill"), leaves with destroy_process_group ("destroy") or marks the
+    group failed ("mark"). Each pending Work's wait(), in reverse order,
+    raises the library's error naming the victim, within seconds."""
+    opts = ds4tp.torch.Options(transport=transport, op_timeout_ms=2000, peer_silence_ms=500)
+    dist.init_process_group("ds4tp", timeout=TIMEOUT, pg_options=opts)
+    r, n, victim = dist.get_rank(), dist.get_world_size(), int(victim)
+    dist.barrier()
+    if r == victim:
+        time.sleep(0.2)  # the others' requests are in flight by now
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif how == "destroy":
+            dist.destroy_process_group()
+        else:
+            dist.group.WORLD._mark_failed()
+            time.sleep(0.5)  # the word reaches the others before the links close
+        os._exit(0)
+    t0 = time.monotonic()
+    a, b = torch.ones(1 << 20), torch.ones(4096)
+    outs = [torch.empty(1000) for _ in range(n)]
+    out = torch.empty(100)
+    works = [dist.all_reduce(a, async_op=True), dist.all_reduce(b, async_op=True),
+             dist.all_gather(outs, torch.ones(1000), async_op=True),
+             dist.reduce_scatter(out, [torch.ones(100) for _ in range(n)], async_op=True)]
+    for i, w in reversed(list(enumerate(works))):
+        try:
+            w.wait()
+        except RuntimeError as e:
+            msg = str(e)
+            print(f"rank {r}: work {i} raised after {time.monotonic() - t0:.2f} s: {msg}", flush=True)
+            assert f"failed on rank {r} of {n} (DS4TP_E" in msg, f"not the library's error: {msg}"
+            assert f"rank {victim}" in msg.split("): ", 1)[1], \
+                f"work {i}'s error does not name rank {victim}: {msg}"
+        else:
+            raise AssertionError(f"rank {r}: work {i} succeeded though rank {victim} left ({how})")
+        assert w.is_completed() and not w.is_success(), f"work {i} after its failed wait()"
+    took = time.monotonic() - t0
+    assert took < 10, f"the survivor took {took:.1f} s to give up"
+    print(f"rank {r}: every pending work raised ({how} over {transport})", flush=True)
+    os._exit(0)  # the group is failed: skip destroy's teardown
 
 
 def case_ddp():

@@ -3,7 +3,7 @@ reduce op and dtype against Gloo and a rank-order reference on 2, 3 and 4
 ranks (over the default plan and over tcp; checks.py and
 checks_collectives.py), the refusals and the library's own error,
 sub-groups and groups of one rank, DDP, init methods, torchrun, a failing
-rank 0, and a rank killed mid-call."""
+rank 0, a rank killed mid-call, and async work pending when a rank leaves."""
 
 import sys
 
@@ -55,3 +55,15 @@ def test_rank_killed_mid_call(transport, victim):
     for r in range(3):
         if r != victim:
             assert f"rank {r}: raised after" in ranks.out[r], ranks.report()
+
+
+@pytest.mark.parametrize("n,transport,how", [(2, "auto", "kill"), (3, "auto", "kill"),
+                                             (2, "tcp", "kill"), (3, "tcp", "kill"),
+                                             (3, "auto", "destroy"), (2, "tcp", "mark")])
+def test_async_work_pending_when_a_rank_leaves(n, transport, how):
+    victim = n - 1
+    want = [0] * n
+    want[victim] = -9 if how == "kill" else 0
+    ranks = run_case(n, "async_fail", transport, str(victim), how, timeout=90).check(want)
+    for r in range(n - 1):
+        assert f"rank {r}: every pending work raised" in ranks.out[r], ranks.report()
