@@ -10,11 +10,12 @@ medium, then the issue's target lines.
 
 --wake FILE: ds4tp_bench_wake's table from the same run, appended.
 """
-import datetime
 import os
-import socket
 import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from results_file import write  # noqa: E402
 
 FIELDS = ["sync_p50", "sync_p10", "sync_p90", "token_p50", "cpu", "spin_us", "yield_us",
           "sleep_us", "waits"]
@@ -96,13 +97,7 @@ def main():
         text += open(opts["--wake"]).read() + "```\n"
     print(text)
     if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
-        host = os.environ.get("DS4TP_BENCH_HOST", socket.gethostname())
-        day = datetime.date.today().isoformat()
-        path = os.path.join(out_dir, f"engine-loop-{day}-{host}.md")
-        with open(path, "w") as f:
-            f.write(f"# bench/engine_loop/run.sh: {day} on {host}\n\n{text}")
-        print(f"summary.py: wrote {path}", file=sys.stderr)
+        write(out_dir, "engine-loop", "bench/engine_loop/run.sh", text)
 
 
 if __name__ == "__main__":

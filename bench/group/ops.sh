@@ -41,9 +41,11 @@ for ((k = 0; k < reps; k++)); do
   done
   echo "ops.sh: round $((k + 1)) of $reps done" >&2
 done
-/usr/bin/python3 - "$tmp/raw" "$reps" "$iters" "$(nproc)" "$results_dir" <<'PY'
-import collections, datetime, math, os, socket, statistics, sys
-raw, reps, iters, cpus, out_dir = sys.argv[1:6]
+/usr/bin/python3 - "$tmp/raw" "$reps" "$iters" "$(nproc)" "$results_dir" "$here/.." <<'PY'
+import collections, math, statistics, sys
+raw, reps, iters, cpus, out_dir, bench = sys.argv[1:7]
+sys.path.insert(0, bench)
+from results_file import write
 got = collections.defaultdict(list)
 for line in open(raw):
     who, t, n, count, op, v = line.split()
@@ -77,11 +79,5 @@ text = (f"{cpus} CPUs; p50 in us, the median of {reps} interleaved runs; {iters}
         f"at most 0.8x Open MPI's p50.\n")
 print(text)
 if out_dir:
-    os.makedirs(out_dir, exist_ok=True)
-    host = os.environ.get("DS4TP_BENCH_HOST", socket.gethostname())
-    day = datetime.date.today().isoformat()
-    path = os.path.join(out_dir, f"group-ops-{day}-{host}.md")
-    with open(path, "w") as f:
-        f.write(f"# bench/group/ops.sh: {day} on {host}\n\n{text}")
-    print(f"ops.sh: wrote {path}", file=sys.stderr)
+    write(out_dir, "group-ops", "bench/group/ops.sh", text)
 PY

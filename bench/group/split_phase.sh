@@ -28,9 +28,11 @@ for r in $(seq "$rounds"); do
   done
   echo "split_phase.sh: round $r of $rounds done" >&2
 done
-/usr/bin/python3 - "$raw" "$rounds" "$iters" "$(nproc)" "$results_dir" <<'PY'
-import collections, datetime, os, socket, statistics, sys
-raw, rounds, iters, cpus, out_dir = sys.argv[1:6]
+/usr/bin/python3 - "$raw" "$rounds" "$iters" "$(nproc)" "$results_dir" "$(dirname "$0")/.." <<'PY'
+import collections, statistics, sys
+raw, rounds, iters, cpus, out_dir, bench = sys.argv[1:7]
+sys.path.insert(0, bench)
+from results_file import write
 runs = collections.defaultdict(list)
 for line in open(raw):
     if line.startswith("SPLIT "):
@@ -49,11 +51,5 @@ text = (f"{cpus} CPUs; {iters} calls (layers) per case, the slowest rank's media
         + "\n".join(rows) + "\n")
 print(text)
 if out_dir:
-    os.makedirs(out_dir, exist_ok=True)
-    host = os.environ.get("DS4TP_BENCH_HOST", socket.gethostname())
-    day = datetime.date.today().isoformat()
-    path = os.path.join(out_dir, f"split-phase-{day}-{host}.md")
-    with open(path, "w") as f:
-        f.write(f"# bench/group/split_phase.sh: {day} on {host}\n\n{text}")
-    print(f"split_phase.sh: wrote {path}", file=sys.stderr)
+    write(out_dir, "split-phase", "bench/group/split_phase.sh", text)
 PY
