@@ -127,10 +127,10 @@ TEST_CASE("requests: starts waited at once, and waits out of order, give the blo
     for (int it = 0; it < 200 && why.empty(); it++) {
       std::fill(a, a + 64, float(r + 1));
       std::fill(b, b + 64, float(2 * (r + 1)));
-      ds4tp_group_request *ra = nullptr, *rb = nullptr;
-      if (ds4tp_group_all_reduce_start(g, a, 64, DS4TP_DTYPE_F32, DS4TP_OP_SUM, &ra) != 0 ||
-          ds4tp_group_wait(ra) != 0) {
-        why = fmt::format("call {}: start+wait: {}", it, ds4tp_group_request_errmsg(ra));
+      ds4tp_group_request *r0 = nullptr, *ra = nullptr, *rb = nullptr;
+      if (ds4tp_group_all_reduce_start(g, a, 64, DS4TP_DTYPE_F32, DS4TP_OP_SUM, &r0) != 0 ||
+          ds4tp_group_wait(r0) != 0) {
+        why = fmt::format("call {}: start+wait: {}", it, ds4tp_group_request_errmsg(r0));
       } else if (ds4tp_group_all_reduce_start(g, a, 64, DS4TP_DTYPE_F32, DS4TP_OP_SUM, &ra) != 0 ||
                  ds4tp_group_all_reduce_start(g, b, 64, DS4TP_DTYPE_F32, DS4TP_OP_SUM, &rb) != 0 ||
                  ds4tp_group_wait(rb) != 0 || ds4tp_group_wait(ra) != 0) {
@@ -138,6 +138,7 @@ TEST_CASE("requests: starts waited at once, and waits out of order, give the blo
       } else if (a[0] != 18.0f || a[63] != 18.0f || b[0] != 12.0f) {  // 6 then 18; 12
         why = fmt::format("call {}: a {} b {}", it, a[0], b[0]);
       }
+      ds4tp_group_request_free(r0);
       ds4tp_group_request_free(ra);
       ds4tp_group_request_free(rb);
     }
