@@ -475,6 +475,10 @@ TEST_CASE("group: two-shot sizes around each threshold, processes N=2,3,4", "[gr
 // wait for it up to peer_arrival_timeout_ms and nobody fails.
 TEST_CASE("group: a live rank late by more than op_timeout_ms is waited for", "[group][fault]") {
   for (int transport : {DS4TP_TRANSPORT_TCP, DS4TP_TRANSPORT_SHM}) {
+  // Over shm the wait tells a busy rank from a stopped one only where the
+  // platform shows stopped processes; portable POSIX keeps op_timeout_ms
+  // (docs/GROUPS.md, "Failure and liveness").
+  if (transport == DS4TP_TRANSPORT_SHM && !os::sees_stopped_processes()) continue;
   INFO("transport " << ds4tp_transport_name(transport));
   GroupRun run = run_group_procs(
       3, transport,
