@@ -19,10 +19,10 @@ mkdir -p "$tmp/inc"
 ln -s /usr/include/catch2 "$tmp/inc/catch2"
 ln -s /usr/include/fmt "$tmp/inc/fmt"
 printf '#define CATCH_CONFIG_MAIN\n#include <catch2/catch.hpp>\n' >"$tmp/main.cpp"
-flags=(-std=c++20 -O2 -Wall -Wextra -Werror -DDS4TP_SUM_ARM64=1
+flags=(-std=c++20 -O2 -Wall -Wextra -Werror -DDS4TP_SUM_ARM64=1 -DFMT_HEADER_ONLY
        -I"$root/lib" -I"$root/include" -I"$tmp/inc")
 objs=()
-for src in "$root/lib/group/reduce.cpp" "$root/lib/group/reduce_arm64.cpp" \
+for src in "$root/lib/group/reduce.cpp" "$root/lib/group/reduce_arm64.cpp" "$root/lib/group/call.cpp" \
            "$root/tests/test_group_convert.cpp" "$tmp/main.cpp"; do
   obj="$tmp/$(basename "$src" .cpp).o"
   "$cxx" "${flags[@]}" -c "$src" -o "$obj"
