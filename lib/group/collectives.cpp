@@ -82,10 +82,12 @@ int Group::reduce_scatter(const void *in, void *out, uint64_t count, Dtype t, Op
 
 int Group::reduce(void *buf, uint64_t count, Dtype t, Op op, int root, Error &err) {
   if (int rc = begin(err, call_word(Kind::Reduce, int(t), op, root))) return rc;
-  const uint64_t mine = count * dtype_bytes(t), others = mine * uint64_t(opt_.size - 1);
   const size_t esz = dtype_bytes(t);
   auto *p = static_cast<uint8_t *>(buf);
   const bool me = root == opt_.rank;
+  // Payload bytes: the others' vectors to the root.
+  const uint64_t mine = count * esz, sent = me ? 0 : mine,
+                 got = me ? mine * uint64_t(opt_.size - 1) : 0;
   if (tiered_) {  // all-reduced in chunks; the root's in place, the others' in spare_
     const uint64_t m = std::max<uint64_t>(1, opt_.chunk_bytes / esz);
     if (!me) spare_.resize(size_t(m * esz));
@@ -95,7 +97,7 @@ int Group::reduce(void *buf, uint64_t count, Dtype t, Op op, int root, Error &er
       if (!me) q = static_cast<uint8_t *>(std::memcpy(spare_.data(), q, size_t(c * esz)));
       if (int rc = tiered_all_reduce(q, c, t, op, err)) return rc;
     }
-    return ended(DS4TP_OK, me ? 0 : mine, me ? others : 0);
+    return ended(DS4TP_OK, sent, got);
   }
   const uint64_t m = std::max<uint64_t>(1, piece_cap() / esz);
   return ended(piece_steps(
@@ -112,15 +114,15 @@ int Group::reduce(void *buf, uint64_t count, Dtype t, Op op, int root, Error &er
         if (me && i[0]) group::reduce(t, op, views, opt_.size, p + k * m * esz, size_t(i[0] / esz));
       },
       err),
-               me ? 0 : mine, me ? others : 0);
+               sent, got);
 }
 
 int Group::gather(const void *in, void *out, uint64_t bytes, int root, Error &err) {
   if (int rc = begin(err, call_word(Kind::Gather, -1, Op::Sum, root))) return rc;
-  const uint64_t others = bytes * uint64_t(opt_.size - 1);
   const auto *src = static_cast<const uint8_t *>(in);
   auto *dst = static_cast<uint8_t *>(out);
   const bool me = root == opt_.rank;
+  const uint64_t sent = me ? 0 : bytes, got = me ? bytes * uint64_t(opt_.size - 1) : 0;
   const uint64_t n = uint64_t(opt_.size);
   if (tiered_) {  // all-gathered in chunks through spare_; the root keeps them
     const uint64_t m = std::max<uint64_t>(1, opt_.chunk_bytes / n);
@@ -131,7 +133,7 @@ int Group::gather(const void *in, void *out, uint64_t bytes, int root, Error &er
       for (uint64_t r = 0; me && r < n; r++)
         std::memmove(dst + r * bytes + off, spare_.data() + r * c, size_t(c));
     }
-    return ended(DS4TP_OK, me ? 0 : bytes, me ? others : 0);
+    return ended(DS4TP_OK, sent, got);
   }
   const uint64_t m = piece_cap();
   return ended(piece_steps(
@@ -149,15 +151,15 @@ int Group::gather(const void *in, void *out, uint64_t bytes, int root, Error &er
           std::memmove(dst + r * bytes + k * m, views[r], size_t(i[r]));
       },
       err),
-               me ? 0 : bytes, me ? others : 0);
+               sent, got);
 }
 
 int Group::scatter(const void *in, void *out, uint64_t bytes, int root, Error &err) {
   if (int rc = begin(err, call_word(Kind::Scatter, -1, Op::Sum, root))) return rc;
-  const uint64_t others = bytes * uint64_t(opt_.size - 1);
   const auto *src = static_cast<const uint8_t *>(in);
   auto *dst = static_cast<uint8_t *>(out);
   const bool me = root == opt_.rank;
+  const uint64_t sent = me ? bytes * uint64_t(opt_.size - 1) : 0, got = me ? 0 : bytes;
   const uint64_t n = uint64_t(opt_.size);
   if (tiered_) {  // the root's pieces of each chunk, packed, broadcast; each keeps its own
     const uint64_t m = std::max<uint64_t>(1, opt_.chunk_bytes / n);
@@ -169,7 +171,7 @@ int Group::scatter(const void *in, void *out, uint64_t bytes, int root, Error &e
       if (int rc = tiered_broadcast(spare_.data(), c * n, root, err)) return rc;
       std::memmove(dst + off, spare_.data() + uint64_t(opt_.rank) * c, size_t(c));
     }
-    return ended(DS4TP_OK, me ? others : 0, me ? 0 : bytes);
+    return ended(DS4TP_OK, sent, got);
   }
   const uint64_t m = piece_cap();
   return ended(piece_steps(
@@ -186,7 +188,7 @@ int Group::scatter(const void *in, void *out, uint64_t bytes, int root, Error &e
         if (i[root]) std::memmove(dst + k * m, views[root], size_t(i[root]));
       },
       err),
-               me ? others : 0, me ? 0 : bytes);
+               sent, got);
 }
 
 int Group::all_gather_v(const void *in, void *out, const uint64_t *bytes, Error &err) {
