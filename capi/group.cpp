@@ -187,6 +187,24 @@ int ds4tp_group_stats_prometheus(const ds4tp_group *g, char *buf, size_t cap, si
   }());
 }
 
+// Any thread, while calls run: neither GROUP_CALL's queue drain nor the
+// handle's message (the calling thread's last error keeps it).
+int ds4tp_group_dump(const ds4tp_group *g, const char *path) {
+  return guard(nullptr, [&](Error &e) {
+    if (g == nullptr) return record(nullptr, e.set(DS4TP_EINVAL, "group is NULL"), e);
+    const char *env = std::getenv("DS4TP_GROUP_DUMP");
+    const char *at = path != nullptr ? path : env != nullptr ? env : "";
+    return record(nullptr, g->impl->dump(at, e), e);
+  });
+}
+
+int ds4tp_group_dump_on_signal(ds4tp_group *g, int signo, const char *path) {
+  return guard(nullptr, [&](Error &e) {
+    if (g == nullptr) return record(nullptr, e.set(DS4TP_EINVAL, "group is NULL"), e);
+    return record(nullptr, g->impl->dump_on_signal(signo, path != nullptr ? path : "", e), e);
+  });
+}
+
 int ds4tp_group_plan(const ds4tp_group *g, char *buf, size_t cap, size_t *needed) {
   auto *h = const_cast<ds4tp_group *>(g);
   GROUP_CALL(h, [&] {

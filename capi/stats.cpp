@@ -69,6 +69,11 @@ int stats_to_c(const stats::Snapshot &s, int rank, int transport, ds4tp_stats *s
     c.collectives[k] = s.collectives[k];
     hist_to_c(s.hist[stats::hColl + k], c.collective[k]);
   }
+  static_assert(DS4TP_STATS_RANKS == stats::kRanks);
+  for (int r = 0; r < stats::kRanks; r++) {
+    c.arrived_last[r] = s.arrived_last[r];
+    hist_to_c(s.hist[stats::hLate + r], c.lateness[r]);
+  }
   // An older caller's smaller struct gets its prefix; its size stays.
   std::memcpy(st, &c, size < sizeof c ? size : sizeof c);
   st->size = size < sizeof c ? size : uint32_t(sizeof c);

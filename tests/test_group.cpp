@@ -120,7 +120,7 @@ TEST_CASE("group: wire codecs round-trip and refuse bad input", "[group]") {
   uint8_t h[group::kStepHeaderBytes];
   const uint32_t f16 = group::call_word(group::Kind::AllReduce, int(group::Dtype::F16));
   const uint32_t bf16 = group::call_word(group::Kind::AllReduce, int(group::Dtype::BF16));
-  group::encode_step_header(5, 100, f16, h);
+  group::encode_step_header(5, 100, f16, 0, h);
   CHECK(group::check_step_header(h, 5, 100, f16, 1, err) == 0);
   CHECK(group::check_step_header(h, 6, 100, f16, 1, err) == DS4TP_EDESYNC);
   // The same step and bytes in another call: both calls named.
@@ -154,44 +154,78 @@ TEST_CASE("heartbeats: one silence rule for the pair's one peer and a group's ra
   CHECK(late.beat(2700 * ms) == 0);  // on time since: silent for the limit
 }
 
-TEST_CASE("group: the heartbeat stream reads beats with their counts, a notice split across reads, and refuses other bytes", "[group]") {
+namespace {
+// Heartbeat messages as group_beat.hpp lays them out.
+void put_le(std::vector<uint8_t> &v, uint64_t x, int bytes) {
+  for (int i = 0; i < bytes; i++) v.push_back(uint8_t(x >> (8 * i)));
+}
+// Rank 0's beat: counts, then the echo (t0, t1) and its send time t2.
+std::vector<uint8_t> hub_beat(const std::vector<uint32_t> &counts, uint64_t t0, uint64_t t1,
+                              uint64_t t2) {
+  std::vector<uint8_t> v = {talk::kBeats, uint8_t(counts.size())};
+  for (uint32_t c : counts) put_le(v, c, 4);
+  put_le(v, t0, 8);
+  put_le(v, t1, 8);
+  put_le(v, t2, 8);
+  return v;
+}
+std::vector<uint8_t> rank_beat(uint32_t count, uint64_t sent) {
+  std::vector<uint8_t> v = {talk::kBeat};
+  put_le(v, count, 4);
+  put_le(v, sent, 8);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("group: the heartbeat stream reads beats with their counts and clocks, a notice split across reads, and refuses other bytes", "[group]") {
   using talk::BeatReader;
-  // Rank 0's beat carries every rank's count of calls entered (3 ranks).
-  const uint8_t stream[] = {talk::kBeats, 3, 5, 0, 0, 0, 4, 0, 0, 0, 0x10, 0x27, 0, 0,
-                            talk::kNotice, 2, uint8_t(-DS4TP_ETIMEDOUT), talk::kBeats, 1, 6, 0, 0, 0};
+  // Rank 0's beat carries every rank's count of calls entered (3 ranks)
+  // and the clock round of this rank's last beat.
+  std::vector<uint8_t> stream = hub_beat({5, 4, 10000}, 111, 222, 333);
+  const size_t first = stream.size();
+  stream.insert(stream.end(), {talk::kNotice, 2, uint8_t(-DS4TP_ETIMEDOUT)});
+  const std::vector<uint8_t> second = hub_beat({6}, 0, 0, 444);
+  stream.insert(stream.end(), second.begin(), second.end());
   BeatReader r(true);
   size_t used = 0;
-  CHECK(r.feed(stream, 9, used) == BeatReader::kNone);  // the beat is not whole yet
+  CHECK(r.feed(stream.data(), 9, used) == BeatReader::kNone);  // the beat is not whole yet
   CHECK(r.count_n() == 0);
-  CHECK(r.feed(stream + 9, 7, used) == BeatReader::kNone);  // the notice's last byte is still to come
-  CHECK(used == 7);
+  CHECK(r.feed(stream.data() + 9, first + 2 - 9, used) == BeatReader::kNone);  // the notice's last byte is to come
+  CHECK(used == first + 2 - 9);
   REQUIRE(r.count_n() == 3);
   CHECK(r.counts()[0] == 5);
   CHECK(r.counts()[1] == 4);
   CHECK(r.counts()[2] == 10000);
-  CHECK(r.feed(stream + 16, 7, used) == BeatReader::kNoticed);
+  CHECK(r.round().t0 == 111);
+  CHECK(r.round().t1 == 222);
+  CHECK(r.round().t2 == 333);
+  CHECK(r.feed(stream.data() + first + 2, stream.size() - first - 2, used) == BeatReader::kNoticed);
   CHECK(used == 1);
   CHECK(r.notice_rank() == 2);
   CHECK(r.notice_code() == DS4TP_ETIMEDOUT);
-  CHECK(r.feed(stream + 17, 6, used) == BeatReader::kNone);
+  CHECK(r.feed(stream.data() + first + 3, second.size(), used) == BeatReader::kNone);
   CHECK(r.count_n() == 1);
   CHECK(r.counts()[0] == 6);
-  // Another rank's beat carries its own count; it sends no notices.
-  const uint8_t rank_beat[] = {talk::kBeat, 7, 0, 0, 0, talk::kNotice};
+  CHECK(r.round().t0 == 0);  // no beat of this rank heard yet
+  // Another rank's beat carries its own count and clock; it sends no notices.
+  std::vector<uint8_t> peer = rank_beat(7, 0x123456789ull);
+  peer.push_back(talk::kNotice);
   BeatReader from_peer(false);
-  CHECK(from_peer.feed(rank_beat, sizeof rank_beat, used) == BeatReader::kBadByte);
-  CHECK(used == 6);
+  CHECK(from_peer.feed(peer.data(), peer.size(), used) == BeatReader::kBadByte);
+  CHECK(used == peer.size());
   CHECK(from_peer.bad_byte() == talk::kNotice);
   CHECK(from_peer.count_n() == 1);
   CHECK(from_peer.counts()[0] == 7);
+  CHECK(from_peer.sent() == 0x123456789ull);
   // A verdict comes either way (rank 0 passes a rank's on), its reason
   // (the finder's message) with it.
-  const uint8_t verdict[] = {talk::kVerdict, 3, uint8_t(-DS4TP_EPEERCLOSED), 1, 3, 'c', 'u', 't',
-                             talk::kBeat, 1, 0, 0, 0};
+  std::vector<uint8_t> verdict = {talk::kVerdict, 3, uint8_t(-DS4TP_EPEERCLOSED), 1, 3, 'c', 'u', 't'};
+  const std::vector<uint8_t> after = rank_beat(1, 1);
+  verdict.insert(verdict.end(), after.begin(), after.end());
   BeatReader v(false);
-  CHECK(v.feed(verdict, 2, used) == BeatReader::kNone);
-  CHECK(v.feed(verdict + 2, 5, used) == BeatReader::kNone);  // the reason's last byte is to come
-  CHECK(v.feed(verdict + 7, 6, used) == BeatReader::kNoticed);
+  CHECK(v.feed(verdict.data(), 2, used) == BeatReader::kNone);
+  CHECK(v.feed(verdict.data() + 2, 5, used) == BeatReader::kNone);  // the reason's last byte is to come
+  CHECK(v.feed(verdict.data() + 7, verdict.size() - 7, used) == BeatReader::kNoticed);
   CHECK(used == 1);
   CHECK(v.notice_rank() == 3);
   CHECK(v.notice_code() == DS4TP_EPEERCLOSED);

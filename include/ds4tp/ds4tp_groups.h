@@ -289,4 +289,21 @@ DS4TP_EXPERIMENTAL_API int ds4tp_group_stats_reset(ds4tp_group *g);
 DS4TP_EXPERIMENTAL_API int ds4tp_group_stats_prometheus(const ds4tp_group *g, char *buf, size_t cap,
                                                         size_t *needed);
 
+/* The flight recorder: the group's last 256 calls on this rank (op,
+ * bytes, algorithm, duration, status and error, and when each rank
+ * entered it on the group clock, rank 0's, which ranks on other hosts
+ * measure their offset to at bring-up), written as text an operator reads
+ * to `path` and as a Chrome trace to `path`.json ("%r" in path: the
+ * rank). NULL path: DS4TP_GROUP_DUMP. A call that fails writes it there
+ * by itself when DS4TP_GROUP_DUMP is set, else logs its last 8 calls.
+ * Any thread, any time, also on a failed group. DS4TP_EINVAL without a
+ * path, DS4TP_EIO naming the file that could not be written. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_dump(const ds4tp_group *g, const char *path);
+/* Writes the recorder as ds4tp_group_dump(g, path) each time the process
+ * gets signal `signo` (one the engine does not use, e.g. SIGUSR2);
+ * signo 0 stops it. The handler, installed for the process's life, only
+ * writes a byte to a pipe; a library thread writes the files. Any
+ * thread. DS4TP_EINVAL for a signal that cannot be caught or a NULL path. */
+DS4TP_EXPERIMENTAL_API int ds4tp_group_dump_on_signal(ds4tp_group *g, int signo, const char *path);
+
 #endif /* DS4TP_GROUPS_H */

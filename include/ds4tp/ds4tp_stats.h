@@ -32,6 +32,9 @@
 #define DS4TP_COLL_ALL_TO_ALL_V 10
 #define DS4TP_COLL_KINDS 11
 
+/* Groups: the ranks the per-rank arrival fields have room for. */
+#define DS4TP_STATS_RANKS 16
+
 typedef struct ds4tp_stats_hist {
   uint64_t count;   /* sum of the buckets */
   uint64_t sum_ns;
@@ -81,6 +84,13 @@ typedef struct ds4tp_stats {
   /* all_reduces .. barriers and all_reduce above repeat their entries.  */
   uint64_t collectives[DS4TP_COLL_KINDS];
   ds4tp_stats_hist collective[DS4TP_COLL_KINDS];
+  /* Groups: per rank (index = rank), the completed calls it entered     */
+  /* after every other rank, and how long after the first rank it entered */
+  /* each (the group clock, in us steps; ds4tp_group_dump). A tiered     */
+  /* group's rank hears its host's ranks and, on a leader, the leaders; */
+  /* arrived_last counts only calls where it heard every rank.           */
+  uint64_t arrived_last[DS4TP_STATS_RANKS];
+  ds4tp_stats_hist lateness[DS4TP_STATS_RANKS];
 } ds4tp_stats;
 
 /* A pair's data links: the data connection, its rails and its standby */

@@ -1,5 +1,6 @@
 // Group bring-up: the rendezvous at rank 0, the roster, then the data
-// links (links.cpp) and the go.
+// links (links.cpp), the go, and the clocks of ranks off rank 0's host
+// (clock_align.hpp).
 // Runs once per group, on the thread that calls ds4tp_group_connect,
 // bounded by the connect deadline; the listening sides are served by
 // rendezvous.cpp so strangers cannot hold them up.
@@ -11,6 +12,7 @@
 
 #include "auth/proof.hpp"
 #include "common/clock.hpp"
+#include "group/clock_align.hpp"
 #include "group/group.hpp"
 #include "group/links.hpp"
 #include "group/rendezvous.hpp"
@@ -193,6 +195,11 @@ int Group::connect(Error &err) {
     for (int r = 1; r < opt_.size; r++)
       if (int wrc = net::write_all(ctl[size_t(r)].get(), &go, 1, deadline, "group go", err))
         return wrc;
+    std::vector<int> elsewhere;  // ranks off rank 0's host align their clocks with it
+    for (int r = 1; r < opt_.size; r++)
+      if (layout_.host_of[size_t(r)] != layout_.host_of[0]) elsewhere.push_back(ctl[size_t(r)].get());
+    if (int crc = serve_clock(elsewhere, deadline, err))
+      return err.set(crc, "aligning the ranks' clocks: {}", err.message);
     std::vector<int> watch(size_t(opt_.size), -1);
     for (int r = 1; r < opt_.size; r++) watch[size_t(r)] = ctl[size_t(r)].get();
     take_links(ro, links, go == kGo && ro.transport == DS4TP_TRANSPORT_RDMA, std::move(watch));
@@ -248,6 +255,9 @@ int Group::connect(Error &err) {
   if (b == kGoOverTcp && ro.transport == DS4TP_TRANSPORT_RDMA)
     opt_.log.warn("group: rdma links could not come up ({}); the group runs over tcp",
                   links.fallback.empty() ? "at another rank, which logs why" : links.fallback);
+  if (layout_.host_of[size_t(opt_.rank)] != layout_.host_of[0])
+    if (int rc = align_clock(c.get(), deadline, clock_, clock_rounds_, err))
+      return err.set(rc, "aligning the clock with rank 0: {}", err.message);
   std::vector<int> watch(size_t(opt_.size), -1);
   watch[0] = c.get();
   take_links(ro, links, b == kGo && ro.transport == DS4TP_TRANSPORT_RDMA, std::move(watch));

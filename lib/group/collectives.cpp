@@ -58,7 +58,8 @@ int Group::reduce_scatter(const void *in, void *out, uint64_t count, Dtype t, Op
       for (int r = 0; r < n; r++)
         std::memcpy(spare_.data() + size_t(r) * c * esz, src + (uint64_t(r) * count + off) * esz,
                     size_t(c * esz));
-      if (int rc = tiered_all_reduce(spare_.data(), c * uint64_t(n), t, op, err)) return rc;
+      if (int rc = tiered_all_reduce(spare_.data(), c * uint64_t(n), t, op, err))
+        return ended(rc, 0, 0);
       std::memmove(dst + off * esz, spare_.data() + size_t(opt_.rank) * c * esz, size_t(c * esz));
     }
     return ended(DS4TP_OK, others, others);
@@ -95,7 +96,7 @@ int Group::reduce(void *buf, uint64_t count, Dtype t, Op op, int root, Error &er
       const uint64_t c = std::min(m, count - off);
       uint8_t *q = p + off * esz;
       if (!me) q = static_cast<uint8_t *>(std::memcpy(spare_.data(), q, size_t(c * esz)));
-      if (int rc = tiered_all_reduce(q, c, t, op, err)) return rc;
+      if (int rc = tiered_all_reduce(q, c, t, op, err)) return ended(rc, 0, 0);
     }
     return ended(DS4TP_OK, sent, got);
   }
@@ -129,7 +130,7 @@ int Group::gather(const void *in, void *out, uint64_t bytes, int root, Error &er
     spare_.resize(size_t(m * n));
     for (uint64_t off = 0; off < bytes; off += m) {
       const uint64_t c = std::min(m, bytes - off);
-      if (int rc = tiered_all_gather(src + off, spare_.data(), c, err)) return rc;
+      if (int rc = tiered_all_gather(src + off, spare_.data(), c, err)) return ended(rc, 0, 0);
       for (uint64_t r = 0; me && r < n; r++)
         std::memmove(dst + r * bytes + off, spare_.data() + r * c, size_t(c));
     }
@@ -168,7 +169,7 @@ int Group::scatter(const void *in, void *out, uint64_t bytes, int root, Error &e
       const uint64_t c = std::min(m, bytes - off);
       for (uint64_t r = 0; me && r < n; r++)
         std::memcpy(spare_.data() + r * c, src + r * bytes + off, size_t(c));
-      if (int rc = tiered_broadcast(spare_.data(), c * n, root, err)) return rc;
+      if (int rc = tiered_broadcast(spare_.data(), c * n, root, err)) return ended(rc, 0, 0);
       std::memmove(dst + off, spare_.data() + uint64_t(opt_.rank) * c, size_t(c));
     }
     return ended(DS4TP_OK, sent, got);
@@ -210,7 +211,7 @@ int Group::all_gather_v(const void *in, void *out, const uint64_t *bytes, Error 
       const uint64_t c = std::min(m, most - off), have = clip(bytes[me], off, c);
       std::memcpy(mine, src + off, size_t(have));
       std::memset(mine + have, 0, size_t(c - have));
-      if (int rc = tiered_all_gather(mine, spare_.data(), c, err)) return rc;
+      if (int rc = tiered_all_gather(mine, spare_.data(), c, err)) return ended(rc, 0, 0);
       for (int r = 0; r < n; r++)
         std::memmove(dst + at[r] + off, spare_.data() + uint64_t(r) * c,
                      size_t(clip(bytes[r], off, c)));
@@ -256,7 +257,7 @@ int Group::all_gather_rows(const void *in, void *out, uint64_t rows, uint64_t ro
   for (uint64_t off = 0, k = 0; off < total || (k == 0 && total == 0); off += m, k++) {
     const uint64_t c = std::min(m, total - off);
     if (tiered_) {
-      if (int rc = tiered_all_gather(src + off, spare_.data(), c, err)) return rc;
+      if (int rc = tiered_all_gather(src + off, spare_.data(), c, err)) return ended(rc, 0, 0);
       for (uint64_t r = 0; r < n; r++) place(r, off, spare_.data() + r * c, c);
     } else {
       const void *views[kMaxRanks];
@@ -286,7 +287,7 @@ int Group::all_to_all_v(const void *in, void *out, const Plan &plan, Error &err)
     const void *views[kMaxRanks];
     const uint64_t s = ++local_.step;
     if (int rc = local_.exchange(s, plan.send_bytes, size_t(n) * 8, -1, views, err))
-      return finish(local_, rc, err);
+      return ended(finish(local_, rc, err), 0, 0);
     for (int r = 0; r < n; r++) std::memcpy(matrix[r], views[r], size_t(n) * 8);
     local_.done(s);
   }
@@ -295,9 +296,10 @@ int Group::all_to_all_v(const void *in, void *out, const Plan &plan, Error &err)
   for (int r = 0; r < n; r++) {
     if (r != me) sent += plan.send_bytes[r], got += plan.recv_bytes[r];
     if (matrix[r][me] != plan.recv_bytes[r])
-      return finish(local_, err.set(DS4TP_EDESYNC, "all_to_all_v: rank {} sends rank {} {} "
-                                    "bytes, which expects {} from it (counts differ)",
-                                    r, me, matrix[r][me], plan.recv_bytes[r]), err);
+      return ended(finish(local_, err.set(DS4TP_EDESYNC, "all_to_all_v: rank {} sends rank {} {} "
+                                          "bytes, which expects {} from it (counts differ)",
+                                          r, me, matrix[r][me], plan.recv_bytes[r]), err),
+                   0, 0);
     for (int q = 0; q < n; q++) most = std::max(most, matrix[r][q]);
   }
   const auto *src = static_cast<const uint8_t *>(in);

@@ -13,6 +13,7 @@
 #include "group/plan.hpp"
 #include "group/wire.hpp"
 #include "os/os.hpp"
+#include "os/signal_calls.hpp"
 #include "link/shm/area.hpp"
 #include "link/shm/group_link.hpp"
 
@@ -23,6 +24,7 @@ Group::Group(Options o) : opt_(std::move(o)) {
       std::aligned_alloc(64, kBufferRoom + ((opt_.chunk_bytes + 63) & ~size_t(63))));
   if (b == nullptr) throw std::bad_alloc();
   buffer_ = b + kBufferRoom;
+  if (const char *d = std::getenv("DS4TP_GROUP_DUMP"); d != nullptr && *d != 0) dump_path_ = d;
   std::memset(buffer_, 0, opt_.chunk_bytes);
   scratch_ = static_cast<uint8_t *>(std::aligned_alloc(64, (opt_.chunk_bytes + 63) & ~size_t(63)));
   if (scratch_ == nullptr) {
@@ -32,6 +34,7 @@ Group::Group(Options o) : opt_(std::move(o)) {
 }
 
 Group::~Group() {
+  os::forget_signal_calls(this);  // no signal's dump reads it from here on
   worker_.reset();     // idle: every call waited for its last chunk
   heartbeat_.reset();  // no verdict after this point
   abort_lanes(opt_.rank, DS4TP_EPEERCLOSED);
@@ -118,24 +121,6 @@ void Group::abort_lanes(int culprit, int code) {
   if (cross_) cross_.link->abort(culprit, code);
 }
 
-int Group::begin(Error &err, uint32_t call) {
-  if (int f = failed(); f != 0)
-    return err.set(DS4TP_EFAILED, "group failed earlier: {}", message());
-  if (!connected()) return err.set(DS4TP_ESTATE, "group not connected (call ds4tp_group_connect)");
-  local_.call = cross_.call = call;
-  local_.first = cross_.first = true;
-  local_.call_index = cross_.call_index =
-      calls_entered_.fetch_add(1, std::memory_order_relaxed) + 1;
-  call_kind_ = int(call & 31) - 1;  // call.hpp: the kind in bits 0..4, from 1
-  call_t0_ = stats_.timed() ? now_ns() : 0;
-  return DS4TP_OK;
-}
-
-int Group::ended(int rc, uint64_t sent, uint64_t received) {
-  stats_.collective_done(call_kind_, sent, received, call_t0_, rc);
-  return rc;
-}
-
 // Any failure inside a collective ends the group: peers may be mid-step,
 // so no later step could line up again. A failure latched first (the
 // heartbeat's verdict, mark_failed) is the cause the caller gets.
@@ -182,6 +167,7 @@ int Group::start_heartbeat(Error &err) {
   hc.size = opt_.size;
   hc.entered = &calls_entered_;
   hc.silence_ns = opt_.peer_silence_ns;
+  hc.clock_rounds = std::move(clock_rounds_);
   for (int r = 0; r < int(ctl_.size()); r++)
     if (ctl_[size_t(r)].valid()) hc.links.push_back({ctl_[size_t(r)].get(), opt_.rank == 0 ? r : 0});
   auto verdict = [this](int code, int culprit, const std::string &why) {
@@ -318,15 +304,17 @@ int Group::one_shot(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &
 // where `count` is one chunk of it), so a call's chunks share one.
 int Group::reduce(Lane &l, uint8_t *p, uint64_t count, Dtype t, Op op, Error &err, uint64_t call_bytes) {
   const uint64_t bytes = call_bytes != 0 ? call_bytes : count * dtype_bytes(t);
-  const Algorithm a = all_reduce_algorithm(bytes, l.x.home_bytes, l.x.two_shot_bytes,
-                                           opt_.chunk_bytes, l.x.ring_bytes);
+  Algorithm a = all_reduce_algorithm(bytes, l.x.home_bytes, l.x.two_shot_bytes,
+                                     opt_.chunk_bytes, l.x.ring_bytes);
   link::Homes *homes = l.link->homes();
-  if (a == Algorithm::Home && homes != nullptr) {
+  if ((a == Algorithm::Home && homes == nullptr) || (a != Algorithm::Home && count < uint64_t(l.n)))
+    a = Algorithm::OneShot;
+  call_algorithm_ = algorithm_name(a);
+  if (a == Algorithm::Home) {
     l.step += 2;
     const int rc = homes->reduce_home(l.step - 1, p, size_t(count), sum_of(t, op), l.like(), err);
     return rc != DS4TP_OK ? finish(l, rc, err) : DS4TP_OK;
   }
-  if (count < uint64_t(l.n)) return one_shot(l, p, count, t, op, err);
   if (a == Algorithm::Ring) return ring(l, p, count, t, op, err);
   return a == Algorithm::TwoShot ? two_shot(l, p, count, t, op, err) : one_shot(l, p, count, t, op, err);
 }
@@ -391,15 +379,14 @@ int Group::broadcast(void *buf, uint64_t bytes, int root, Error &err) {
 int Group::barrier(Error &err) {
   if (int rc = begin(err, call_word(Kind::Barrier))) return rc;
   if (tiered_) {
-    if (int rc = tiered_barrier(err)) return rc;
-  } else {
-    const void *views[kMaxRanks];
-    static const uint8_t none = 0;
-    uint64_t step = ++local_.step;
-    int rc = local_.exchange(step, &none, 0, -1, views, err);
-    if (rc != DS4TP_OK) return finish(local_, rc, err);
-    local_.done(step);
+    return ended(tiered_barrier(err), 0, 0);
   }
+  const void *views[kMaxRanks];
+  static const uint8_t none = 0;
+  uint64_t step = ++local_.step;
+  int rc = local_.exchange(step, &none, 0, -1, views, err);
+  if (rc != DS4TP_OK) return ended(finish(local_, rc, err), 0, 0);
+  local_.done(step);
   return ended(DS4TP_OK, 0, 0);
 }
 

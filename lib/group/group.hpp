@@ -23,7 +23,9 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "talk/group_beat.hpp"
+#include "group/clock_align.hpp"
 #include "group/cross_worker.hpp"
+#include "group/flight.hpp"
 #include "group/lane.hpp"
 #include "group/layout.hpp"
 #include "group/reduce.hpp"
@@ -150,6 +152,13 @@ class Group {
   // Observability: collectives by kind, bytes, all-reduce latency.
   const stats::Stats &stats() const { return stats_; }
   void stats_reset() { stats_.reset(); }
+  // The flight recorder (flight.hpp): its calls, and its text and trace
+  // written to `path` and `path`.json ("%r": the rank). Any thread.
+  const FlightRecorder &flight() const { return flight_; }
+  FlightHeader flight_header() const;
+  int dump(const std::string &path, Error &err) const;
+  // Dumps to `path` each time the process gets `signo` (0: no longer).
+  int dump_on_signal(int signo, const std::string &path, Error &err);
 
  private:
   // Lanes: the whole group (flat), or in a tiered group the ranks of this
@@ -238,6 +247,22 @@ class Group {
   std::unique_ptr<talk::Heartbeat> heartbeat_;  // tcp only; joined before ctl_ closes
   int call_kind_ = 0;        // the call begun last: its stats::Coll
   uint64_t call_t0_ = 0;     // and when it began (0: untimed)
+  uint64_t call_entry_ns_ = 0;         // when it began, always read (its mark)
+  const char *call_algorithm_ = "";    // the all-reduce algorithm it ran, if any
+  // A tiered leader's steps across carry its host's latest entry as its
+  // mark once its host has met (host_sum), so the other hosts see a late
+  // rank here as this host late.
+  bool host_marked_ = false;
+  // This rank's clock to the group's (rank 0's), as bring-up measured
+  // it (off rank 0's host), and its rounds, which the heartbeats go on
+  // from; a call's marks use the heartbeats' latest (call_offset_ns_).
+  ClockOffset clock_;
+  std::vector<ClockRound> clock_rounds_;
+  int64_t call_offset_ns_ = 0;
+  FlightRecorder flight_;
+  // A call that failed writes the recorder here (DS4TP_GROUP_DUMP, "%r"
+  // the rank), else logs its last calls; read once at creation.
+  std::string dump_path_;
   // The collectives this rank has entered; its heartbeats carry it.
   std::atomic<uint32_t> calls_entered_{0};
   std::atomic<int> failed_{0};

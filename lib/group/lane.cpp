@@ -1,5 +1,5 @@
 // The group's step forms over a lane's link (lane.hpp). Each message is a
-// 16-byte step header (group/wire.hpp) and a body; links that move
+// 24-byte step header (group/wire.hpp) and a body; links that move
 // through memory (shm) check the members' byte counts instead.
 #include "group/lane.hpp"
 
@@ -25,10 +25,12 @@ namespace {
 // The step header of the group's wire (wire.hpp), as a link encodes and
 // checks it.
 void encode(const link::Step &s, uint64_t body, uint8_t *out) {
-  encode_step_header(s.number, body, s.call, out);
+  encode_step_header(s.number, body, s.call, s.mark, out);
 }
 int check(const uint8_t *got, const link::Step &s, uint64_t body, int member, Error &err) {
-  return check_step_header(got, s.number, body, s.call, member, err);
+  if (int rc = check_step_header(got, s.number, body, s.call, member, err)) return rc;
+  if (s.marks != nullptr) s.marks->take(member, step_header_mark(got));
+  return DS4TP_OK;
 }
 
 }  // namespace
@@ -39,6 +41,8 @@ link::Step Lane::like() {
   st.call = call;
   st.check = check;
   st.encode = encode;
+  st.mark = mark;
+  st.marks = &marks;
   if (first || every) st.arrival_ns = arrival_ns;
   first = false;
   if (beat != nullptr) {
@@ -77,7 +81,7 @@ int Lane::shift(uint64_t s, const void *mine, size_t bytes, int to, int from, co
   const uint8_t *src[kMaxRanks] = {};
   src[to] = static_cast<const uint8_t *>(mine);
   uint8_t alone[kStepHeaderBytes];
-  encode_step_header(s, 0, call, alone);
+  encode_step_header(s, 0, call, mark, alone);
   return run(s, bytes, from, src, views, err, alone);
 }
 
@@ -102,7 +106,7 @@ int Lane::run(uint64_t s, size_t bytes, int root, const uint8_t *const *src, con
   uint8_t *hdr = src != nullptr && roomy != nullptr && src[0] == roomy && src[n - 1] == roomy
                      ? const_cast<uint8_t *>(roomy) - kStepHeaderBytes
                      : own;
-  encode_step_header(s, src != nullptr ? bytes : 0, call, hdr);
+  encode_step_header(s, src != nullptr ? bytes : 0, call, mark, hdr);
   link::Step st = like();
   st.hdr = hdr;
   st.number = s;

@@ -42,6 +42,11 @@ struct Lane {
   // The call in progress (call.hpp), which its every step carries: the
   // group sets it as a collective begins.
   uint32_t call = 0;
+  // This member's arrival mark in the call (group/flight.hpp), which its
+  // steps carry, and the members' marks as their steps brought them: the
+  // group sets both as a call begins.
+  uint32_t mark = 0;
+  link::Marks marks;
   // A member not yet in the call is waited for this long while alive
   // (peer_arrival_timeout_ms): at the call's first step (`first`, which
   // the group sets as the call begins), or at every step (`every`: a

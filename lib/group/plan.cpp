@@ -35,16 +35,20 @@ std::string layout_words(const std::vector<uint32_t> &host_of) {
 }
 
 const char *algorithm_words(Algorithm a) {
+  return a == Algorithm::Home ? "in the shared buffer" : algorithm_name(a);
+}
+
+}  // namespace
+
+const char *algorithm_name(Algorithm a) {
   switch (a) {
-    case Algorithm::Home: return "in the shared buffer";
+    case Algorithm::Home: return "home";
     case Algorithm::TwoShot: return "two-shot";
     case Algorithm::Ring: return "ring";
     case Algorithm::OneShot: break;
   }
   return "one-shot";
 }
-
-}  // namespace
 
 std::string describe_plan(const PlanFacts &f) {
   std::string out = "plan: " + layout_words(f.host_of) + "; ";

@@ -24,6 +24,9 @@ inline Algorithm all_reduce_algorithm(uint64_t bytes, uint64_t home_bytes,
   return bytes >= two_shot_bytes ? Algorithm::TwoShot : Algorithm::OneShot;
 }
 
+// "one-shot", "two-shot", "home", "ring" (the flight recorder's words).
+const char *algorithm_name(Algorithm a);
+
 struct PlanFacts {
   std::vector<uint32_t> host_of;  // each rank's host index (roster order)
   int transport = 0;              // DS4TP_TRANSPORT_SHM, _TCP or _RDMA (tiered: across hosts)

@@ -81,6 +81,10 @@ int Group::host_sum(uint8_t *q, uint64_t m, Dtype t, Op op, Error &err) {
     return finish(local_, rc, err);
   if (layout_.leader()) group::reduce(t, op, views, local_.n, q, size_t(m));
   local_.done(s);
+  if (cross_ && !host_marked_) {  // before the call's first step across (no worker runs yet)
+    host_marked_ = true;
+    cross_.mark = latest_mark(local_.mark, local_.marks);
+  }
   return DS4TP_OK;
 }
 

@@ -198,14 +198,16 @@ int decode_link(const uint8_t *buf, size_t len, uint32_t n, uint32_t &rank, Link
   return DS4TP_OK;
 }
 
-void encode_step_header(uint64_t step, uint64_t bytes, uint32_t call,
+void encode_step_header(uint64_t step, uint64_t bytes, uint32_t call, uint32_t mark,
                         uint8_t out[kStepHeaderBytes]) {
   put32(out, kStepMagic);
   put32(out + 4, uint32_t(step));
   put64(out + 8, bytes);
   put32(out + 16, call);
-  put32(out + 20, 0);
+  put32(out + 20, mark);
 }
+
+uint32_t step_header_mark(const uint8_t *buf) { return get32(buf + 20); }
 
 int check_step_header(const uint8_t *buf, uint64_t step, uint64_t bytes, uint32_t call, int peer,
                       Error &err) {

@@ -28,7 +28,9 @@
 
 namespace ds4tp::group {
 
-constexpr uint16_t kGroupVersion = 9;  // 9: joins carry the job; 8: verdicts their reason
+// 10: step headers carry arrival marks, clocks align after go; 9: joins
+// carry the job; 8: verdicts their reason.
+constexpr uint16_t kGroupVersion = 10;
 constexpr size_t kNonceMsgBytes = 40;
 constexpr size_t kJoinFixedBytes = 112;
 constexpr size_t kRosterPeers = 16;
@@ -113,9 +115,12 @@ void encode_link(uint32_t rank, const LinkToken &token, uint8_t out[kLinkBytes])
 // Checks the magic and the rank's range; the caller compares the token.
 int decode_link(const uint8_t *buf, size_t len, uint32_t n, uint32_t &rank, LinkToken &token,
                 Error &err);
-// "D4GC", u32 step (low 32 bits), u64 body bytes, u32 call (call.hpp), u32 0.
-void encode_step_header(uint64_t step, uint64_t bytes, uint32_t call,
+// "D4GC", u32 step (low 32 bits), u64 body bytes, u32 call (call.hpp),
+// u32 mark: when the sender entered the call, in microseconds of the group
+// clock, low 32 bits (group/flight.hpp).
+void encode_step_header(uint64_t step, uint64_t bytes, uint32_t call, uint32_t mark,
                         uint8_t out[kStepHeaderBytes]);
+uint32_t step_header_mark(const uint8_t *buf);
 // EDESYNC naming both steps and sizes when the peer is on another step,
 // and both calls when it is in another call.
 int check_step_header(const uint8_t *buf, uint64_t step, uint64_t bytes, uint32_t call, int peer,

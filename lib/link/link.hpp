@@ -56,6 +56,19 @@ struct End {
   uint64_t sent = 0, got = 0;  // header + body bytes on the peer's link
 };
 
+// Each member's arrival mark for a step, by the member's name (its rank
+// in the group): what the member's step header or shm line carried
+// (Step::mark). A group's flight recorder reads them (group/flight.hpp).
+struct Marks {
+  uint32_t at[kMaxMembers] = {};
+  uint32_t heard = 0;  // bit r: at[r] holds member r's
+  void take(int name, uint32_t mark) {
+    if (unsigned(name) >= unsigned(kMaxMembers)) return;
+    at[name] = mark;
+    heard |= 1u << name;
+  }
+};
+
 // One step as this member sees it. The caller fills the header and the
 // regions; the link fills views, seen_ns and end.
 struct Step {
@@ -78,6 +91,10 @@ struct Step {
   // The header of a message without a body (a peer src[] leaves null), or null.
   const uint8_t *alone = nullptr;
   const wire::GateHeader *gate = nullptr;
+  // This member's arrival mark, which travels with its header (a group's
+  // step header, an shm line); each peer's lands in `marks` (may be null).
+  uint32_t mark = 0;
+  Marks *marks = nullptr;
 
   // ---- the regions --------------------------------------------------------
   // src[m]: the body for member m; src null: the header alone to everyone;

@@ -75,6 +75,7 @@ struct Out {
 };
 
 std::string kind_label(const char *k) { return std::string("kind=\"") + k + "\""; }
+std::string peer_label(int r) { return "peer_rank=\"" + std::to_string(r) + "\""; }
 
 }  // namespace
 
@@ -141,6 +142,18 @@ void prometheus(const Snapshot &s, const std::string &labels, bool group, std::s
              "and in the leaders' steps across hosts (step=across).");
     o.hist("ds4tp_group_step_duration_seconds", "step=\"host\"", s.hist[hHostStep]);
     o.hist("ds4tp_group_step_duration_seconds", "step=\"across\"", s.hist[hAcrossStep]);
+    // Per rank of the group as this rank heard it (label peer_rank; rank
+    // is the reporting one); ranks never heard are left out.
+    o.family("ds4tp_group_arrived_last_total", "counter",
+             "Group calls that peer_rank entered after every other rank.");
+    for (int r = 0; r < kRanks; r++)
+      if (s.hist[hLate + r].count != 0)
+        o.u64("ds4tp_group_arrived_last_total", peer_label(r).c_str(), s.arrived_last[r]);
+    o.family("ds4tp_group_lateness_seconds", "histogram",
+             "How long after the first rank peer_rank entered each group call.");
+    for (int r = 0; r < kRanks; r++)
+      if (s.hist[hLate + r].count != 0)
+        o.hist("ds4tp_group_lateness_seconds", peer_label(r), s.hist[hLate + r]);
   }
 }
 

@@ -17,6 +17,7 @@ const char *kind_name(int kind) {
 const char *hist_name(int hist) {
   static const char *const k[] = {"row",      "batch",     "big",        "control",
                                   "row_wait", "host_step", "across_step"};
+  if (hist >= hLate) return "lateness";
   if (hist >= hColl) return coll_name(hist - hColl);
   return hist >= 0 ? k[hist] : "?";
 }
@@ -78,12 +79,19 @@ void Stats::control_done(const char *what, uint64_t t0, uint64_t t1) {
   }
 }
 
-void Stats::collective_done(int coll, uint64_t sent, uint64_t received, uint64_t t0, int rc) {
+void Stats::collective_done(int coll, uint64_t sent, uint64_t received, uint64_t t0,
+                            uint64_t t1, int rc) {
   if (rc != DS4TP_OK) return;
   bump(coll_[coll]);
   bump(sent_, sent);
   bump(received_, received);
-  if (t0 != 0) hist_[hColl + coll].record(now_ns() - t0);
+  if (t0 != 0) hist_[hColl + coll].record(t1 - t0);
+}
+
+void Stats::arrivals_done(const int32_t *arrival_us, int ranks, int last) {
+  for (int r = 0; r < ranks && r < kRanks; r++)
+    if (arrival_us[r] != INT32_MIN) hist_[hLate + r].record(uint64_t(arrival_us[r]) * 1000);
+  if (last >= 0 && last < kRanks) bump(last_[last]);
 }
 
 void Stats::failed_call(int rc) {
@@ -111,6 +119,7 @@ void Stats::raw(Snapshot &s) const {
   s.transfer_ns = ld(&transfer_ns_);
   s.split_gates = ld(&split_);
   for (int c = 0; c < kColls; c++) s.collectives[c] = ld(&coll_[c]);
+  for (int r = 0; r < kRanks; r++) s.arrived_last[r] = ld(&last_[r]);
   s.waits = 0;
   for (auto &w : s.wait_ns) w = 0;
   for (const auto &t : tallies_) {
@@ -144,6 +153,7 @@ void Stats::snapshot(Snapshot &s) const {
   s.transfer_ns -= b.transfer_ns;
   s.split_gates -= b.split_gates;
   for (int c = 0; c < kColls; c++) s.collectives[c] -= b.collectives[c];
+  for (int r = 0; r < kRanks; r++) s.arrived_last[r] -= b.arrived_last[r];
   s.waits -= b.waits;
   for (int p = 0; p < os::WaitTally::kPhases; p++) s.wait_ns[p] -= b.wait_ns[p];
   for (int h = 0; h < kHists; h++) {

@@ -38,12 +38,14 @@ enum Kind : int { kRow = 0, kBatch = 1, kBig = 2, kGateKinds = 3 };
 // of the C API's DS4TP_COLL_*.
 enum Coll : int { cAllReduce = 0, cAllGather, cBroadcast, cBarrier, cReduceScatter, cReduce,
                   cGather, cScatter, cAllGatherV, cAllGatherRows, cAllToAllV, kColls };
+// A group's ranks, for the per-rank arrival series.
+constexpr int kRanks = 16;
 // Histograms: the three gate kinds, control round trips, the peer-wait
 // part of row gates, a tiered group's collectives' time in their steps
-// within a host and across hosts, then each collective kind's latency
-// (hColl + its Coll).
+// within a host and across hosts, each collective kind's latency (hColl
+// + its Coll), then each rank's lateness (hLate + its rank).
 enum Hist : int { hRow = 0, hBatch, hBig, hControl, hRowWait, hHostStep, hAcrossStep, hColl,
-                  kHists = hColl + kColls };
+                  hLate = hColl + kColls, kHists = hLate + kRanks };
 constexpr int hAllReduce = int(hColl) + int(cAllReduce);
 
 const char *kind_name(int kind);  // "row", "batch", "big"
@@ -80,6 +82,7 @@ struct Snapshot {
   uint64_t failovers = 0;  // primary links left for the standby
   uint64_t peer_wait_ns = 0, transfer_ns = 0, split_gates = 0;
   uint64_t collectives[kColls] = {};
+  uint64_t arrived_last[kRanks] = {};  // group calls each rank entered after every other
   // Waits that did not end at once, and their time by os::WaitTally phase.
   uint64_t waits = 0;
   uint64_t wait_ns[os::WaitTally::kPhases] = {};
@@ -112,13 +115,18 @@ class Stats {
   // A control reply arrived `t1 - t0` after its command left; control
   // thread only. `what` is a static frame name.
   void control_done(const char *what, uint64_t t0, uint64_t t1);
-  // A group collective that began at t0 (0 when untimed); the group's
-  // one thread. `sent` and `received`: payload bytes this rank gave the
-  // others and got from them.
-  void collective_done(int coll, uint64_t sent, uint64_t received, uint64_t t0, int rc);
+  // A group collective that began at t0 (0 when untimed) and ended at t1;
+  // the group's one thread. `sent` and `received`: payload bytes this
+  // rank gave the others and got from them.
+  void collective_done(int coll, uint64_t sent, uint64_t received, uint64_t t0, uint64_t t1,
+                       int rc);
   // A tiered collective's `ns` in the steps of hist hHostStep or
   // hAcrossStep; the group's one thread.
   void steps_done(int hist, uint64_t ns) { hist_[hist].record(ns); }
+  // A completed group call's arrivals (group/flight.hpp): each known
+  // rank's entry after the first one's (us; INT32_MIN: unknown) into its
+  // lateness histogram, and `last` (-1: none) counted; the group's thread.
+  void arrivals_done(const int32_t *arrival_us, int ranks, int last);
   // A latching failure's status (either thread).
   void failed_call(int rc);
 
@@ -147,6 +155,7 @@ class Stats {
   std::atomic<uint64_t> errors_{0}, timeouts_{0}, desyncs_{0};
   std::atomic<uint64_t> wait_ns_{0}, transfer_ns_{0}, split_{0};
   std::atomic<uint64_t> coll_[kColls] = {};
+  std::atomic<uint64_t> last_[kRanks] = {};
   os::WaitTally tallies_[2];
   Histogram hist_[kHists];
   Sources src_;

@@ -86,13 +86,16 @@ bool Trace::write(const TraceMeta &m, std::string &why) const {
   return true;
 }
 
-std::string trace_path_from_env(int rank) {
-  const char *v = std::getenv("DS4TP_TRACE");
-  if (v == nullptr || *v == 0) return {};
-  std::string p = v;
+std::string path_with_rank(std::string p, int rank) {
   for (size_t at; (at = p.find("%r")) != std::string::npos;)
     p.replace(at, 2, std::to_string(rank));
   return p;
+}
+
+std::string trace_path_from_env(int rank) {
+  const char *v = std::getenv("DS4TP_TRACE");
+  if (v == nullptr || *v == 0) return {};
+  return path_with_rank(v, rank);
 }
 
 // ---- merge ------------------------------------------------------------------

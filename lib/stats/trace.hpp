@@ -52,6 +52,8 @@ class Trace {
   uint64_t gate_n_ = 0, ctl_n_ = 0;
 };
 
+// `p` with every "%r" replaced by `rank`.
+std::string path_with_rank(std::string p, int rank);
 // The DS4TP_TRACE path with "%r" replaced by `rank`; empty when unset.
 std::string trace_path_from_env(int rank);
 

@@ -26,6 +26,11 @@ uint32_t get32(const uint8_t *p) {
 void put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = uint8_t(v >> (8 * i));
 }
+uint64_t get64(const uint8_t *p) { return uint64_t(get32(p)) | uint64_t(get32(p + 4)) << 32; }
+void put64(uint8_t *p, uint64_t v) {
+  put32(p, uint32_t(v));
+  put32(p + 4, uint32_t(v >> 32));
+}
 
 }  // namespace
 
@@ -38,7 +43,7 @@ BeatReader::Event BeatReader::feed(const uint8_t *p, size_t n, size_t &used) {
         bad_ = b;
         return kBadByte;
       }
-      want_ = b == kVerdict ? 5 : b == kNotice ? 3 : b == kBeat ? 5 : 2;
+      want_ = b == kVerdict ? 5 : b == kNotice ? 3 : b == kBeat ? kBeatBytes : 2;
       got_[n_++] = b;
       continue;
     }
@@ -49,7 +54,7 @@ BeatReader::Event BeatReader::feed(const uint8_t *p, size_t n, size_t &used) {
         n_ = 0;
         return kBadByte;
       }
-      want_ = 2 + 4 * b;
+      want_ = beats_bytes(b);
     }
     if (got_[0] == kVerdict && n_ == 5) {  // the reason's length
       if (b > kMaxReason) {
@@ -70,11 +75,14 @@ bool BeatReader::complete() {
   if (got_[0] == kBeat) {
     counts_[0] = get32(got_ + 1);
     count_n_ = 1;
+    sent_ = get64(got_ + 5);
     return false;
   }
   if (got_[0] == kBeats) {
     count_n_ = got_[1];
     for (int r = 0; r < count_n_; r++) counts_[r] = get32(got_ + 2 + 4 * r);
+    const uint8_t *t = got_ + 2 + 4 * count_n_;
+    round_ = {get64(t), get64(t + 8), get64(t + 16), 0};
     return false;
   }
   return true;  // a notice or a verdict
@@ -95,6 +103,9 @@ struct Heartbeat::Impl {
     // full): sent before anything else, so messages never interleave.
     uint8_t rest[kMaxBeatMessage] = {};
     size_t rest_n = 0;
+    // Rank 0: the rank's last beat, its send time (its clock) and when
+    // rank 0 read it, echoed in rank 0's next beat to it.
+    uint64_t beat_sent = 0, beat_read = 0;
   };
   HeartbeatConfig cfg;
   Verdict verdict;
@@ -103,6 +114,12 @@ struct Heartbeat::Impl {
   std::atomic<bool> hub_gone{false};  // rank 0's connection closed (hub_gone())
   // Each rank's collectives entered, as the beats last said (entered()).
   std::atomic<uint32_t> entered[kMaxBeatLinks] = {};
+  // A rank's last kClockRounds rounds with rank 0 (the bring-up's first),
+  // on the beat thread, and their estimate for any thread.
+  ClockRound rounds[kClockKept] = {};
+  uint64_t round_n = 0;
+  std::atomic<int64_t> offset_ns{0};
+  std::atomic<uint64_t> uncertainty_ns{UINT64_MAX};  // max: not measured
   // Sends come from the beat thread and from tell() on the caller's.
   mutable std::mutex send_mu;
   std::thread thread;
@@ -129,25 +146,43 @@ struct Heartbeat::Impl {
   uint32_t own() const {
     return cfg.entered != nullptr ? cfg.entered->load(std::memory_order_relaxed) : 0;
   }
-  // This rank's beat: its count to rank 0; rank 0's, every rank's.
+  // This rank's beat: its count and clock to rank 0; rank 0's, every
+  // rank's count and the clock round of that rank's last beat.
   void beat_all() {
-    uint8_t msg[2 + 4 * kMaxBeatLinks];
-    size_t len;
-    if (cfg.rank == 0) {
-      entered[0].store(own(), std::memory_order_relaxed);
-      msg[0] = kBeats;
-      msg[1] = uint8_t(cfg.size);
-      for (int r = 0; r < cfg.size; r++)
-        put32(msg + 2 + 4 * r, entered[r].load(std::memory_order_relaxed));
-      len = 2 + 4 * size_t(cfg.size);
-    } else {
+    uint8_t msg[kMaxBeatMessage];
+    std::lock_guard<std::mutex> g(send_mu);
+    if (cfg.rank != 0) {
       msg[0] = kBeat;
       put32(msg + 1, own());
-      len = 5;
+      put64(msg + 5, now_ns());
+      for (auto &l : links)
+        if (l.open) send_whole(l, msg, kBeatBytes);
+      return;
     }
-    std::lock_guard<std::mutex> g(send_mu);
-    for (auto &l : links)
-      if (l.open) send_whole(l, msg, len);
+    entered[0].store(own(), std::memory_order_relaxed);
+    msg[0] = kBeats;
+    msg[1] = uint8_t(cfg.size);
+    for (int r = 0; r < cfg.size; r++)
+      put32(msg + 2 + 4 * r, entered[r].load(std::memory_order_relaxed));
+    uint8_t *t = msg + 2 + 4 * cfg.size;
+    for (auto &l : links) {
+      if (!l.open) continue;
+      put64(t, l.beat_sent);
+      put64(t + 8, l.beat_read);
+      put64(t + 16, now_ns());
+      send_whole(l, msg, beats_bytes(cfg.size));
+    }
+  }
+
+  // Rank 0's beat echoed this rank's last one: a round, read at `now`.
+  void take_round(const ClockRound &echo, uint64_t now) {
+    if (echo.t0 == 0 || echo.t1 == 0) return;  // it had not heard this rank yet
+    ClockRound r = echo;
+    r.t3 = now;
+    rounds[round_n++ % kClockKept] = r;
+    const ClockOffset o = clock_offset(rounds, kClockKept);
+    offset_ns.store(o.offset_ns, std::memory_order_relaxed);
+    uncertainty_ns.store(o.uncertainty_ns, std::memory_order_release);
   }
 
   void run() {
@@ -200,7 +235,7 @@ struct Heartbeat::Impl {
       judge.heard(index, now);
       size_t used = 0;
       const BeatReader::Event e = l.reader.feed(buf, size_t(n), used);
-      take_counts(l);
+      take_counts(l, now);
       switch (e) {
         case BeatReader::kNone: break;
         case BeatReader::kNoticed: return notice(l.reader, l);
@@ -217,14 +252,27 @@ struct Heartbeat::Impl {
 
   // A beat's counts: a rank's own (rank 0 keeps it), or every rank's
   // from rank 0 (this rank's own is its own to tell).
-  void take_counts(const Link &l) {
+  // And the clock: rank 0 keeps a rank's beat's send time to echo; a
+  // rank takes rank 0's echo as a round. `now`: when the bytes were read.
+  void take_counts(Link &l, uint64_t now) {
     const BeatReader &r = l.reader;
-    if (r.count_n() == 1 && cfg.rank == 0 && l.at.rank > 0 && l.at.rank < kMaxBeatLinks)
+    if (r.count_n() == 1 && cfg.rank == 0 && l.at.rank > 0 && l.at.rank < kMaxBeatLinks) {
       entered[l.at.rank].store(r.counts()[0], std::memory_order_relaxed);
-    if (l.at.rank == 0)
+      if (r.sent() != l.beat_sent) {  // a new beat (the beat thread alone touches these)
+        l.beat_sent = r.sent();
+        l.beat_read = now;
+      }
+    }
+    if (l.at.rank == 0) {
       for (int q = 0; q < r.count_n() && q < kMaxBeatLinks; q++)
         if (q != cfg.rank) entered[q].store(r.counts()[q], std::memory_order_relaxed);
+      if (r.count_n() > 0 && r.round().t0 != last_echo_) {
+        last_echo_ = r.round().t0;
+        take_round(r.round(), now);
+      }
+    }
   }
+  uint64_t last_echo_ = 0;  // the echo taken last (a beat repeats it until this rank beats again)
 
   bool notice(const BeatReader &r, const Link &from) {
     const int culprit = r.notice_rank(), code = r.notice_code(), finder = r.notice_finder();
@@ -282,6 +330,13 @@ int Heartbeat::start(const HeartbeatConfig &cfg, Verdict verdict, std::unique_pt
   im.cfg = cfg;
   im.verdict = std::move(verdict);
   for (const auto &l : cfg.links) im.links.emplace_back(l);
+  for (size_t i = 0; i < cfg.clock_rounds.size() && i < size_t(kClockKept); i++)
+    im.rounds[im.round_n++] = cfg.clock_rounds[i];
+  if (im.round_n > 0) {
+    const ClockOffset o = clock_offset(im.rounds, kClockKept);
+    im.offset_ns.store(o.offset_ns, std::memory_order_relaxed);
+    im.uncertainty_ns.store(o.uncertainty_ns, std::memory_order_release);
+  }
   if (!os::wake_open(im.wake))
     return err.set(DS4TP_EIO, "group heartbeat: wake-up handle: {}", std::strerror(errno));
   im.thread = std::thread([&im] { im.run(); });
@@ -301,6 +356,16 @@ uint32_t Heartbeat::entered(int rank) const {
   if (!impl_ || rank < 0 || rank >= kMaxBeatLinks) return 0;
   if (rank == impl_->cfg.rank) return impl_->own();
   return impl_->entered[rank].load(std::memory_order_relaxed);
+}
+
+bool Heartbeat::clock(ClockOffset &out) const {
+  if (!impl_) return false;
+  const uint64_t u = impl_->uncertainty_ns.load(std::memory_order_acquire);
+  if (u == UINT64_MAX) return false;
+  out.offset_ns = impl_->offset_ns.load(std::memory_order_relaxed);
+  out.uncertainty_ns = u;
+  out.measured = true;
+  return true;
 }
 
 Heartbeat::~Heartbeat() {

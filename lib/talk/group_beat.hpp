@@ -11,9 +11,18 @@
 // arrival deadline): each rank's beat to rank 0 carries its own count,
 // rank 0's beat to each rank every rank's.
 //
-// Wire (after the rendezvous "go" byte): a beat, kBeat and the sender's
-// count (u32) to rank 0, or from rank 0 kBeats, the rank count (u8) and
-// every rank's count (u32 each, in rank order); from rank 0 a 3-byte
+// Beats keep measuring each rank's clock against rank 0's (the group
+// clock, group/clock_align.hpp): a rank's beat carries its send time,
+// and rank 0's next beat to it echoes that with when rank 0 read it and
+// when it answered: a round (common/clock_offset.hpp) per beat period,
+// the best of the last kClockKept kept, so the offset follows drift.
+//
+// Wire (after the rendezvous "go" byte and the clock rounds): a beat,
+// kBeat, the sender's count (u32) and its monotonic clock (u64 ns) to
+// rank 0, or from rank 0 kBeats, the rank count (u8), every rank's count
+// (u32 each, in rank order), then the echo of the receiving rank's last
+// beat (u64 its send time, u64 when rank 0 read it; 0 before one) and
+// rank 0's clock as it sends (u64); from rank 0 a 3-byte
 // notice: kNotice, the silent rank, and the error code negated; and,
 // either way, a verdict: kVerdict, the rank a failed call names, the
 // code negated, the rank that found it, the length of its reason (u8, at
@@ -36,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock_offset.hpp"
 #include "common/error.hpp"
 
 namespace ds4tp::talk {
@@ -46,9 +56,15 @@ constexpr uint8_t kBeats = 0x41;   // 'A': rank 0's beat, every rank's count
 constexpr uint8_t kNotice = 0x46;  // 'F'
 constexpr uint8_t kVerdict = 0x56;  // 'V'
 constexpr int kMaxReason = 160;     // a verdict's reason text, bytes at most
+constexpr int kBeatBytes = 13;    // a rank's beat
+// Rank 0's beat to a rank of a group of n.
+constexpr int beats_bytes(int n) { return 2 + 4 * n + 24; }
 // The longest message on the stream: rank 0's beat, or a verdict.
-constexpr int kMaxBeatMessage = 5 + kMaxReason > 2 + 4 * kMaxBeatLinks ? 5 + kMaxReason
-                                                                      : 2 + 4 * kMaxBeatLinks;
+constexpr int kMaxBeatMessage = 5 + kMaxReason > beats_bytes(kMaxBeatLinks)
+                                    ? 5 + kMaxReason
+                                    : beats_bytes(kMaxBeatLinks);
+// Clock rounds a rank keeps (the best of them is its offset).
+constexpr int kClockKept = 16;
 
 // Reads one link's byte stream as it arrives (any message may be split
 // across reads). feed() stops at the first notice, verdict or bad byte:
@@ -72,6 +88,10 @@ class BeatReader {
   // and how many there are: 0 before the first beat.
   const uint32_t *counts() const { return counts_; }
   int count_n() const { return count_n_; }
+  // A rank's last beat: its send time. Rank 0's: its echo of this rank's
+  // last beat and its own send time (t0, t1, t2; t3 is the reader's).
+  uint64_t sent() const { return sent_; }
+  const ClockRound &round() const { return round_; }
 
  private:
   bool complete();  // the message in got_ is whole: takes a beat's counts
@@ -82,6 +102,8 @@ class BeatReader {
   uint8_t bad_ = 0;
   uint32_t counts_[kMaxBeatLinks] = {};
   int count_n_ = 0;
+  uint64_t sent_ = 0;
+  ClockRound round_;
 };
 
 struct HeartbeatLink {
@@ -98,6 +120,9 @@ struct HeartbeatConfig {
   // The collectives this rank has entered (the group counts them); its
   // beats carry it. Null: 0.
   const std::atomic<uint32_t> *entered = nullptr;
+  // The bring-up's clock rounds with rank 0 (a rank off its host), which
+  // the beats' rounds then replace one by one; empty: none yet.
+  std::vector<ClockRound> clock_rounds;
 };
 
 // `culprit`: the rank the verdict is about.
@@ -118,6 +143,9 @@ class Heartbeat {
   // The collectives `rank` had entered when its last beat (or rank 0's
   // relay of it) left; at most two beat periods old. Any thread.
   uint32_t entered(int rank) const;
+  // The offset to rank 0's clock from the rounds kept (bring-up's, then
+  // the beats'); false where none (rank 0, or no round yet). Any thread.
+  bool clock(ClockOffset &out) const;
   ~Heartbeat();
   Heartbeat(const Heartbeat &) = delete;
   Heartbeat &operator=(const Heartbeat &) = delete;

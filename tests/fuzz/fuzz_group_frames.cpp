@@ -165,7 +165,7 @@ std::vector<Bytes> group_seeds() {
   encode_link(3, token, lb);
   add(3, lb, sizeof lb);
   uint8_t sb[kStepHeaderBytes];
-  encode_step_header(7, 4096, call_word(Kind::AllReduce, 0), sb);
+  encode_step_header(7, 4096, call_word(Kind::AllReduce, 0), 0, sb);
   add(4, sb, sizeof sb);
   // From rank 0 (the first byte odd: the reader's side): two ranks' counts,
   // a notice, a verdict.

@@ -6,6 +6,7 @@ process form; refusals (read-only buffer, unknown format, closed handle)."""
 import array
 import struct
 import threading
+import time
 
 import pytest
 
@@ -239,6 +240,30 @@ def test_group_stats_count_the_all_reduces():
             groups[0].topology(2)
         groups[0].stats_reset()
         assert groups[0].stats()["all_reduces"] == 0, "stats_reset did not reset"
+    finally:
+        for g in groups:
+            g.close()
+
+
+def test_group_names_its_late_rank_and_dumps_its_flight_recorder(tmp_path):
+    groups = ds4tp.Group.local(2)
+    try:
+        def body(r, g):
+            for i in range(3):
+                if r == 1 and i == 1:
+                    time.sleep(0.2)  # rank 1 comes late to the second call
+                g.all_reduce(array.array("f", [1.0] * 64))
+        run_ranks(groups, body)
+        st = groups[0].stats()
+        assert len(st["arrived_last"]) == 16, st["arrived_last"]
+        assert st["arrived_last"][1] >= 1, st["arrived_last"]
+        assert st["lateness"][1]["count"] == 3, st["lateness"][1]
+        assert st["lateness"][1]["sum_ns"] >= 100_000_000, st["lateness"][1]
+        path = str(tmp_path / "flight-%r")
+        groups[0].dump(path)
+        text = (tmp_path / "flight-0").read_text()
+        assert text.startswith("ds4tp group flight recorder: rank 0 of 2"), text
+        assert '"traceEvents"' in (tmp_path / "flight-0.json").read_text()
     finally:
         for g in groups:
             g.close()

@@ -17,7 +17,7 @@ void Area::init(uint64_t home_bytes, uint64_t two_shot_bytes, uint32_t maker_pid
   h->two_shot_bytes = two_shot_bytes;
   for (int r = 0; r < n; r++) new (line(r)) RankLine{};
   if (maker_pid != 0) {
-    line(0)->start_time.store(os::process_start_time(pid_t(maker_pid)), std::memory_order_relaxed);
+    info(0)->start_time.store(os::process_start_time(pid_t(maker_pid)), std::memory_order_relaxed);
     line(0)->pid.store(maker_pid, std::memory_order_relaxed);
   }
   __atomic_store_n(&h->magic, kAreaMagic, __ATOMIC_RELEASE);
@@ -85,7 +85,7 @@ std::string host_area_name(uint32_t leader_pid, uint64_t seed, int host) {
 void area_expect(Area &area, int member, uint32_t pid) {
   if (pid == 0) return;
   RankLine *l = area.line(member);
-  l->start_time.store(os::process_start_time(pid_t(pid)), std::memory_order_relaxed);
+  area.info(member)->start_time.store(os::process_start_time(pid_t(pid)), std::memory_order_relaxed);
   l->pid.store(pid, std::memory_order_release);
 }
 

@@ -19,10 +19,11 @@
 
 namespace ds4tp::shm {
 
-// "DT4K": slots, then homes, each step's byte count, its call and a bell in
-// the rank lines (a rank of an older layout, "DT4G" to "DT4J", is refused
+// "DT4L": slots, then homes, each step's byte count, its call and a bell in
+// the rank lines with each step's arrival mark, the process start times in
+// the info lines (a rank of an older layout, "DT4G" to "DT4K", is refused
 // at open).
-constexpr uint32_t kAreaMagic = 0x4b345444u;
+constexpr uint32_t kAreaMagic = 0x4c345444u;
 
 struct alignas(64) Header {
   uint32_t magic;
@@ -45,7 +46,9 @@ struct alignas(64) RankLine {
   // op and root, link::Step::call's low 16 bits): ranks in different calls
   // with the same byte count are told, not summed.
   std::atomic<uint16_t> call[2];
-  std::atomic<uint64_t> start_time;
+  // The arrival mark (link::Step::mark) of the step stamped in stamp[b],
+  // read with the stamp.
+  std::atomic<uint32_t> mark[2];
   // The Bell (bell.hpp) this rank rings after it
   // stores into this line; ranks waiting on the line sleep on it.
   alignas(8) uint8_t bell[kBellBytes];
@@ -59,9 +62,16 @@ struct alignas(64) RankLine {
 };
 static_assert(sizeof(RankLine) == 64, "a rank line stays one cache line");
 
+// What a rank's waiters read only now and then (its liveness), kept off
+// the rank line the steps share.
+struct alignas(64) InfoLine {
+  std::atomic<uint64_t> start_time;  // the process's (with pid: not a reused pid)
+};
+
 inline size_t slot_stride(size_t chunk) { return (chunk + 63) & ~size_t(63); }
+inline size_t lines_bytes(int n) { return (sizeof(RankLine) + sizeof(InfoLine)) * size_t(n); }
 inline size_t area_bytes(int n, size_t chunk) {
-  return sizeof(Header) + sizeof(RankLine) * size_t(n) + 3 * size_t(n) * slot_stride(chunk);
+  return sizeof(Header) + lines_bytes(n) + 3 * size_t(n) * slot_stride(chunk);
 }
 
 // The slots, lines and homes: a shared-memory segment between processes,
@@ -80,8 +90,11 @@ struct Area {
   RankLine *line(int r) {
     return reinterpret_cast<RankLine *>(base + sizeof(Header)) + r;
   }
+  InfoLine *info(int r) {
+    return reinterpret_cast<InfoLine *>(base + sizeof(Header) + sizeof(RankLine) * size_t(n)) + r;
+  }
   uint8_t *slot(int r, int b) {
-    return base + sizeof(Header) + sizeof(RankLine) * size_t(n) +
+    return base + sizeof(Header) + lines_bytes(n) +
            (size_t(r) * 2 + size_t(b)) * slot_stride(chunk);
   }
   uint8_t *home(int r) { return slot(n, 0) + size_t(r) * slot_stride(chunk); }

@@ -98,7 +98,7 @@ class Slots final : public link::Link, public link::Homes {
     // Every rank stamps every step, even one it sends nothing in, and
     // waits for every stamp: no step completes on a rank while another
     // has given up on the group.
-    publish_step(s.number, count, s.call);
+    publish_step(s.number, count, s.call, s.mark);
     for (int r = 0; r < n; r++) {
       s.views[r] = nullptr;
       if (r != rank_)
@@ -224,7 +224,7 @@ class Slots final : public link::Link, public link::Homes {
     }
     at.number = step;
     at.body = bytes;
-    publish_step(step, bytes, at.call);
+    publish_step(step, bytes, at.call, at.mark);
     const void *views[link::kMaxMembers];
     for (int r = 0; r < n; r++) {
       if (r != rank_)
@@ -234,7 +234,7 @@ class Slots final : public link::Link, public link::Homes {
     const size_t mine = (lo(rank_ + 1) - lo(rank_)) / esz;
     if (mine) sum.fn(sum.ctx, views, n, home + lo(rank_), mine);
     at.number = step + 1;
-    publish_step(step + 1, bytes, at.call);
+    publish_step(step + 1, bytes, at.call, at.mark);
     for (int r = 0; r < n; r++) {  // each segment as soon as its owner is done
       if (r == rank_) continue;
       if (int rc = wait_stamp(r, at, uint32_t(bytes), err)) return rc;
@@ -287,7 +287,10 @@ class Slots final : public link::Link, public link::Homes {
       return rc;
     const uint32_t theirs = l->bytes[b].load(std::memory_order_relaxed);
     const uint16_t call = l->call[b].load(std::memory_order_relaxed);
-    if (theirs == count && call == uint16_t(s.call)) return DS4TP_OK;
+    if (theirs == count && call == uint16_t(s.call)) {
+      if (s.marks != nullptr) s.marks->take(name(r), l->mark[b].load(std::memory_order_relaxed));
+      return DS4TP_OK;
+    }
     culprit_ = name(r);
     if (theirs == count && s.encode != nullptr && s.check != nullptr) {
       link::Step peer = s;
@@ -303,11 +306,12 @@ class Slots final : public link::Link, public link::Homes {
                    "(collectives or counts differ)",
                    name(r), s.number, words(theirs), name(rank_), words(count));
   }
-  void publish_step(uint64_t step, size_t bytes, uint32_t call = 0) {
+  void publish_step(uint64_t step, size_t bytes, uint32_t call = 0, uint32_t mark = 0) {
     RankLine *l = a_->line(rank_);
     l->bytes[step & 1].store(uint32_t(bytes), std::memory_order_relaxed);
     l->call[step & 1].store(uint16_t(call), std::memory_order_relaxed);
-    publish(l->stamp[step & 1], step);  // releases the count and call with the stamp
+    l->mark[step & 1].store(mark, std::memory_order_relaxed);
+    publish(l->stamp[step & 1], step);  // releases the count, call and mark with the stamp
   }
 
   // Store into this rank's line, then ring its bell for the ranks asleep on it.
@@ -335,7 +339,7 @@ class Slots final : public link::Link, public link::Homes {
     auto watch_pid = [&] {
       if (!watch_ || pid != 0) return;
       pid = l->pid.load(std::memory_order_acquire);
-      if (pid != 0) watch.watch_process(pid_t(pid), l->start_time.load(), kStoppedNs);
+      if (pid != 0) watch.watch_process(pid_t(pid), a_->info(r)->start_time.load(), kStoppedNs);
     };
     if (watch_)
       for (size_t i = 0; i < ctl_fd_.size(); i++)

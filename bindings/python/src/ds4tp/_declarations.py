@@ -196,6 +196,8 @@ DECLARATIONS = {
         ("ds4tp_group_stats_read", c_int, [c_void_p, POINTER(Stats)]),
         ("ds4tp_group_stats_reset", c_int, [c_void_p]),
         ("ds4tp_group_stats_prometheus", c_int, [c_void_p, c_void_p, c_size_t, POINTER(c_size_t)]),
+        ("ds4tp_group_dump", c_int, [c_void_p, c_char_p]),
+        ("ds4tp_group_dump_on_signal", c_int, [c_void_p, c_int, c_char_p]),
         ("ds4tp_group_plan", c_int, [c_void_p, c_void_p, c_size_t, POINTER(c_size_t)]),
         ("ds4tp_group_topology", c_int,
          [c_void_p, c_int, POINTER(c_int), POINTER(c_int), POINTER(c_int)]),

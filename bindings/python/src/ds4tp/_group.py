@@ -42,6 +42,7 @@ sit in a collective of their own handle.
 """
 
 import ctypes
+import os
 from ctypes import byref, c_int, c_void_p
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -175,6 +176,13 @@ class Group(_Handle, Collectives, SplitPhase):
     def stats_reset(self) -> None:
         """Later :meth:`stats` count from now."""
         self._check(_lib().ds4tp_group_stats_reset(self._live()))
+
+    def dump(self, path: Optional[str] = None) -> None:
+        """Writes the flight recorder (the last 256 calls, each rank's
+        arrival) as text to ``path`` and as a Chrome trace to
+        ``path + ".json"`` ("%r": the rank; None: DS4TP_GROUP_DUMP)."""
+        self._check(_lib().ds4tp_group_dump(
+            self._live(), None if path is None else os.fsencode(path)))
 
     def plan(self) -> str:
         """The plan the group runs, in one line ("plan: 1 host x 4 ranks; shm

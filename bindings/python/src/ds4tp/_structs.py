@@ -493,6 +493,8 @@ _STATS_WAITS = ["waits", "wait_spin_ns", "wait_yield_ns", "wait_sleep_ns"]
 # each kind's count and latency).
 COLL_NAMES = ["all_reduce", "all_gather", "broadcast", "barrier", "reduce_scatter", "reduce",
               "gather", "scatter", "all_gather_v", "all_gather_rows", "all_to_all_v"]
+# DS4TP_STATS_RANKS: the per-rank arrival fields' length.
+STATS_RANKS = 16
 
 
 class Stats(Structure):
@@ -502,7 +504,9 @@ class Stats(Structure):
                 [(n, StatsHist) for n in _STATS_HISTS] + [("failovers", c_uint64)] +
                 [(n, c_uint64) for n in _STATS_WAITS] +
                 [("collectives", c_uint64 * len(COLL_NAMES)),
-                 ("collective", StatsHist * len(COLL_NAMES))])
+                 ("collective", StatsHist * len(COLL_NAMES)),
+                 ("arrived_last", c_uint64 * STATS_RANKS),
+                 ("lateness", StatsHist * STATS_RANKS)])
 
     def as_dict(self):
         try:
@@ -517,4 +521,8 @@ class Stats(Structure):
         # Per collective kind: {"reduce_scatter": count, ...} and histograms.
         d["collectives"] = {n: self.collectives[i] for i, n in enumerate(COLL_NAMES)}
         d["collective"] = {n: self.collective[i].as_dict() for i, n in enumerate(COLL_NAMES)}
+        # Groups, per rank (list index = rank): calls it entered last, and
+        # its lateness histogram.
+        d["arrived_last"] = list(self.arrived_last)
+        d["lateness"] = [h.as_dict() for h in self.lateness]
         return d

@@ -214,6 +214,12 @@ extern "C" {
     /// The group's Prometheus text into buf (NUL-terminated); DS4TP_ENOMEM when cap <= *needed.
     pub fn ds4tp_group_stats_prometheus(g: *const ds4tp_group, buf: *mut c_char, cap: usize,
                                         needed: *mut usize) -> c_int;
+    /// The flight recorder (the last 256 calls, each rank's arrival) as text to `path` and a
+    /// Chrome trace to `path`.json ("%r": the rank; NULL: DS4TP_GROUP_DUMP). Any thread.
+    pub fn ds4tp_group_dump(g: *const ds4tp_group, path: *const c_char) -> c_int;
+    /// Dumps as `ds4tp_group_dump(g, path)` on each `signo` (0: stop). Any thread.
+    pub fn ds4tp_group_dump_on_signal(g: *mut ds4tp_group, signo: c_int, path: *const c_char)
+        -> c_int;
     /// Where `rank` sits after connect: host index, place on the host (0: its leader),
     /// tiered (1) or not; any pointer may be null.
     pub fn ds4tp_group_topology(g: *const ds4tp_group, rank: c_int, host: *mut c_int,

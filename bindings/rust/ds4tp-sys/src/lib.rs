@@ -568,6 +568,8 @@ extern "C" {
 
 // ---- observability --------------------------------------------------------
 
+/// `ds4tp_stats.arrived_last` / `.lateness`: the ranks they have room for.
+pub const DS4TP_STATS_RANKS: usize = 16;
 /// `ds4tp_stats.collectives` / `.collective`: all-reduce's index.
 pub const DS4TP_COLL_ALL_REDUCE: usize = 0;
 /// All-gather's index.
@@ -689,6 +691,10 @@ pub struct ds4tp_stats {
     pub collectives: [u64; DS4TP_COLL_KINDS],
     /// Groups: each collective kind's latency (index `DS4TP_COLL_*`).
     pub collective: [ds4tp_stats_hist; DS4TP_COLL_KINDS],
+    /// Groups, per rank (index = rank): completed calls it entered after every other rank.
+    pub arrived_last: [u64; DS4TP_STATS_RANKS],
+    /// Groups, per rank: how long after the first rank it entered each call.
+    pub lateness: [ds4tp_stats_hist; DS4TP_STATS_RANKS],
 }
 
 /// `ds4tp_link_info.role`: the data connection.

@@ -327,6 +327,13 @@ impl Group {
         self.check(unsafe { sys::ds4tp_group_stats_read(self.g, &mut st) })?;
         Ok(st)
     }
+    /// Writes the flight recorder (the last 256 calls, each rank's arrival) as text to
+    /// `path` and a Chrome trace to `path`.json ("%r": the rank). Any thread.
+    pub fn dump(&self, path: &str) -> Result<()> {
+        let p = CString::new(path)
+            .map_err(|_| Error::new(Status::EINVAL as i32, "dump path contains a NUL byte"))?;
+        crate::check(unsafe { sys::ds4tp_group_dump(self.g, p.as_ptr()) })
+    }
     /// Later [`Group::stats`] count from now.
     pub fn stats_reset(&mut self) -> Result<()> {
         self.check(unsafe { sys::ds4tp_group_stats_reset(self.g) })

@@ -185,6 +185,14 @@ fn group_stats_count_the_all_reduces() {
     assert_eq!(groups[1].plan().expect("plan"), plan, "the ranks' plans differ");
     assert_eq!(groups[0].topology(1).expect("topology"), (0, 1, false), "rank 1's place");
     assert!(groups[0].topology(2).is_err(), "a rank outside the group has no place");
+    assert_eq!(st.lateness[1].count, 3, "rank 1's lateness is recorded per call");
+    let dir = std::env::temp_dir().join(format!("ds4tp-rust-flight-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("flight-%r");
+    groups[0].dump(path.to_str().expect("utf-8 path")).expect("dump");
+    let text = std::fs::read_to_string(dir.join("flight-0")).expect("the dump's text");
+    assert!(text.starts_with("ds4tp group flight recorder: rank 0 of 2"), "dump: {text}");
+    std::fs::remove_dir_all(&dir).ok();
     groups[0].stats_reset().expect("stats_reset");
     assert_eq!(groups[0].stats().expect("stats").all_reduces, 0, "stats_reset did not reset");
 }
