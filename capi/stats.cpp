@@ -2,6 +2,7 @@
 // text, traces. The group's are in group.cpp, over the same helpers.
 #include "stats.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -173,6 +174,28 @@ int ds4tp_trace_start(ds4tp_pair *pair, const char *path) {
   return guarded(pair, [&]() -> int {
     Error err;
     return finish(pair, pair->impl->trace_start(path, err), err);
+  });
+}
+
+// Any thread, also on a failed pair: the message goes to the calling
+// thread's last error, not the pair's.
+int ds4tp_dump(const ds4tp_pair *pair, const char *path) {
+  auto *p = const_cast<ds4tp_pair *>(pair);
+  if (p == nullptr) return invalid(nullptr, "ds4tp_dump: pair is NULL");
+  return guarded(p, [&]() -> int {
+    Error err;
+    const char *env = std::getenv("DS4TP_PAIR_DUMP");
+    const char *at = path != nullptr ? path : env != nullptr ? env : "";
+    return finish(nullptr, p->impl->dump(at, err), err);
+  });
+}
+
+int ds4tp_dump_on_signal(ds4tp_pair *pair, int signo, const char *path) {
+  if (pair == nullptr) return invalid(nullptr, "ds4tp_dump_on_signal: pair is NULL");
+  return guarded(pair, [&]() -> int {
+    Error err;
+    return finish(nullptr, pair->impl->dump_on_signal(signo, path != nullptr ? path : "", err),
+                  err);
   });
 }
 

@@ -143,6 +143,21 @@ DS4TP_API int ds4tp_trace_start(ds4tp_pair *pair, const char *path);
 /* Writes the file now (recording goes on). DS4TP_ESTATE when none        */
 /* records, DS4TP_EIO when the file cannot be written. */
 DS4TP_API int ds4tp_trace_write(ds4tp_pair *pair);
+/* The flight recorder, always on: the pair's last 256 gates (kind,      */
+/* index, seq, bytes, start, duration, how long this rank waited for the  */
+/* peer's first data where the link tells, status) written as text to    */
+/* `path` and as a Chrome trace to `path`.json ("%r": the rank; NULL:     */
+/* DS4TP_PAIR_DUMP). A gate that fails the pair writes it by itself to    */
+/* DS4TP_PAIR_DUMP where set, else logs its last 8 gates. Any thread, any */
+/* time, also on a failed pair. DS4TP_EINVAL without a path, DS4TP_EIO    */
+/* naming the file. Groups: ds4tp_group_dump.                             */
+DS4TP_API int ds4tp_dump(const ds4tp_pair *pair, const char *path);
+/* Writes it as ds4tp_dump(pair, path) each time the process gets `signo` */
+/* (one the engine does not use, e.g. SIGUSR2; 0 stops). The handler,     */
+/* installed for the process's life, only writes a byte to a pipe; a      */
+/* library thread writes the files. DS4TP_EINVAL for a signal that cannot */
+/* be caught or a NULL path.                                              */
+DS4TP_API int ds4tp_dump_on_signal(ds4tp_pair *pair, int signo, const char *path);
 /* Merges two ranks' traces into `out`, shifting b's clock onto a's: 0 on */
 /* one host, else estimated from the gates both hold (each rank's gate   */
 /* ends after the peer's began). *offset_us and *uncertainty_us (may be   */

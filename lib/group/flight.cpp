@@ -2,14 +2,12 @@
 #include "group/flight.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 
 #include <fmt/format.h>
 
 #include "common/status.hpp"
 #include "group/call.hpp"
+#include "stats/gate_flight.hpp"
 
 namespace ds4tp::group {
 
@@ -144,22 +142,10 @@ std::string FlightRecorder::trace(const FlightHeader &h) const {
   return s;
 }
 
-static bool write_file(const std::string &path, const std::string &body, std::string &why) {
-  const std::string tmp = path + ".tmp";
-  FILE *f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return why = "cannot write " + tmp + ": " + std::strerror(errno), false;
-  const bool ok = std::fwrite(body.data(), 1, body.size(), f) == body.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    why = "cannot write " + path + ": " + std::strerror(errno);
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
-}
-
 bool FlightRecorder::write(const std::string &path, const FlightHeader &h,
                            std::string &why) const {
-  return write_file(path, text(h), why) && write_file(path + ".json", trace(h), why);
+  return stats::write_text_file(path, text(h), why) &&
+         stats::write_text_file(path + ".json", trace(h), why);
 }
 
 }  // namespace ds4tp::group

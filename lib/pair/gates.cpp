@@ -18,7 +18,9 @@ int Pair::timed_gate(int kind, link::GateStep &g, uint32_t a, Error &err) {
   g.waits(data_config_, t0);
   peer_state_.entering();
   const int rc = link_->step(g.s, err);
-  stats_.gate_done(kind, a, g.h.seq, g.h.bytes, stats_.timed() ? t0 : 0, g.s.seen_ns, rc);
+  const uint64_t t1 =
+      stats_.gate_done(kind, a, g.h.seq, g.h.bytes, stats_.timed() ? t0 : 0, g.s.seen_ns, rc);
+  flight_.record({kind, a, g.h.seq, g.h.bytes, t0, t1, g.s.seen_ns, rc});
   if (rc == DS4TP_OK) peer_state_.completed(g.h.kind, a, g.h.seq);
   return rc;
 }

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "common/status.hpp"
+#include "os/signal_calls.hpp"
 #include "session/session.hpp"
 #include "session/worker_loop.hpp"
 #include "talk/liveness.hpp"
@@ -22,6 +23,7 @@ int Pair::create(const Options &opt, wire::Identity id, std::unique_ptr<Pair> &o
   std::unique_ptr<Pair> p(new Pair);
   p->opt_ = opt;
   p->log_ = Logger(opt.log_fn, opt.log_user_data, opt.log_level);
+  if (const char *d = std::getenv("DS4TP_PAIR_DUMP"); d != nullptr && *d != 0) p->dump_path_ = d;
   if (!slab::compute_layout(id.n_layer, id.n_embd, p->layout_))
     return err.set(DS4TP_EINVAL,
                    "identity: n_layer {} and n_embd {} must be in 1..{} and 1..{}",
@@ -57,6 +59,7 @@ int Pair::create(const Options &opt, wire::Identity id, std::unique_ptr<Pair> &o
 }
 
 Pair::~Pair() {
+  os::forget_signal_calls(this);  // no signal's dump reads it from here on
   service_.reset();   // joins the service thread before anything it uses goes
   liveness_.reset();  // joins the watcher before the control fd closes
   if (trace_) {
@@ -88,6 +91,11 @@ void Pair::mark_failed(const std::string &reason) {
   record(e, true);
 }
 
+std::string Pair::failure() const {
+  std::lock_guard<std::mutex> lock(msg_mu_);
+  return failure_;
+}
+
 std::string Pair::message() const {
   std::lock_guard<std::mutex> lock(msg_mu_);
   return message_;
@@ -109,6 +117,7 @@ int Pair::settle(int rc, Error &err) {
       if (err.message.empty()) err.message = status_message(rc);
       stats_.failed_call(rc);
       record(err, true);
+      dump_on_failure(rc);
       return rc;
   }
 }

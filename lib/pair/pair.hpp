@@ -24,6 +24,7 @@
 #include "slab/layout.hpp"
 #include "slab/schedule.hpp"
 #include "stats/stats.hpp"
+#include "stats/gate_flight.hpp"
 #include "stats/trace.hpp"
 #include "link/link.hpp"
 #include "link/data_config.hpp"
@@ -177,6 +178,8 @@ class Pair {
   void mark_failed(const std::string &reason);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   std::string message() const;
+  // The failure that latched (empty while the pair works).
+  std::string failure() const;
   // EFAILED with the original failure in `err`.
   int refuse(Error &err) const;
 
@@ -210,6 +213,11 @@ class Pair {
   int trace_start(const std::string &path, Error &err);
   int trace_write(Error &err);
   bool tracing() const { return trace_ != nullptr; }
+  // The flight recorder (stats/gate_flight.hpp): its text and trace
+  // written to `path` and `path`.json ("%r": the rank); any thread. On
+  // `signo` each time the process gets it (0: no longer). flight.cpp.
+  int dump(const std::string &path, Error &err) const;
+  int dump_on_signal(int signo, const std::string &path, Error &err);
 
  private:
   Pair() = default;
@@ -258,6 +266,11 @@ class Pair {
   stats::Stats stats_;
   std::unique_ptr<stats::Trace> trace_;
   int trace_meta(stats::TraceMeta &m) const;
+  stats::GateFlight flight_;
+  // A gate that fails the pair writes the recorder here
+  // (DS4TP_PAIR_DUMP, read at creation), else logs its last gates.
+  std::string dump_path_;
+  void dump_on_failure(int rc) const;
   // Every gate reaches its link through here (gates.cpp): the step runs
   // from one clock read, then the stats and the peer's progress note it.
   int timed_gate(int kind, link::GateStep &g, uint32_t a, Error &err);

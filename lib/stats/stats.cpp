@@ -35,7 +35,7 @@ Stats::Stats() {
   if (v != nullptr && std::strcmp(v, "0") == 0) timed_ = false;
 }
 
-void Stats::gate_done(int kind, uint32_t a, uint64_t seq, uint64_t bytes, uint64_t t0,
+uint64_t Stats::gate_done(int kind, uint32_t a, uint64_t seq, uint64_t bytes, uint64_t t0,
                       uint64_t seen, int rc) {
   // One clock read per gate beyond the one before it; none when untimed.
   const uint64_t t1 = t0 != 0 ? now_ns() : 0;
@@ -66,6 +66,7 @@ void Stats::gate_done(int kind, uint32_t a, uint64_t seq, uint64_t bytes, uint64
     e.kind = int16_t(kind);
     trace_->gate(e);
   }
+  return t1;
 }
 
 void Stats::control_done(const char *what, uint64_t t0, uint64_t t1) {

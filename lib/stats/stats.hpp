@@ -109,8 +109,9 @@ class Stats {
   // After a gate of `kind` (layer or batch index `a`) that started at t0
   // (0 when untimed) and moved `bytes` each way; `seen` is when the peer's
   // first data showed (0: the transport cannot tell; UINT64_MAX: as the
-  // gate ended, link::kSeenAtEnd). Gate thread only.
-  void gate_done(int kind, uint32_t a, uint64_t seq, uint64_t bytes, uint64_t t0,
+  // gate ended, link::kSeenAtEnd). Gate thread only. Returns the end's
+  // clock read (0 when untimed).
+  uint64_t gate_done(int kind, uint32_t a, uint64_t seq, uint64_t bytes, uint64_t t0,
                  uint64_t seen, int rc);
   // A control reply arrived `t1 - t0` after its command left; control
   // thread only. `what` is a static frame name.

@@ -136,6 +136,8 @@ DECLARATIONS = {
         ("ds4tp_stats_prometheus", c_int, [_P, c_void_p, c_size_t, POINTER(c_size_t)]),
         ("ds4tp_trace_start", c_int, [_P, c_char_p]),
         ("ds4tp_trace_write", c_int, [_P]),
+        ("ds4tp_dump", c_int, [_P, c_char_p]),
+        ("ds4tp_dump_on_signal", c_int, [_P, c_int, c_char_p]),
         ("ds4tp_trace_merge", c_int, [c_char_p, c_char_p, c_char_p, POINTER(ctypes.c_double),
                                       POINTER(ctypes.c_double)]),
     ],

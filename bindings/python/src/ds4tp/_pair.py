@@ -138,6 +138,12 @@ class Pair(ControlPlane, _Handle):
         """Writes the Chrome/Perfetto trace file now (recording goes on)."""
         _check(_lib().ds4tp_trace_write(self._live()))
 
+    def dump(self, path: Optional[str] = None) -> None:
+        """Writes the flight recorder (the last 256 gates, each with how long
+        this rank waited for the peer) as text to ``path`` and as a Chrome
+        trace to ``path + ".json"`` ("%r": the rank; None: DS4TP_PAIR_DUMP)."""
+        _check(_lib().ds4tp_dump(self._live(), None if path is None else os.fsencode(path)))
+
     # -- slab -------------------------------------------------------------
 
     def layout(self) -> SlabLayout:

@@ -743,6 +743,11 @@ extern "C" {
     pub fn ds4tp_trace_start(pair: *mut ds4tp_pair, path: *const c_char) -> c_int;
     /// Writes the trace file now.
     pub fn ds4tp_trace_write(pair: *mut ds4tp_pair) -> c_int;
+    /// The flight recorder (the last 256 gates) as text to `path` and a Chrome trace to
+    /// `path`.json ("%r": the rank; NULL: DS4TP_PAIR_DUMP). Any thread.
+    pub fn ds4tp_dump(pair: *const ds4tp_pair, path: *const c_char) -> c_int;
+    /// Dumps as `ds4tp_dump(pair, path)` on each `signo` (0: stop). Any thread.
+    pub fn ds4tp_dump_on_signal(pair: *mut ds4tp_pair, signo: c_int, path: *const c_char) -> c_int;
     /// Merges the leader's and worker's trace files `a` and `b` into `out`, the worker's clock
     /// shifted onto the leader's; `offset_us` and `uncertainty_us` (may be NULL) get the shift and
     /// its half-width.

@@ -261,6 +261,13 @@ impl Handle {
     pub fn trace_write(&self) -> Result<()> {
         check(unsafe { sys::ds4tp_trace_write(self.p) })
     }
+    /// Writes the flight recorder (the last 256 gates, each with how long this rank waited for
+    /// the peer) as text to `path` and a Chrome trace to `path`.json ("%r": the rank).
+    pub fn dump(&self, path: &str) -> Result<()> {
+        let path = CString::new(path)
+            .map_err(|_| Error::new(Status::EINVAL as i32, "dump path contains a NUL byte"))?;
+        check(unsafe { sys::ds4tp_dump(self.p, path.as_ptr()) })
+    }
 
     // -- slab --
 
