@@ -70,8 +70,12 @@ long arrival_of(const std::string &arrivals, int r) {
 // `across` (tiered): rank 0, the other host's leader, sees that host's
 // leader (rank `across`) late instead.
 GroupBody late_body(int late, const std::vector<int> &hearing, bool all_heard,
-                    const std::string &dir, int across = -1) {
+                    const std::string &dir, int across = -1, int transport = -1) {
   return [=](ds4tp_group *g, int rank, uint64_t &, std::string &why) -> int {
+    if (transport >= 0 && ds4tp_group_transport(g) != transport)
+      return why = std::string("the group runs ") +
+                   ds4tp_transport_name(ds4tp_group_transport(g)),
+             DS4TP_EIO;
     const uint64_t counts[] = {256, 32768, 300000, 1024};  // 1 KiB .. 1.2 MB of f32
     for (int i = 1; i <= kCalls; i++) {
       std::vector<float> v(counts[i % 4], float(rank));
@@ -171,6 +175,17 @@ TEST_CASE("flight: a late rank is named in every plan", "[group][flight]") {
   SECTION("tcp, 3 ranks (one-shot, two-shot and the ring)") {
     check_run(run_group_procs(3, DS4TP_TRANSPORT_TCP, late_body(1, {0, 1, 2}, true, dir)));
   }
+#ifdef DS4TP_TEST_VERBS_PROVIDER
+  SECTION("rdma (the test verbs provider), 3 ranks") {
+    setenv("DS4TP_VERBS_LIB", DS4TP_TEST_VERBS_PROVIDER, 1);  // the forked ranks inherit it
+    setenv("DS4TP_VERBS_PROVIDER_PROFILE", "rc", 1);
+    const GroupRun run = run_group_procs(3, DS4TP_TRANSPORT_RDMA, late_body(0, {0, 1, 2}, true, dir, -1,
+                                                                    DS4TP_TRANSPORT_RDMA));
+    unsetenv("DS4TP_VERBS_LIB");
+    unsetenv("DS4TP_VERBS_PROVIDER_PROFILE");
+    check_run(run);
+  }
+#endif
   SECTION("tiered, 2 hosts x 2 ranks: the late rank's host names it, the other its leader") {
     check_run(run_group_procs(4, DS4TP_TRANSPORT_AUTO, late_body(3, {2, 3}, false, dir, 2),
                               on_hosts({0, 0, 1, 1})));
