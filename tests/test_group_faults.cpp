@@ -2,8 +2,9 @@
 // ranks on two claimed hosts (tiered: shm within a host, tcp across); a
 // random rank is SIGKILLed or SIGSTOPped at a random moment of bring-up,
 // of each algorithm's steps (one-shot, two-shot, home, chunked, half the
-// chunked trials around the ring on the meshes, the other collectives) or
-// between calls. Every surviving rank must end with a
+// chunked trials around the ring on the meshes, all-gather, broadcast and
+// barrier, reduce-scatter, gather, scatter, the uneven all-gather and
+// all-to-all, split-phase requests) or between calls. Every surviving rank must end with a
 // named error within its deadline; every result it returned before must
 // have the right bits; and no rank may go on past the next call after a
 // failure elsewhere (the survivors' failing calls differ by one at most).
@@ -67,7 +68,7 @@ void net_free_port(int &port) {
   close(fd);
 }
 
-enum class Work { OneShot, TwoShot, Chunked, Home, Others, Between };
+enum class Work { OneShot, TwoShot, Chunked, Home, Others, Between, Moves, Requests };
 const char *work_name(Work w) {
   switch (w) {
     case Work::OneShot: return "one-shot all-reduce";
@@ -76,6 +77,8 @@ const char *work_name(Work w) {
     case Work::Home: return "home all-reduce";
     case Work::Others: return "all-gather/broadcast/barrier";
     case Work::Between: return "between calls";
+    case Work::Moves: return "reduce-scatter/gather/scatter/all-to-all";
+    case Work::Requests: return "split-phase requests";
   }
   return "?";
 }
@@ -98,9 +101,127 @@ const char *moment_name(const Plan &p, bool in_bringup) {
   return in_bringup ? "bring-up" : p.ring ? "ring all-reduce" : work_name(p.work);
 }
 
+// The sum every rank must get of `count` elements of call i: host-major
+// on two hosts (each host's ranks, even and odd), else rank order.
+void expected_sum(const Plan &p, uint64_t count, uint64_t i, uint8_t *out) {
+  if (!p.two_hosts) return group_reference(DS4TP_DTYPE_F32, p.size, count, i, out);
+  HostOrder order(2);
+  for (int r = 0; r < p.size; r++) order[size_t(r % 2)].push_back(r);
+  group_reference_hosts(DS4TP_DTYPE_F32, order, count, i, out);
+}
+
+// The newer collectives in turn, each checked: reduce-scatter, gather
+// and scatter (root i % n), an uneven all-gather and an all-to-all whose
+// piece from rank r to rank q is (r + q + 1) x 16 bytes.
+int moves_call(ds4tp_group *g, const Plan &p, uint64_t i, std::vector<uint8_t> &a,
+               std::vector<uint8_t> &b) {
+  const int n = p.size, me = p.rank, root = int(i % uint64_t(n));
+  const uint64_t part = 256;  // bytes per rank
+  std::vector<uint8_t> want;
+  auto fill = [&](int r, uint64_t bytes, uint8_t *out) { group_fill(DS4TP_DTYPE_F32, r, bytes / 4, i, out); };
+  switch (i % 5) {
+    case 0: {  // reduce-scatter: rank r keeps segment r of the sum
+      a.resize(part * uint64_t(n));
+      b.resize(part);
+      fill(me, a.size(), a.data());
+      if (int rc = ds4tp_group_reduce_scatter(g, a.data(), b.data(), part / 4, DS4TP_DTYPE_F32,
+                                              DS4TP_OP_SUM))
+        return rc;
+      want.resize(a.size());
+      expected_sum(p, a.size() / 4, i, want.data());
+      return std::memcmp(b.data(), want.data() + uint64_t(me) * part, part) == 0 ? 0 : kWrongBits;
+    }
+    case 1: {  // gather to root
+      a.resize(part);
+      b.resize(part * uint64_t(n));
+      fill(me, part, a.data());
+      if (int rc = ds4tp_group_gather(g, a.data(), b.data(), part, root)) return rc;
+      if (me != root) return 0;
+      want.resize(part);
+      for (int r = 0; r < n; r++) {
+        fill(r, part, want.data());
+        if (std::memcmp(b.data() + uint64_t(r) * part, want.data(), part) != 0) return kWrongBits;
+      }
+      return 0;
+    }
+    case 2: {  // scatter from root: rank r gets the root's fill of rank r's index
+      a.resize(part * uint64_t(n));
+      b.resize(part);
+      for (int r = 0; r < n; r++) fill(r, part, a.data() + uint64_t(r) * part);
+      if (int rc = ds4tp_group_scatter(g, a.data(), b.data(), part, root)) return rc;
+      return std::memcmp(b.data(), a.data() + uint64_t(me) * part, part) == 0 ? 0 : kWrongBits;
+    }
+    case 3: {  // uneven all-gather: rank r gives (r + 1) x 64 bytes
+      std::vector<uint64_t> bytes(static_cast<size_t>(n));
+      uint64_t total = 0;
+      for (int r = 0; r < n; r++) total += bytes[size_t(r)] = uint64_t(r + 1) * 64;
+      a.resize(bytes[size_t(me)]);
+      b.resize(total);
+      fill(me, a.size(), a.data());
+      if (int rc = ds4tp_group_all_gather_v(g, a.data(), b.data(), bytes.data())) return rc;
+      uint64_t off = 0;
+      for (int r = 0; r < n; r++) {
+        want.resize(bytes[size_t(r)]);
+        fill(r, want.size(), want.data());
+        if (std::memcmp(b.data() + off, want.data(), want.size()) != 0) return kWrongBits;
+        off += bytes[size_t(r)];
+      }
+      return 0;
+    }
+    default: {  // all-to-all (flat groups; a tiered group refuses it, so a barrier there)
+      if (p.two_hosts && n >= 3) return ds4tp_group_barrier(g);
+      const size_t nn = static_cast<size_t>(n);
+      std::vector<uint64_t> sb(nn), so(nn), rb(nn), ro(nn);
+      uint64_t out_total = 0, in_total = 0;
+      for (int q = 0; q < n; q++) {
+        so[size_t(q)] = out_total;
+        out_total += sb[size_t(q)] = uint64_t(me + q + 1) * 16;
+        ro[size_t(q)] = in_total;
+        in_total += rb[size_t(q)] = uint64_t(q + me + 1) * 16;
+      }
+      a.resize(out_total);
+      b.resize(in_total);
+      for (int q = 0; q < n; q++) std::memset(a.data() + so[size_t(q)], me * 16 + q, sb[size_t(q)]);
+      if (int rc = ds4tp_group_all_to_all_v(g, a.data(), sb.data(), so.data(), b.data(), rb.data(),
+                                            ro.data()))
+        return rc;
+      for (int q = 0; q < n; q++)
+        for (uint64_t k = 0; k < rb[size_t(q)]; k++)
+          if (b[ro[size_t(q)] + k] != uint8_t(q * 16 + me)) return kWrongBits;
+      return 0;
+    }
+  }
+}
+
+// Split-phase: two all-reduces started back to back, then waited (the
+// second's result checked); a failure is the requests' status.
+int requests_call(ds4tp_group *g, const Plan &p, uint64_t i, std::vector<uint8_t> &a,
+                  std::vector<uint8_t> &b) {
+  const uint64_t count = 1024;
+  a.resize(count * 4);
+  b.resize(count * 4);
+  std::vector<uint8_t> c(count * 4);
+  group_fill(DS4TP_DTYPE_F32, p.rank, count, i, a.data());
+  group_fill(DS4TP_DTYPE_F32, p.rank, count, i, c.data());
+  ds4tp_group_request *r1 = nullptr, *r2 = nullptr;
+  int rc = ds4tp_group_all_reduce_start(g, a.data(), count, DS4TP_DTYPE_F32, DS4TP_OP_SUM, &r1);
+  if (rc == DS4TP_OK)
+    rc = ds4tp_group_all_reduce_start(g, c.data(), count, DS4TP_DTYPE_F32, DS4TP_OP_SUM, &r2);
+  const int w1 = r1 != nullptr ? ds4tp_group_wait(r1) : rc;
+  const int w2 = r2 != nullptr ? ds4tp_group_wait(r2) : rc;
+  ds4tp_group_request_free(r1);
+  ds4tp_group_request_free(r2);
+  if (w1 != DS4TP_OK) return w1;
+  if (w2 != DS4TP_OK) return w2;
+  expected_sum(p, count, i, b.data());
+  return std::memcmp(c.data(), b.data(), b.size()) == 0 ? 0 : kWrongBits;
+}
+
 // Call i of a workload: 0 or a status; kWrongBits when the bits differ.
 int one_call(ds4tp_group *g, const Plan &p, uint64_t i, std::vector<uint8_t> &a,
              std::vector<uint8_t> &b) {
+  if (p.work == Work::Moves) return moves_call(g, p, i, a, b);
+  if (p.work == Work::Requests) return requests_call(g, p, i, a, b);
   uint64_t count = 1024;
   if (p.work == Work::TwoShot) count = 16384;  // 64 KiB: the two-shot threshold
   if (p.work == Work::Chunked) count = 40001;  // over one 64 KiB chunk
@@ -143,9 +264,7 @@ int one_call(ds4tp_group *g, const Plan &p, uint64_t i, std::vector<uint8_t> &a,
   group_fill(DS4TP_DTYPE_F32, p.rank, count, i, buf);
   if (int rc = ds4tp_group_all_reduce(g, buf, count, DS4TP_DTYPE_F32, DS4TP_OP_SUM)) return rc;
   if (p.two_hosts) {  // two hosts: a ring of two leaders sums as host-major
-    HostOrder order(2);
-    for (int r = 0; r < p.size; r++) order[size_t(r % 2)].push_back(r);
-    group_reference_hosts(DS4TP_DTYPE_F32, order, count, i, b.data());
+    expected_sum(p, count, i, b.data());
   } else if (p.ring && p.transport != DS4TP_TRANSPORT_SHM) {
     HostOrder alone(static_cast<size_t>(p.size));
     for (int r = 0; r < p.size; r++) alone[size_t(r)] = {r};
@@ -439,8 +558,8 @@ void require_clean(const Matrix &m) {
 
 TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random moment",
           "[group][fault]") {
-  const Work works[] = {Work::OneShot, Work::TwoShot, Work::Chunked,
-                        Work::Home,    Work::Others,  Work::Between};
+  const Work works[] = {Work::OneShot, Work::TwoShot, Work::Chunked, Work::Home,
+                        Work::Others,  Work::Between, Work::Moves,   Work::Requests};
   Matrix m;
   const int total = 12 * trials();
   for (int i = 0; i < total; i++) {
@@ -450,9 +569,9 @@ TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random 
     p.transport = medium == 0 ? DS4TP_TRANSPORT_SHM : medium == 1 ? DS4TP_TRANSPORT_TCP
                                                                   : DS4TP_TRANSPORT_AUTO;
     p.two_hosts = medium == 2;
-    p.work = works[(i / 6) % 6];
+    p.work = works[(i / 6) % 8];
     p.ring = p.work == Work::Chunked && uniform(0, 1) == 1;
-    const bool stop = (i / 36) % 2 == 1 || uniform(0, 3) == 0;
+    const bool stop = (i / 48) % 2 == 1 || uniform(0, 3) == 0;
     const bool in_bringup = uniform(0, 7) == 0;
     const int victim = int(uniform(0, uint64_t(p.size - 1)));
     const Tally t = trial(p, stop, in_bringup, victim, m);
@@ -471,7 +590,7 @@ TEST_CASE("group fault matrix: SIGKILL and SIGSTOP of a random rank at a random 
 TEST_CASE("group fault matrix over rdma: SIGKILL and SIGSTOP of a random rank",
           "[group][fault][rdma]") {
   const Work works[] = {Work::OneShot, Work::TwoShot, Work::Chunked, Work::Others,
-                        Work::Between};
+                        Work::Between, Work::Moves,   Work::Requests};
   const char *profiles[] = {"rc", "uc-apple"};
   Matrix m;
   for (int i = 0; i < 6 * trials(); i++) {
@@ -480,7 +599,7 @@ TEST_CASE("group fault matrix over rdma: SIGKILL and SIGSTOP of a random rank",
     p.transport = DS4TP_TRANSPORT_RDMA;
     p.rdma_profile = profiles[(i / 3) % 2];
     p.two_hosts = (i / 6) % 2 == 1;
-    p.work = works[(i / 6) % 5];
+    p.work = works[(i / 6) % 7];
     p.ring = p.work == Work::Chunked && uniform(0, 1) == 1;
     const bool stop = uniform(0, 1) == 1;
     const bool in_bringup = uniform(0, 7) == 0;
