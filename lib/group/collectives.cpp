@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "group/all_to_all.hpp"
 #include "group/group.hpp"
 
 namespace ds4tp::group {
@@ -19,6 +20,20 @@ uint64_t clip(uint64_t total, uint64_t at, uint64_t cap) {
 }
 
 }  // namespace
+
+int all_to_all_steps(const uint64_t (*matrix)[kAllToAllRanks], int n, int me,
+                     const uint64_t *recv_bytes, uint64_t cap, uint64_t &steps, Error &err) {
+  uint64_t most = 0;
+  for (int r = 0; r < n; r++) {
+    if (matrix[r][me] != recv_bytes[r])
+      return err.set(DS4TP_EDESYNC, "all_to_all_v: rank {} sends rank {} {} bytes, which "
+                     "expects {} from it (counts differ)",
+                     r, me, matrix[r][me], recv_bytes[r]);
+    for (int q = 0; q < n; q++) most = std::max(most, matrix[r][q]);
+  }
+  steps = std::max<uint64_t>(1, most / cap + (most % cap != 0));  // no overflow near 2^64
+  return DS4TP_OK;
+}
 
 uint64_t Group::piece_cap() const {
   const uint64_t per = opt_.chunk_bytes / uint64_t(opt_.size);
@@ -282,6 +297,7 @@ int Group::all_to_all_v(const void *in, void *out, const Plan &plan, Error &err)
   // Every rank's send counts to every rank first: each rank learns what it
   // gets and how many steps the largest piece takes.
   local_.call = call_word(Kind::Counts);
+  static_assert(kAllToAllRanks == kMaxRanks);
   uint64_t matrix[kMaxRanks][kMaxRanks];
   {
     const void *views[kMaxRanks];
@@ -292,21 +308,16 @@ int Group::all_to_all_v(const void *in, void *out, const Plan &plan, Error &err)
     local_.done(s);
   }
   local_.call = call_word(Kind::AllToAllV);
-  uint64_t most = 0, sent = 0, got = 0;
-  for (int r = 0; r < n; r++) {
+  const uint64_t m = piece_cap();
+  uint64_t steps = 0, sent = 0, got = 0;
+  if (int rc = all_to_all_steps(matrix, n, me, plan.recv_bytes, m, steps, err))
+    return ended(finish(local_, rc, err), 0, 0);
+  for (int r = 0; r < n; r++)
     if (r != me) sent += plan.send_bytes[r], got += plan.recv_bytes[r];
-    if (matrix[r][me] != plan.recv_bytes[r])
-      return ended(finish(local_, err.set(DS4TP_EDESYNC, "all_to_all_v: rank {} sends rank {} {} "
-                                          "bytes, which expects {} from it (counts differ)",
-                                          r, me, matrix[r][me], plan.recv_bytes[r]), err),
-                   0, 0);
-    for (int q = 0; q < n; q++) most = std::max(most, matrix[r][q]);
-  }
   const auto *src = static_cast<const uint8_t *>(in);
   auto *dst = static_cast<uint8_t *>(out);
-  const uint64_t m = piece_cap();
   return ended(piece_steps(
-      std::max<uint64_t>(1, (most + m - 1) / m),
+      steps,
       [&](uint64_t k, const uint8_t **s, uint64_t *o, uint64_t *i) {
         for (int r = 0; r < n; r++) {
           o[r] = clip(plan.send_bytes[r], k * m, m);

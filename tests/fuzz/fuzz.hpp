@@ -52,6 +52,9 @@ std::vector<Bytes> group_seeds();
 // The shm transport's handshake: a header, then an offer or a ready body.
 int shm_offer(const uint8_t *d, size_t n);
 std::vector<Bytes> shm_offer_seeds();
+// An all-to-all's plan from hostile count matrices (group/all_to_all.hpp).
+int all_to_all(const uint8_t *d, size_t n);
+std::vector<Bytes> all_to_all_seeds();
 int failover(const uint8_t *d, size_t n);
 std::vector<Bytes> failover_seeds();
 

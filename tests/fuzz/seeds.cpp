@@ -151,7 +151,8 @@ std::vector<std::pair<uint16_t, Bytes>> payload_seeds() {
 const std::vector<std::string> &targets() {
   static const std::vector<std::string> t = {"hello", "gate_header", "frame_header",
                                              "frame_payloads", "rdma_frames",
-                                             "group_frames", "shm_offer", "failover"};
+                                             "group_frames", "shm_offer", "failover",
+                                             "all_to_all"};
   return t;
 }
 
@@ -164,6 +165,7 @@ int run(const std::string &target, const uint8_t *d, size_t n) {
   if (target == "group_frames") return group_frames(d, n);
   if (target == "shm_offer") return shm_offer(d, n);
   if (target == "failover") return failover(d, n);
+  if (target == "all_to_all") return all_to_all(d, n);
   return -1;
 }
 
@@ -174,6 +176,7 @@ std::vector<Bytes> seeds(const std::string &target) {
   if (target == "group_frames") return group_seeds();
   if (target == "shm_offer") return shm_offer_seeds();
   if (target == "failover") return failover_seeds();
+  if (target == "all_to_all") return all_to_all_seeds();
   std::vector<Bytes> out;
   uint32_t counter = 1;
   for (auto &[type, payload] : payload_seeds()) {
