@@ -44,6 +44,9 @@ int main(int argc, char **argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   for (int it = -20; it < iters; it++) {
     const int root = (it + 20) % n;
+    /* Untimed, as ds4tp's side (tools/ds4tp/group_ops.cpp): every timed
+     * call starts with every rank in it. */
+    if (strcmp(op, "barrier") != 0) MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     if (strcmp(op, "all_reduce") == 0)
       MPI_Allreduce(MPI_IN_PLACE, in, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);

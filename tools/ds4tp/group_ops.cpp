@@ -2,6 +2,10 @@
 // op's inputs and expected results are built here from exact inputs
 // (elements.hpp), for two alternating inputs, and every output buffer is
 // scrubbed before each call, so a stale or partial result cannot pass.
+// The scrubbing and checking are untimed and end with an untimed barrier
+// (bench/group/mpi_ops.c barriers the same way), so each timed call starts
+// with every rank in it: one rank's check of a large result (a gather's
+// root) is not timed as another rank's wait.
 //
 // `count` is elements of the dtype per rank: the reductions' vector
 // (reduce_scatter: each rank's segment, so its input holds size x count);
@@ -286,6 +290,12 @@ OpResult run_op(ds4tp_group *g, const OpCase &c) {
       res.error = why + " in call " + std::to_string(it + kWarmup);
       return res;
     }
+    if (c.op != GroupOp::Barrier)
+      if (int brc = ds4tp_group_barrier(g)) {
+        res.error = std::string("barrier between calls: ") + ds4tp_err_name(brc) + ": " +
+                    ds4tp_group_errmsg(g);
+        return res;
+      }
     if (it >= 0) res.us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
   std::sort(res.us.begin(), res.us.end());
