@@ -365,6 +365,9 @@ class PairRef {
   }
   void trace_start(const char *path) { check(ds4tp_trace_start(live(), path)); }
   void trace_write() { check(ds4tp_trace_write(live())); }
+  // The flight recorder (the last 256 gates, each with its wait for the
+  // peer) as text to `path` and a Chrome trace to `path`.json; any thread.
+  void dump(const char *path) const { check(ds4tp_dump(live(), path)); }
 
   // -- slab --
   SlabLayout layout() const {

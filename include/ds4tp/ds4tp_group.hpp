@@ -318,6 +318,10 @@ class Group {
     return text;
   }
 
+  // The flight recorder (the last 256 calls, each rank's arrival) as text
+  // to `path` and a Chrome trace to `path`.json ("%r": the rank); any thread.
+  void dump(const char *path) const { check(ds4tp_group_dump(live(), path)); }
+
   int rank() const noexcept { return ds4tp_group_rank(g_); }
   int size() const noexcept { return ds4tp_group_size(g_); }
   int transport() const noexcept { return ds4tp_group_transport(g_); }

@@ -4,6 +4,11 @@
 // the handle's message, sizes refused before any rank waits, moves.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <fstream>
+
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -58,6 +63,18 @@ TEST_CASE("cxx group: local form, f32 f16 bf16, identical bits", "[group][bindin
           g.all_reduce(std::span<ds4tp::Half>(h[size_t(r)]));
           g.all_reduce(std::span<ds4tp::BFloat16>(b[size_t(r)]));
           g.barrier();
+          // The flight recorder names the calls just made.
+          const std::string path = "/tmp/ds4tp-cxx-flight-" + std::to_string(getpid()) + "-%r";
+          g.dump(path.c_str());
+          const std::string mine = "/tmp/ds4tp-cxx-flight-" + std::to_string(getpid()) + "-" +
+                                   std::to_string(r);
+          std::ifstream text(mine);
+          std::string head;
+          std::getline(text, head);
+          std::remove(mine.c_str());
+          std::remove((mine + ".json").c_str());
+          if (head.rfind("ds4tp group flight recorder: rank " + std::to_string(r), 0) != 0)
+            throw std::runtime_error("dump: " + head);
         },
         why);
     float want = 0;
