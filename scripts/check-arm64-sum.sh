@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the group sum's bit tests (tests/test_group_convert.cpp) for AArch64
+# Runs the group sum's bit tests (tests/unit/test_group_convert.cpp) for AArch64
 # on this x86-64 host: every sum kernel an AArch64 build has (the portable
 # one and the NEON one, lib/group/reduce_arm64.cpp), built static with
 # Debian's aarch64 cross compiler and run under qemu-aarch64. A Mac
@@ -20,14 +20,14 @@ ln -s /usr/include/catch2 "$tmp/inc/catch2"
 ln -s /usr/include/fmt "$tmp/inc/fmt"
 printf '#define CATCH_CONFIG_MAIN\n#include <catch2/catch.hpp>\n' >"$tmp/main.cpp"
 flags=(-std=c++20 -O2 -Wall -Wextra -Werror -DDS4TP_SUM_ARM64=1 -DFMT_HEADER_ONLY
-       -I"$root/lib" -I"$root/include" -I"$tmp/inc")
+       -I"$root/lib" -I"$root/include" -I"$root/tests" -I"$tmp/inc")
 objs=()
 for src in "$root/lib/group/reduce.cpp" "$root/lib/group/reduce_arm64.cpp" "$root/lib/group/call.cpp" \
-           "$root/tests/test_group_convert.cpp" "$tmp/main.cpp"; do
+           "$root/tests/unit/test_group_convert.cpp" "$tmp/main.cpp"; do
   obj="$tmp/$(basename "$src" .cpp).o"
   "$cxx" "${flags[@]}" -c "$src" -o "$obj"
   objs+=("$obj")
 done
 "$cxx" -static -o "$tmp/test_group_convert" "${objs[@]}"
-echo "== check-arm64-sum: tests/test_group_convert.cpp under qemu-aarch64 (portable + neon kernels)"
+echo "== check-arm64-sum: tests/unit/test_group_convert.cpp under qemu-aarch64 (portable + neon kernels)"
 qemu-aarch64 "$tmp/test_group_convert"

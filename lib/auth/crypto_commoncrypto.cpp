@@ -19,7 +19,7 @@
 // (10.12.1+) and memset_s (C11 Annex K, 10.9+) are libSystem's too.
 //
 // Verified here by cross-compiling only (scripts/cross-macos.sh checks that
-// CCHmac & co. bind to libSystem); tests/test_crypto.cpp's RFC 4231 vectors
+// CCHmac & co. bind to libSystem); tests/unit/test_crypto.cpp's RFC 4231 vectors
 // are the first thing to run on a Mac.
 #define __STDC_WANT_LIB_EXT1__ 1  // memset_s
 #include "auth/crypto.hpp"

@@ -8,7 +8,7 @@
 // even (the FPCR default, which Linux and macOS keep), NaN stays NaN and
 // turns quiet; bf16 is the same integer rounding as the scalar. The scalar
 // tail is the portable scalar code. Checked bit for bit by
-// tests/test_group_convert.cpp, run under qemu-aarch64 on x86-64 hosts
+// tests/unit/test_group_convert.cpp, run under qemu-aarch64 on x86-64 hosts
 // (scripts/check-arm64-sum.sh).
 #include <arm_neon.h>
 

@@ -124,7 +124,7 @@ TEST_CASE("cxx group: failures throw with the handle's message", "[group][bindin
 
 // ---- the other collectives, every element type and op ----------------
 //
-// Inputs exact in every type (as tests/test_group_ops.cpp's: multiples of
+// Inputs exact in every type (as tests/group/test_group_ops.cpp's: multiples of
 // 1/32, products of 1/2, 1, 2 and -1, integers that wrap alike in any
 // order), so the expected results do not depend on the combining order.
 namespace {

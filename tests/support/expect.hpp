@@ -7,7 +7,7 @@
 //
 // A failed check writes one block to stderr:
 //
-//   tests/test_pair.cpp:204: [leader rank 0 pid 4242] check failed: rc == DS4TP_ETIMEDOUT
+//   tests/pair/test_pair.cpp:204: [leader rank 0 pid 4242] check failed: rc == DS4TP_ETIMEDOUT
 //     status: DS4TP_EPEERCLOSED (-3), wanted DS4TP_ETIMEDOUT (-2)
 //     pair failed: yes
 //     library: "gate (layer 0, gate 0, seq 1): the peer closed the connection"

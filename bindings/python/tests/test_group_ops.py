@@ -4,7 +4,7 @@ reduce_scatter (and in place) and reduce for every dtype and op; gather,
 scatter, all_gather_v, all_gather_rows and all_to_all_v in elements of
 several types. Each result is checked against a numpy reference.
 
-The inputs are exact in every dtype (as tests/test_group_ops.cpp's:
+The inputs are exact in every dtype (as tests/group/test_group_ops.cpp's:
 multiples of 1/32, products of 1/2, 1, 2 and -1, integers that wrap alike
 in any order), so the reference does not depend on the order a plan
 combines in: floats combine in float64 and round once, integers in their

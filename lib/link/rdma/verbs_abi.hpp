@@ -3,7 +3,7 @@
 // rdma-core's <infiniband/verbs.h> lays them out. Apple's librdma
 // (macOS 26.2+) follows the same ABI but ships no header outside the
 // SDK, so the binding compiles against this file on every platform: a
-// Mac builds what Linux runs. tests/test_verbs_abi.cpp checks every size
+// Mac builds what Linux runs. tests/unit/test_verbs_abi.cpp checks every size
 // and offset used here against rdma-core's header, field by field.
 //
 // Rules that keep this honest:

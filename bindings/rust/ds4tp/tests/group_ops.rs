@@ -5,7 +5,7 @@
 //! elements of several types; ranks that disagree named by EDESYNC; sizes
 //! that do not fit refused before any rank waits.
 //!
-//! The inputs are exact in every type (as tests/test_group_ops.cpp's:
+//! The inputs are exact in every type (as tests/group/test_group_ops.cpp's:
 //! multiples of 1/32, products of 1/2, 1, 2 and -1, integers that wrap
 //! alike in any order), so the references do not depend on the order a
 //! plan combines in: floats combine in f64 and round once, integers in
