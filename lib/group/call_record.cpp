@@ -7,7 +7,7 @@
 #include "common/status.hpp"
 #include "group/call.hpp"
 #include "group/group.hpp"
-#include "os/signal_calls.hpp"
+#include "stats/dump_files.hpp"
 #include "stats/trace.hpp"
 
 namespace ds4tp::group {
@@ -63,16 +63,11 @@ int Group::ended(int rc, uint64_t sent, uint64_t received) {
       c.error[n] = 0;
     }
   });
-  if (rc != DS4TP_OK) {
-    // The calls before a failure show who the group waited on.
-    Error why;
-    if (!dump_path_.empty() && dump(dump_path_, why) == DS4TP_OK)
-      opt_.log.warn("group: {} failed; flight recorder written to {}", call_name(local_.call),
-                    stats::path_with_rank(dump_path_, opt_.rank));
-    else
-      opt_.log.warn("group: {} failed{}{}; its last calls:\n{}", call_name(local_.call),
-                    why.ok() ? "" : "; ", why.message, flight_.text(flight_header(), 8));
-  }
+  if (rc != DS4TP_OK)  // the calls before a failure show who the group waited on
+    stats::dump_on_failure(
+        dump_path_, opt_.rank, [this](const std::string &p, Error &e) { return dump(p, e); },
+        [this] { return flight_.text(flight_header(), 8); }, opt_.log,
+        fmt::format("group: {} failed", call_name(local_.call)), "calls");
   return rc;
 }
 
@@ -99,18 +94,9 @@ int Group::dump(const std::string &path, Error &err) const {
 }
 
 int Group::dump_on_signal(int signo, const std::string &path, Error &err) {
-  if (signo == 0) {
-    os::forget_signal_calls(this);
-    return DS4TP_OK;
-  }
-  if (path.empty()) return err.set(DS4TP_EINVAL, "group_dump_on_signal: no path");
-  std::string why;
-  const bool ok = os::call_on_signal(this, signo, [this, path, signo] {
-    Error e;
-    if (dump(path, e) != DS4TP_OK)
-      opt_.log.warn("group: flight recorder dump on signal {}: {}", signo, e.message);
-  }, why);
-  return ok ? DS4TP_OK : err.set(DS4TP_EINVAL, "group_dump_on_signal: {}", why);
+  return stats::dump_on_signal(
+      this, signo, path, [this](const std::string &p, Error &e) { return dump(p, e); }, opt_.log,
+      "group_dump_on_signal", err);
 }
 
 }  // namespace ds4tp::group

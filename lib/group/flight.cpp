@@ -7,7 +7,7 @@
 
 #include "common/status.hpp"
 #include "group/call.hpp"
-#include "stats/gate_flight.hpp"
+#include "stats/dump_files.hpp"
 
 namespace ds4tp::group {
 
@@ -144,8 +144,7 @@ std::string FlightRecorder::trace(const FlightHeader &h) const {
 
 bool FlightRecorder::write(const std::string &path, const FlightHeader &h,
                            std::string &why) const {
-  return stats::write_text_file(path, text(h), why) &&
-         stats::write_text_file(path + ".json", trace(h), why);
+  return stats::write_dump(path, text(h), trace(h), why);
 }
 
 }  // namespace ds4tp::group

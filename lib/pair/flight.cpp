@@ -1,7 +1,7 @@
 // The pair's flight recorder written out (stats/gate_flight.hpp): on
 // demand, on a signal, and when a gate fails the pair.
 #include "common/status.hpp"
-#include "os/signal_calls.hpp"
+#include "stats/dump_files.hpp"
 #include "pair/pair.hpp"
 
 namespace ds4tp {
@@ -27,28 +27,16 @@ int Pair::dump(const std::string &path, Error &err) const {
 }
 
 int Pair::dump_on_signal(int signo, const std::string &path, Error &err) {
-  if (signo == 0) {
-    os::forget_signal_calls(this);
-    return DS4TP_OK;
-  }
-  if (path.empty()) return err.set(DS4TP_EINVAL, "dump_on_signal: no path");
-  std::string why;
-  const bool ok = os::call_on_signal(this, signo, [this, path, signo] {
-    Error e;
-    if (dump(path, e) != DS4TP_OK) log_.warn("flight recorder dump on signal {}: {}", signo, e.message);
-  }, why);
-  return ok ? DS4TP_OK : err.set(DS4TP_EINVAL, "dump_on_signal: {}", why);
+  return stats::dump_on_signal(
+      this, signo, path, [this](const std::string &p, Error &e) { return dump(p, e); }, log_,
+      "dump_on_signal", err);
 }
 
 void Pair::dump_on_failure(int rc) const {
-  Error why;
-  if (!dump_path_.empty() && dump(dump_path_, why) == DS4TP_OK) {
-    log_.warn("pair failed ({}); flight recorder written to {}", status_name(rc),
-              stats::path_with_rank(dump_path_, rank()));
-    return;
-  }
-  log_.warn("pair failed ({}){}{}; its last gates:\n{}", status_name(rc), why.ok() ? "" : "; ",
-            why.message, flight_.text(header_of(*this, failure()), 8));
+  stats::dump_on_failure(
+      dump_path_, rank(), [this](const std::string &p, Error &e) { return dump(p, e); },
+      [this] { return flight_.text(header_of(*this, failure()), 8); }, log_,
+      fmt::format("pair failed ({})", status_name(rc)), "gates");
 }
 
 }  // namespace ds4tp

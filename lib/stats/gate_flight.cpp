@@ -2,13 +2,10 @@
 // its two written forms.
 #include "stats/gate_flight.hpp"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-
 #include <fmt/format.h>
 
 #include "common/status.hpp"
+#include "stats/dump_files.hpp"
 #include "stats/stats.hpp"
 
 namespace ds4tp::stats {
@@ -96,22 +93,9 @@ std::string GateFlight::trace(const GateFlightHeader &h) const {
   return s;
 }
 
-bool write_text_file(const std::string &path, const std::string &body, std::string &why) {
-  const std::string tmp = path + ".tmp";
-  FILE *f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return why = "cannot write " + tmp + ": " + std::strerror(errno), false;
-  const bool ok = std::fwrite(body.data(), 1, body.size(), f) == body.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    why = "cannot write " + path + ": " + std::strerror(errno);
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
-}
-
 bool GateFlight::write(const std::string &path, const GateFlightHeader &h,
                        std::string &why) const {
-  return write_text_file(path, text(h), why) && write_text_file(path + ".json", trace(h), why);
+  return write_dump(path, text(h), trace(h), why);
 }
 
 }  // namespace ds4tp::stats

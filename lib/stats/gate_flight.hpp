@@ -57,7 +57,4 @@ class GateFlight {
   std::atomic<uint64_t> n_{0};
 };
 
-// Writes `body` to `path` through a temporary file; false with `why`.
-bool write_text_file(const std::string &path, const std::string &body, std::string &why);
-
 }  // namespace ds4tp::stats

@@ -14,25 +14,15 @@
 #include "common/status.hpp"
 #include "common/clock.hpp"
 #include "talk/silence.hpp"
+#include "wire/codec.hpp"
 #include "os/os.hpp"
 
 namespace ds4tp::talk {
 
-namespace {
-
-uint32_t get32(const uint8_t *p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-}
-void put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = uint8_t(v >> (8 * i));
-}
-uint64_t get64(const uint8_t *p) { return uint64_t(get32(p)) | uint64_t(get32(p + 4)) << 32; }
-void put64(uint8_t *p, uint64_t v) {
-  put32(p, uint32_t(v));
-  put32(p + 4, uint32_t(v >> 32));
-}
-
-}  // namespace
+using wire::get_u32;
+using wire::get_u64;
+using wire::put_u32;
+using wire::put_u64;
 
 BeatReader::Event BeatReader::feed(const uint8_t *p, size_t n, size_t &used) {
   for (used = 0; used < n;) {
@@ -73,16 +63,16 @@ BeatReader::Event BeatReader::feed(const uint8_t *p, size_t n, size_t &used) {
 
 bool BeatReader::complete() {
   if (got_[0] == kBeat) {
-    counts_[0] = get32(got_ + 1);
+    counts_[0] = get_u32(got_ + 1);
     count_n_ = 1;
-    sent_ = get64(got_ + 5);
+    sent_ = get_u64(got_ + 5);
     return false;
   }
   if (got_[0] == kBeats) {
     count_n_ = got_[1];
-    for (int r = 0; r < count_n_; r++) counts_[r] = get32(got_ + 2 + 4 * r);
+    for (int r = 0; r < count_n_; r++) counts_[r] = get_u32(got_ + 2 + 4 * r);
     const uint8_t *t = got_ + 2 + 4 * count_n_;
-    round_ = {get64(t), get64(t + 8), get64(t + 16), 0};
+    round_ = {get_u64(t), get_u64(t + 8), get_u64(t + 16), 0};
     return false;
   }
   return true;  // a notice or a verdict
@@ -118,6 +108,7 @@ struct Heartbeat::Impl {
   // on the beat thread, and their estimate for any thread.
   ClockRound rounds[kClockKept] = {};
   uint64_t round_n = 0;
+  uint64_t last_echo = 0;  // the echo taken last (a beat repeats it until this rank beats again)
   std::atomic<int64_t> offset_ns{0};
   std::atomic<uint64_t> uncertainty_ns{UINT64_MAX};  // max: not measured
   // Sends come from the beat thread and from tell() on the caller's.
@@ -153,8 +144,8 @@ struct Heartbeat::Impl {
     std::lock_guard<std::mutex> g(send_mu);
     if (cfg.rank != 0) {
       msg[0] = kBeat;
-      put32(msg + 1, own());
-      put64(msg + 5, now_ns());
+      put_u32(msg + 1, own());
+      put_u64(msg + 5, now_ns());
       for (auto &l : links)
         if (l.open) send_whole(l, msg, kBeatBytes);
       return;
@@ -163,13 +154,13 @@ struct Heartbeat::Impl {
     msg[0] = kBeats;
     msg[1] = uint8_t(cfg.size);
     for (int r = 0; r < cfg.size; r++)
-      put32(msg + 2 + 4 * r, entered[r].load(std::memory_order_relaxed));
+      put_u32(msg + 2 + 4 * r, entered[r].load(std::memory_order_relaxed));
     uint8_t *t = msg + 2 + 4 * cfg.size;
     for (auto &l : links) {
       if (!l.open) continue;
-      put64(t, l.beat_sent);
-      put64(t + 8, l.beat_read);
-      put64(t + 16, now_ns());
+      put_u64(t, l.beat_sent);
+      put_u64(t + 8, l.beat_read);
+      put_u64(t + 16, now_ns());
       send_whole(l, msg, beats_bytes(cfg.size));
     }
   }
@@ -266,13 +257,12 @@ struct Heartbeat::Impl {
     if (l.at.rank == 0) {
       for (int q = 0; q < r.count_n() && q < kMaxBeatLinks; q++)
         if (q != cfg.rank) entered[q].store(r.counts()[q], std::memory_order_relaxed);
-      if (r.count_n() > 0 && r.round().t0 != last_echo_) {
-        last_echo_ = r.round().t0;
+      if (r.count_n() > 0 && r.round().t0 != last_echo) {
+        last_echo = r.round().t0;
         take_round(r.round(), now);
       }
     }
   }
-  uint64_t last_echo_ = 0;  // the echo taken last (a beat repeats it until this rank beats again)
 
   bool notice(const BeatReader &r, const Link &from) {
     const int culprit = r.notice_rank(), code = r.notice_code(), finder = r.notice_finder();

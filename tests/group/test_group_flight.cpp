@@ -9,9 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +19,7 @@
 #include "ds4tp/ds4tp.h"
 #include "group/clock_align.hpp"
 #include "group/flight.hpp"
+#include "support/files.hpp"
 #include "support/group_util.hpp"
 
 using namespace ds4tp;
@@ -32,13 +31,6 @@ constexpr int kCalls = 8;
 constexpr int kLateCall = 4;        // the call (1..kCalls) the late rank sleeps before
 constexpr int kLateMs = 200;        // how long it sleeps
 constexpr int32_t kSeenUs = 100000;  // the least lateness any rank may see (half the sleep)
-
-std::string slurp(const std::string &path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // The recorder's line for call `index`: its "last" column and arrivals.
 bool call_line(const std::string &text, int index, std::string &last, std::string &arrivals) {
@@ -89,7 +81,8 @@ GroupBody late_body(int late, const std::vector<int> &hearing, bool all_heard,
     ds4tp_stats st{};
     st.size = sizeof st;
     if (int rc = ds4tp_group_stats_read(g, &st)) return why = "stats_read", rc;
-    if (hears && (st.lateness[late].count != kCalls || st.lateness[late].sum_ns < kSeenUs * 1000ull))
+    const ds4tp_stats_hist &lateness = st.lateness[late];
+    if (hears && (lateness.count != kCalls || lateness.sum_ns < kSeenUs * 1000ull))
       return why = "the late rank's lateness histogram holds " +
                    std::to_string(st.lateness[late].count) + " calls, " +
                    std::to_string(st.lateness[late].sum_ns) + " ns",
@@ -100,7 +93,7 @@ GroupBody late_body(int late, const std::vector<int> &hearing, bool all_heard,
     if (int rc = ds4tp_group_dump(g, path.c_str()))
       return why = std::string("group_dump: ") + ds4tp_last_error(), rc;
     const std::string mine = dir + "/flight-" + std::to_string(rank);
-    const std::string text = slurp(mine), trace = slurp(mine + ".json");
+    const std::string text = read_file(mine), trace = read_file(mine + ".json");
     std::string last, arrivals;
     if (!call_line(text, kLateCall, last, arrivals))
       return why = "no line for call " + std::to_string(kLateCall) + " in:\n" + text, DS4TP_EIO;
@@ -119,12 +112,6 @@ GroupBody late_body(int late, const std::vector<int> &hearing, bool all_heard,
       return why = "a rank off rank 0's host did not measure its clock:\n" + text, DS4TP_EIO;
     return DS4TP_OK;
   };
-}
-
-std::string temp_dir() {
-  char tmpl[] = "/tmp/ds4tp-flight-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  return tmpl;
 }
 
 }  // namespace
@@ -168,7 +155,9 @@ TEST_CASE("flight: the clock offset from the round least held up", "[unit][group
 }
 
 TEST_CASE("flight: a late rank is named in every plan", "[group][flight]") {
-  const std::string dir = temp_dir();
+  const TempDir tmp("ds4tp-flight");
+  REQUIRE(!tmp.path().empty());
+  const std::string &dir = tmp.path();
   SECTION("shm, 3 ranks") {
     check_run(run_group_procs(3, DS4TP_TRANSPORT_SHM, late_body(2, {0, 1, 2}, true, dir)));
   }
@@ -179,8 +168,8 @@ TEST_CASE("flight: a late rank is named in every plan", "[group][flight]") {
   SECTION("rdma (the test verbs provider), 3 ranks") {
     setenv("DS4TP_VERBS_LIB", DS4TP_TEST_VERBS_PROVIDER, 1);  // the forked ranks inherit it
     setenv("DS4TP_VERBS_PROVIDER_PROFILE", "rc", 1);
-    const GroupRun run = run_group_procs(3, DS4TP_TRANSPORT_RDMA, late_body(0, {0, 1, 2}, true, dir, -1,
-                                                                    DS4TP_TRANSPORT_RDMA));
+    const GroupRun run = run_group_procs(
+        3, DS4TP_TRANSPORT_RDMA, late_body(0, {0, 1, 2}, true, dir, -1, DS4TP_TRANSPORT_RDMA));
     unsetenv("DS4TP_VERBS_LIB");
     unsetenv("DS4TP_VERBS_PROVIDER_PROFILE");
     check_run(run);
@@ -190,7 +179,6 @@ TEST_CASE("flight: a late rank is named in every plan", "[group][flight]") {
     check_run(run_group_procs(4, DS4TP_TRANSPORT_AUTO, late_body(3, {2, 3}, false, dir, 2),
                               on_hosts({0, 0, 1, 1})));
   }
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("flight: Prometheus series per rank", "[unit][group][flight]") {
@@ -216,15 +204,17 @@ TEST_CASE("flight: Prometheus series per rank", "[unit][group][flight]") {
   std::string text(need + 1, '\0');
   REQUIRE(ds4tp_group_stats_prometheus(gs[0], text.data(), text.size(), &need) == DS4TP_OK);
   INFO(text);
-  CHECK(text.find("ds4tp_group_lateness_seconds_count{rank=\"0\",transport=\"shm\",peer_rank=\"1\"} 3") !=
-        std::string::npos);
+  CHECK(text.find("ds4tp_group_lateness_seconds_count{rank=\"0\",transport=\"shm\","
+                  "peer_rank=\"1\"} 3") != std::string::npos);
   CHECK(std::regex_search(text, std::regex("ds4tp_group_arrived_last_total\\{rank=\"0\",transport="
                                            "\"shm\",peer_rank=\"1\"\\} [1-3]\\n")));
   for (auto *g : gs) ds4tp_group_free(g);
 }
 
 TEST_CASE("flight: written when a call fails, on demand and on a signal", "[unit][group][flight]") {
-  const std::string dir = temp_dir();
+  const TempDir tmp("ds4tp-flight");
+  REQUIRE(!tmp.path().empty());
+  const std::string &dir = tmp.path();
   ds4tp_group *gs[2] = {};
   ds4tp_group_options o;
   ds4tp_group_options_init(&o);
@@ -249,7 +239,7 @@ TEST_CASE("flight: written when a call fails, on demand and on a signal", "[unit
     std::string text;
     for (int i = 0; i < 500 && text.find("flight recorder") == std::string::npos; i++) {
       usleep(10000);
-      text = slurp(dir + "/signal-1");
+      text = read_file(dir + "/signal-1");
     }
     CHECK(text.find("ds4tp group flight recorder: rank 1 of 2") != std::string::npos);
     CHECK(ds4tp_group_dump_on_signal(gs[1], 0, nullptr) == DS4TP_OK);
@@ -264,11 +254,10 @@ TEST_CASE("flight: written when a call fails, on demand and on a signal", "[unit
     rcs[0] = ds4tp_group_all_reduce(gs[0], v, 16, DS4TP_DTYPE_F32, DS4TP_OP_SUM);
     t.join();
     CHECK(rcs[0] == DS4TP_EDESYNC);
-    const std::string text = slurp(dir + "/failed-0");
+    const std::string text = read_file(dir + "/failed-0");
     INFO(text);
     CHECK(text.find("failed: DS4TP_EDESYNC") != std::string::npos);
     CHECK(text.find("all_gather") != std::string::npos);  // the error names the other call
   }
   for (auto *g : gs) ds4tp_group_free(g);
-  std::system(("rm -rf " + dir).c_str());
 }

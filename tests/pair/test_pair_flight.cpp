@@ -4,15 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 
 #include <unistd.h>
 
 #include "ds4tp/ds4tp.h"
 #include "support/expect.hpp"
+#include "support/files.hpp"
 #include "support/ranks.hpp"
 
 using namespace ds4tp::test;
@@ -21,13 +20,6 @@ namespace {
 
 constexpr int kLateMs = 200;
 constexpr double kSeenUs = 100000;  // the least wait the leader may see (half the sleep)
-
-std::string slurp(const std::string &path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // The row gate with `seq`: its peer_wait_us column (-1 for "-") and status.
 bool gate_line(const std::string &text, uint64_t seq, double &wait, std::string &status) {
@@ -54,19 +46,15 @@ int row_gates(ds4tp_pair *tp, uint64_t from, uint64_t to, uint64_t late_before) 
   return 0;
 }
 
-std::string temp_dir() {
-  char tmpl[] = "/tmp/ds4tp-pair-flight-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  return tmpl;
-}
-
 }  // namespace
 
 TEST_CASE("pair flight: the gate a late peer held up shows its wait", "[stats][flight]") {
   int transport = GENERATE(from_range(local_transports()));
   if (transport == DS4TP_TRANSPORT_RDMA) return;  // the fake provider tells no peer arrival
   CAPTURE(ds4tp_transport_name(transport));
-  const std::string dir = temp_dir();
+  const TempDir tmp("ds4tp-pair-flight");
+  REQUIRE(!tmp.path().empty());
+  const std::string &dir = tmp.path();
   RankSetup s;
   s.transport = transport;
   s.gate_timeout_ms = 10000;
@@ -77,14 +65,15 @@ TEST_CASE("pair flight: the gate a late peer held up shows its wait", "[stats][f
         if (int rc = row_gates(tp, 1, 4, 0)) return rc;
         const std::string path = dir + "/flight-%r";
         CHILD_EXPECT_OK(ds4tp_dump(tp, path.c_str()), tp);
-        const std::string text = slurp(dir + "/flight-0");
+        const std::string text = read_file(dir + "/flight-0");
         double wait = -1;
         std::string status;
         CHILD_EXPECT(gate_line(text, 3, wait, status) && status == "ok" && wait >= kSeenUs, tp,
                      "gate 3's peer wait %.1f us (%s) in:\n%s", wait, status.c_str(), text.c_str());
         CHILD_EXPECT(text.find("ds4tp pair flight recorder: rank 0 (leader)") != std::string::npos,
                      tp, "%s", text.c_str());
-        CHILD_EXPECT(slurp(dir + "/flight-0.json").find("\"peer_wait_us\"") != std::string::npos, tp);
+        const std::string trace = read_file(dir + "/flight-0.json");
+        CHILD_EXPECT(trace.find("\"peer_wait_us\"") != std::string::npos, tp, "%s", trace.c_str());
         CHILD_EXPECT(ds4tp_dump(tp, nullptr) == DS4TP_EINVAL, tp, "no path and no DS4TP_PAIR_DUMP");
         return 0;
       },
@@ -93,11 +82,12 @@ TEST_CASE("pair flight: the gate a late peer held up shows its wait", "[stats][f
         return row_gates(tp, 1, 4, 3);
       });
   REQUIRE_RANKS_OK(o);
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("pair flight: a gate that fails the pair writes the recorder", "[stats][flight]") {
-  const std::string dir = temp_dir();
+  const TempDir tmp("ds4tp-pair-flight");
+  REQUIRE(!tmp.path().empty());
+  const std::string &dir = tmp.path();
   const std::string path = dir + "/failed-%r";
   setenv("DS4TP_PAIR_DUMP", path.c_str(), 1);  // the ranks fork with it
   RankSetup s;
@@ -110,7 +100,7 @@ TEST_CASE("pair flight: a gate that fails the pair writes the recorder", "[stats
         if (int rc = row_gates(tp, 1, 2, 0)) return rc;
         const int rc = ds4tp_gate_exchange(tp, 1, 0, 3);  // the worker has left
         CHILD_EXPECT(rc != DS4TP_OK, tp, "gate 3 without a worker succeeded");
-        const std::string text = slurp(dir + "/failed-0");
+        const std::string text = read_file(dir + "/failed-0");
         CHILD_EXPECT(text.find("the pair failed: ") != std::string::npos, tp, "%s", text.c_str());
         double wait = -1;
         std::string ok, failed;
@@ -125,5 +115,4 @@ TEST_CASE("pair flight: a gate that fails the pair writes the recorder", "[stats
       });
   unsetenv("DS4TP_PAIR_DUMP");
   REQUIRE_RANKS_OK(o);
-  std::system(("rm -rf " + dir).c_str());
 }
